@@ -1,0 +1,85 @@
+/* ChaCha20 keystream generator (RFC 8439). Plain C99, no platform calls. */
+#include "chacha20.h"
+#include <string.h>
+
+#define ROTL(v, n) (((v) << (n)) | ((v) >> (32 - (n))))
+#define QR(a, b, c, d)                      \
+    a += b; d ^= a; d = ROTL(d, 16);        \
+    c += d; b ^= c; b = ROTL(b, 12);        \
+    a += b; d ^= a; d = ROTL(d, 8);         \
+    c += d; b ^= c; b = ROTL(b, 7)
+
+void ldp_chacha20_block(const uint32_t in[16], uint32_t out[16]) {
+    uint32_t x[16];
+    int i;
+    memcpy(x, in, sizeof x);
+    for (i = 0; i < 10; i++) {
+        QR(x[0], x[4], x[8], x[12]);
+        QR(x[1], x[5], x[9], x[13]);
+        QR(x[2], x[6], x[10], x[14]);
+        QR(x[3], x[7], x[11], x[15]);
+        QR(x[0], x[5], x[10], x[15]);
+        QR(x[1], x[6], x[11], x[12]);
+        QR(x[2], x[7], x[8], x[13]);
+        QR(x[3], x[4], x[9], x[14]);
+    }
+    for (i = 0; i < 16; i++) out[i] = x[i] + in[i];
+}
+
+static uint32_t load32_le(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+void ldp_chacha_init(ldp_chacha *g, const uint8_t key[32], uint64_t stream) {
+    int i;
+    for (i = 0; i < 8; i++) g->key[i] = load32_le(key + 4 * i);
+    g->counter = 0;
+    g->stream = stream;
+    g->used = 16;
+    g->bitbuf = 0;
+    g->bits = 0;
+}
+
+static void refill(ldp_chacha *g) {
+    uint32_t in[16];
+    in[0] = 0x61707865u; in[1] = 0x3320646eu; in[2] = 0x79622d32u; in[3] = 0x6b206574u;
+    memcpy(in + 4, g->key, sizeof g->key);
+    in[12] = (uint32_t)g->counter;
+    in[13] = (uint32_t)(g->counter >> 32);
+    in[14] = (uint32_t)g->stream;
+    in[15] = (uint32_t)(g->stream >> 32);
+    ldp_chacha20_block(in, g->block);
+    g->counter++;
+    g->used = 0;
+}
+
+uint32_t ldp_next_u32(ldp_chacha *g) {
+    if (g->used >= 16) refill(g);
+    return g->block[g->used++];
+}
+
+uint64_t ldp_next_u64(ldp_chacha *g) {
+    uint64_t lo = ldp_next_u32(g);
+    return lo | ((uint64_t)ldp_next_u32(g) << 32);
+}
+
+unsigned ldp_next_bit(ldp_chacha *g) {
+    unsigned b;
+    if (g->bits == 0) {
+        g->bitbuf = ldp_next_u64(g);
+        g->bits = 64;
+    }
+    b = (unsigned)(g->bitbuf & 1u);
+    g->bitbuf >>= 1;
+    g->bits--;
+    return b;
+}
+
+void ldp_fill_bytes(ldp_chacha *g, uint8_t *out, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t w = ldp_next_u32(g);
+        int k;
+        for (k = 0; k < 4 && i < n; k++, i++) out[i] = (uint8_t)(w >> (8 * k));
+    }
+}

@@ -1,0 +1,47 @@
+/* Exact SanText / SanText+ sampler over a bundle's tables (SPEC §2, seed 000 §2.4).
+ *
+ * Per input row x the bundle stores a "head" of K candidate outputs and one "tail" slot standing for
+ * every other output. A proposal slot is drawn from an integer alias table, then accepted with
+ * probability exp(-gamma):
+ *   head slot j -> y = head_ids[x][j],  gamma = accept_gamma[x][j];
+ *   tail slot   -> y uniform over outputs \ head(x),
+ *                  gamma = accept_gamma[x][K] + eps/2 * (d(x, y) - tail_floor[x]),
+ * and on rejection everything restarts. Precompute chose accept_gamma so that the accepted output has
+ * Pr[y] ∝ exp(-eps * d(x, y) / 2) exactly (sdk/alias.py, precompute/santext_build.py). */
+#ifndef LDPTEXT_SANTEXT_SAMPLER_H
+#define LDPTEXT_SANTEXT_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "chacha20.h"
+
+typedef struct {
+    int32_t n_rows;              /* |V|: rows of embeddings and of every per-row table */
+    int32_t dim;                 /* embedding dimension m */
+    int32_t head_size;           /* K; the alias tables have K + 1 slots, slot K is the tail */
+    int32_t n_outputs;           /* |O|, the output domain (V, or V_S for SanText+) */
+    const float *embeddings;     /* [n_rows][dim] */
+    const int32_t *outputs;      /* [n_outputs] token ids of the output domain */
+    const int32_t *head_ids;     /* [n_rows][K], ascending within a row */
+    const uint32_t *alias_threshold; /* [n_rows][K+1]: keep slot j if u32 < threshold */
+    const uint16_t *alias_index;     /* [n_rows][K+1]: otherwise take this slot */
+    const double *accept_gamma;      /* [n_rows][K+1], >= 0 */
+    const double *tail_floor;        /* [n_rows]: lower bound of d(x, y) over the tail */
+    const uint8_t *keep_row;     /* [n_rows]: 1 = non-sensitive input of SanText+ (kept w.p. 1-p) */
+    double half_epsilon;         /* eps / 2 */
+    double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
+} ldp_santext_table;
+
+enum {
+    LDP_OK = 0,
+    LDP_ERR_ROW = 1,        /* input id outside [0, n_rows) */
+    LDP_ERR_INVARIANT = 2   /* a table invariant is violated (negative gamma, empty tail) */
+};
+
+double ldp_distance(const float *a, const float *b, int32_t dim);
+int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y);
+/* Samples n ids; on error returns the code and stores the failing position in *failed_at. */
+int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
+                            int32_t *ys, size_t n, size_t *failed_at);
+
+#endif

@@ -1,0 +1,252 @@
+"""Pure-numpy versions of the C extension's entry points (``native/``), used when it cannot be
+built. Same algorithms and the same output distributions; randomness from ``os.urandom`` (or, in
+seeded test mode only, a SHA-256 counter stream). Vectorised by rejection: every round draws for
+all pending positions at once.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+_TWO32 = np.uint64(1 << 32)
+
+
+class _Bits:
+    """Random 64-bit words: os.urandom, or a deterministic SHA-256 counter stream for tests."""
+
+    def __init__(self, key: bytes | None) -> None:
+        self._key, self._counter = key, 0
+
+    def bytes(self, n: int) -> bytes:
+        if self._key is None:
+            return os.urandom(n)
+        out = bytearray()
+        while len(out) < n:
+            out += hashlib.sha256(self._key + self._counter.to_bytes(8, "little")).digest()
+            self._counter += 1
+        return bytes(out[:n])
+
+    def u64(self, n: int) -> np.ndarray:
+        return np.frombuffer(self.bytes(8 * n), dtype="<u8").astype(np.uint64)
+
+    def u32(self, n: int) -> np.ndarray:
+        return np.frombuffer(self.bytes(4 * n), dtype="<u4").astype(np.uint64)
+
+
+class FallbackGenerator:
+    """Implements the methods of ``ldptext._native.Generator`` (same signatures)."""
+
+    def __init__(self, key: bytes | None) -> None:
+        self._bits = _Bits(key)
+
+    # -- primitives (array in, array out) ----------------------------------------------------
+    def random_bytes(self, n: int) -> bytes:
+        return self._bits.bytes(n)
+
+    def uniform(self, n, size: int) -> np.ndarray:
+        """Uniform on {0..n-1} (n scalar or per-element array, each < 2^32) by Lemire's method."""
+        n = np.broadcast_to(np.asarray(n, dtype=np.uint64), (size,))
+        out = np.empty(size, dtype=np.uint64)
+        todo = np.arange(size)
+        threshold = ((_TWO32 - n) % n)  # (2^32 - n) mod n, as in the C code
+        while todo.size:
+            m = self._bits.u32(todo.size) * n[todo]
+            low = m & np.uint64(0xFFFFFFFF)
+            ok = low >= threshold[todo]
+            out[todo[ok]] = m[ok] >> np.uint64(32)
+            todo = todo[~ok]
+        return out
+
+    def uniform_int(self, n: int, out: np.ndarray) -> None:
+        if n < (1 << 32):
+            out[:] = self.uniform(n, out.shape[0]).astype(np.int64)
+            return
+        mask = (1 << int(n - 1).bit_length()) - 1
+        for i in range(out.shape[0]):
+            while True:
+                x = int(self._bits.u64(1)[0]) & mask
+                if x < n:
+                    out[i] = x
+                    break
+
+    def bern(self, p: np.ndarray) -> np.ndarray:
+        """Exact Bernoulli(p) per element: the first 64 bits of a uniform real are compared with
+        floor(p·2^64); the rare ties continue with p's next 64 bits."""
+        p = np.asarray(p, dtype=np.float64)
+        result = np.zeros(p.shape, dtype=bool)
+        rest = p.copy()
+        result[p >= 1.0] = True
+        todo = np.flatnonzero((p > 0.0) & (p < 1.0))
+        while todo.size:
+            scaled = np.ldexp(rest[todo], 64)
+            chunk = np.floor(scaled)
+            c = chunk.astype(np.uint64)
+            rest[todo] = scaled - chunk
+            u = self._bits.u64(todo.size)
+            result[todo[u < c]] = True
+            tie = (u == c) & (rest[todo] > 0.0)
+            todo = todo[tie]
+        return result
+
+    def bernoulli(self, p: float, out: np.ndarray) -> None:
+        out[:] = self.bern(np.full(out.shape[0], p))
+
+    def _bern_exp_unit(self, gamma: np.ndarray) -> np.ndarray:
+        """CKS Alg. 1 for γ in [0, 1]: K=1; while Bernoulli(γ/K): K += 1; return K odd."""
+        k = np.ones(gamma.shape, dtype=np.int64)
+        alive = np.arange(gamma.size)
+        while alive.size:
+            kk = k[alive]
+            one_in_k = (kk == 1) | (self.uniform(kk.astype(np.uint64), alive.size) == 0)
+            a = one_in_k & self.bern(gamma[alive])
+            k[alive[a]] += 1
+            alive = alive[a]
+        return (k % 2) == 1
+
+    def bern_exp(self, gamma: np.ndarray) -> np.ndarray:
+        gamma = np.asarray(gamma, dtype=np.float64)
+        whole = np.floor(gamma)
+        result = np.ones(gamma.shape, dtype=bool)
+        alive = np.flatnonzero(whole > 0)
+        step = 0.0
+        while alive.size:  # exp(-1)^floor(γ), stopping each position at its first failure
+            ok = self._bern_exp_unit(np.ones(alive.size))
+            result[alive[~ok]] = False
+            step += 1.0
+            alive = alive[ok & (whole[alive] > step)]
+        rem = np.flatnonzero(result)
+        result[rem] = self._bern_exp_unit(gamma[rem] - whole[rem])
+        return result
+
+    def bernoulli_exp(self, gamma: np.ndarray, out: np.ndarray) -> None:
+        if np.isnan(gamma).any() or (gamma < 0).any():
+            raise ValueError("gamma must be >= 0 and not NaN")
+        out[:] = self.bern_exp(gamma)
+
+    def _geometric_exp(self, rate: float, size: int) -> np.ndarray:
+        v = np.zeros(size, dtype=np.int64)
+        alive = np.arange(size)
+        while alive.size:
+            ok = self.bern_exp(np.full(alive.size, rate))
+            v[alive[ok]] += 1
+            alive = alive[ok]
+        return v
+
+    def discrete_laplace(self, scale: float, out: np.ndarray) -> None:
+        if not (scale > 0 and np.isfinite(scale) and scale < 4e18):
+            raise ValueError("scale must be finite and > 0")
+        t = max(1, int(np.floor(scale)))
+        todo = np.arange(out.shape[0])
+        while todo.size:
+            u = self.uniform(t, todo.size).astype(np.int64) if t < (1 << 32) else \
+                np.array([self._uniform_big(t) for _ in range(todo.size)], dtype=np.int64)
+            acc = self.bern_exp(u / scale)
+            idx, u = todo[acc], u[acc]
+            x = u + t * self._geometric_exp(t / scale, idx.size)
+            neg = (self._bits.u64(idx.size) & np.uint64(1)).astype(bool)
+            good = ~(neg & (x == 0))
+            out[idx[good]] = np.where(neg[good], -x[good], x[good])
+            todo = np.concatenate([todo[~acc], idx[~good]])
+
+    def _uniform_big(self, n: int) -> int:
+        tmp = np.empty(1, dtype=np.int64)
+        self.uniform_int(n, tmp)
+        return int(tmp[0])
+
+    def discrete_gaussian(self, sigma: float, out: np.ndarray) -> None:
+        if not (sigma > 0 and np.isfinite(sigma) and sigma < 1e15):
+            raise ValueError("sigma must be finite and > 0")
+        t = np.floor(sigma) + 1.0
+        s2 = sigma * sigma
+        todo = np.arange(out.shape[0])
+        while todo.size:
+            y = np.empty(todo.size, dtype=np.int64)
+            self.discrete_laplace(t, y)
+            a = np.abs(y).astype(np.float64) - s2 / t
+            ok = self.bern_exp(a * a / (2.0 * s2))
+            out[todo[ok]] = y[ok]
+            todo = todo[~ok]
+
+    # -- SanText -----------------------------------------------------------------------------
+    def santext_sample(self, table: "SantextTable", xs: np.ndarray, ys: np.ndarray) -> None:
+        t = table
+        bad = np.flatnonzero((xs < 0) | (xs >= t.n_rows))
+        if bad.size:
+            raise IndexError(f"token id at position {int(bad[0])} is outside the domain")
+        ys[:] = -1
+        todo = np.arange(xs.size)
+        keep_rows = t.keep_row[xs].astype(bool)
+        if keep_rows.any():  # SanText+: V_N inputs are kept with probability 1 - p
+            kr = np.flatnonzero(keep_rows)
+            sanitize = self.bern(np.full(kr.size, t.p))
+            ys[kr[~sanitize]] = xs[kr[~sanitize]]
+            todo = np.setdiff1d(todo, kr[~sanitize], assume_unique=True)
+        k, slots = t.head_size, t.head_size + 1
+        while todo.size:
+            x = xs[todo].astype(np.int64)
+            slot = self.uniform(slots, todo.size).astype(np.int64)
+            u = self._bits.u32(todo.size)
+            flat = x * slots + slot
+            slot = np.where(u >= t.alias_threshold.reshape(-1)[flat].astype(np.uint64),
+                            t.alias_index.reshape(-1)[flat].astype(np.int64), slot)
+            is_head = slot < k
+            gamma = np.empty(todo.size, dtype=np.float64)
+            cand = np.empty(todo.size, dtype=np.int64)
+            h = np.flatnonzero(is_head)
+            gamma[h] = t.accept_gamma[x[h], slot[h]]
+            cand[h] = t.head_ids[x[h], slot[h]]
+            tl = np.flatnonzero(~is_head)
+            if tl.size:
+                if t.outputs.size <= k:
+                    raise RuntimeError("sampler invariant violated (corrupted tables)")
+                cand[tl] = self._tail_candidates(t, x[tl])
+                d = _distances(t.embeddings, x[tl], cand[tl])
+                gamma[tl] = t.accept_gamma[x[tl], k] + t.half_epsilon * (d - t.tail_floor[x[tl]])
+                if (gamma[tl] < 0).any() or np.isnan(gamma[tl]).any():
+                    raise RuntimeError("sampler invariant violated (corrupted tables)")
+            acc = self.bern_exp(gamma)
+            ys[todo[acc]] = cand[acc]
+            todo = todo[~acc]
+
+    def _tail_candidates(self, t: "SantextTable", x: np.ndarray) -> np.ndarray:
+        """Uniform over outputs minus the row's head, by rejecting head members."""
+        cand = np.empty(x.size, dtype=np.int64)
+        todo = np.arange(x.size)
+        while todo.size:
+            c = t.outputs[self.uniform(t.outputs.size, todo.size).astype(np.int64)]
+            member = (t.head_ids[x[todo]] == c[:, None]).any(axis=1)
+            cand[todo[~member]] = c[~member]
+            todo = todo[member]
+        return cand
+
+
+def _distances(emb: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distances as the C sampler computes them (float64 from float32 embeddings)."""
+    diff = emb[a].astype(np.float64) - emb[b].astype(np.float64)
+    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+
+
+class SantextTable:
+    """Mirror of ``ldptext._native.SantextTable`` (same keyword arguments and checks)."""
+
+    def __init__(self, *, embeddings, outputs, head_ids, alias_threshold, alias_index,
+                 accept_gamma, tail_floor, keep_row, dim, head_size, epsilon, p) -> None:
+        if dim <= 0 or head_size <= 0 or head_size >= 65535 or not epsilon > 0 or not 0 <= p <= 1:
+            raise ValueError("invalid dim, head_size, epsilon or p")
+        rows = tail_floor.shape[0]
+        slots = head_size + 1
+        if (embeddings.shape != (rows, dim) or head_ids.shape != (rows, head_size)
+                or alias_threshold.shape != (rows, slots) or alias_index.shape != (rows, slots)
+                or accept_gamma.shape != (rows, slots) or keep_row.shape != (rows,)
+                or outputs.shape[0] < head_size):
+            raise ValueError("table arrays have inconsistent sizes")
+        if ((outputs < 0) | (outputs >= rows)).any() or ((head_ids < 0) | (head_ids >= rows)).any() \
+                or (alias_index >= slots).any() or not (accept_gamma >= 0).all():
+            raise ValueError("table values out of range (ids, alias slots or gammas)")
+        self.embeddings, self.outputs, self.head_ids = embeddings, outputs, head_ids
+        self.alias_threshold, self.alias_index = alias_threshold, alias_index
+        self.accept_gamma, self.tail_floor, self.keep_row = accept_gamma, tail_floor, keep_row
+        self.n_rows, self.head_size = rows, head_size
+        self.half_epsilon, self.p = epsilon / 2.0, p

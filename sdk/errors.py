@@ -1,0 +1,53 @@
+"""Exception types of the SDK.
+
+Messages never contain raw input text: they name what is wrong (a parameter, a line number, a bundle
+field), never the text being sanitized.
+"""
+
+
+class LdptextError(Exception):
+    """Base class of every error raised by ldptext."""
+
+
+class ParameterError(LdptextError, ValueError):
+    """A privacy or configuration parameter is out of its domain (ε ≤ 0, NaN, p ∉ (0, 1], ...)."""
+
+
+class InputError(LdptextError, ValueError):
+    """The input to sanitize is unusable (not text, not UTF-8, a token id outside the domain)."""
+
+
+class BundleError(LdptextError):
+    """A bundle is missing, truncated, corrupted or inconsistent with its manifest."""
+
+
+class BundleFormatError(BundleError):
+    """The bundle's format or format version is not one this runtime knows."""
+
+
+class BundleIntegrityError(BundleError):
+    """An array's bytes, shape, dtype or values disagree with the signed manifest."""
+
+
+class SignatureError(BundleError):
+    """The bundle's signature does not verify."""
+
+
+class UnsignedBundleError(SignatureError):
+    """The bundle carries no signature and unsigned bundles were not explicitly allowed."""
+
+
+class UnknownKeyError(SignatureError):
+    """The bundle is signed by a key that is not among the trusted keys."""
+
+
+class KeyFileError(LdptextError):
+    """A key file is missing, malformed, or its passphrase is wrong."""
+
+
+class BudgetExceededError(LdptextError):
+    """A release would exceed the privacy budget recorded in a ledger; nothing was output."""
+
+
+class LedgerError(LdptextError):
+    """A ledger file is unreadable, tampered with, or cannot be written."""

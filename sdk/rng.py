@@ -1,0 +1,177 @@
+"""The SDK's only source of randomness for releases (SPEC §4).
+
+``Generator()`` is a ChaCha20 stream (C extension) keyed with 32 bytes from ``os.urandom``; where the
+extension is unavailable it falls back to the same algorithms in numpy over ``os.urandom`` bytes.
+Properties:
+
+* **private by default**: there is no global state and no way to seed a release generator by
+  accident; ``Generator(seed=...)`` exists for tests and reproducible experiments only and emits
+  :class:`SeededModeWarning` every time one is created;
+* **fork-safe**: a forked child never continues its parent's stream (rekeyed in the child by an
+  ``os.register_at_fork`` hook, and by a pid check before every draw);
+* **exact samplers**: uniform integers (Lemire), Bernoulli(p) and Bernoulli(exp(-γ)) for float64
+  parameters, discrete Laplace and discrete Gaussian (Canonne, Kamath, Steinke 2020);
+* **thread-safe**: every native call holds the GIL; the fallback takes a lock.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from . import _fallback
+
+try:
+    from . import _native
+except ImportError:  # pragma: no cover - exercised when the extension could not be built
+    _native = None
+
+__all__ = ["Generator", "SeededModeWarning", "native_available"]
+
+
+class SeededModeWarning(UserWarning):
+    """A seeded (deterministic, NOT private) generator was created."""
+
+
+def native_available() -> bool:
+    return _native is not None
+
+
+_LIVE: "weakref.WeakSet[Generator]" = weakref.WeakSet()
+
+
+def _rekey_all_after_fork() -> None:
+    for g in list(_LIVE):
+        g._rekey_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_rekey_all_after_fork)
+
+
+def _seed_key(seed: int) -> bytes:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError("seed must be an integer")
+    return hashlib.sha256(b"ldptext seeded mode v1:" + str(int(seed)).encode()).digest()
+
+
+class Generator:
+    """Cryptographically secure generator with exact samplers.
+
+    Parameters
+    ----------
+    seed:
+        ``None`` (default) for a private generator keyed from the OS. An integer gives a
+        reproducible stream for tests; such output is **not private** and a warning says so.
+    backend:
+        ``"auto"`` (native when built), ``"native"`` or ``"fallback"``.
+    """
+
+    def __init__(self, seed: int | None = None, *, backend: str = "auto") -> None:
+        if backend not in ("auto", "native", "fallback"):
+            raise ValueError("backend must be 'auto', 'native' or 'fallback'")
+        if backend == "native" and _native is None:
+            raise RuntimeError("the ldptext C extension is not built")
+        self.seeded = seed is not None
+        if self.seeded:
+            self._key = _seed_key(seed)
+            warnings.warn("seeded ldptext Generator: output is reproducible and NOT private; "
+                          "use it for tests and experiments only", SeededModeWarning, stacklevel=2)
+        else:
+            self._key = os.urandom(32)
+        self.backend = "native" if (backend != "fallback" and _native is not None) else "fallback"
+        self._lock = threading.Lock()
+        self._forks = 0
+        self._make(self._key)
+        _LIVE.add(self)
+
+    def _make(self, key: bytes) -> None:
+        self._pid = os.getpid()
+        if self.backend == "native":
+            self._g = _native.Generator(key, 0)
+        else:
+            self._g = _fallback.FallbackGenerator(key if self.seeded else None)
+
+    def _rekey_child(self) -> None:
+        """Give a forked child its own stream: fresh OS entropy, or for a seeded generator a key
+        derived from the seed key, the child's pid and a fork counter (still reproducible)."""
+        self._forks += 1
+        if self.seeded:
+            key = hashlib.sha256(self._key + f":fork:{os.getpid()}:{self._forks}".encode()).digest()
+        else:
+            key = os.urandom(32)
+        self._lock = threading.Lock()
+        self._make(key)
+
+    def _gen(self):
+        if self._pid != os.getpid():  # a fork the at-fork hook did not see
+            self._rekey_child()
+        return self._g
+
+    # -- primitives --------------------------------------------------------------------------
+    def random_bytes(self, n: int) -> bytes:
+        with self._lock:
+            return self._gen().random_bytes(int(n))
+
+    def uniform_int(self, n: int, size: int) -> np.ndarray:
+        """Uniform integers on {0, ..., n-1} (exact; Lemire's rejection)."""
+        if int(n) < 1:
+            raise ValueError("n must be >= 1")
+        out = np.empty(int(size), dtype=np.int64)
+        with self._lock:
+            self._gen().uniform_int(int(n), out)
+        return out
+
+    def bernoulli(self, p: float, size: int) -> np.ndarray:
+        """Exact Bernoulli(p) draws for a float64 p in [0, 1]."""
+        p = float(p)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError("p must be in [0, 1]")
+        out = np.empty(int(size), dtype=np.uint8)
+        with self._lock:
+            self._gen().bernoulli(p, out)
+        return out.view(np.bool_)
+
+    def bernoulli_exp(self, gamma, size: int | None = None) -> np.ndarray:
+        """Exact Bernoulli(exp(-γ)) draws, γ ≥ 0 (scalar with ``size``, or an array)."""
+        g = np.asarray(gamma, dtype=np.float64)
+        if size is not None:
+            g = np.broadcast_to(g, (int(size),))
+        g = np.ascontiguousarray(g.ravel())
+        if np.isnan(g).any() or (g < 0).any():
+            raise ValueError("gamma must be >= 0 and not NaN")
+        out = np.empty(g.shape[0], dtype=np.uint8)
+        with self._lock:
+            self._gen().bernoulli_exp(g, out)
+        return out.view(np.bool_)
+
+    def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
+        """Integers with P(k) ∝ exp(-|k|/scale) (exact; CKS 2020 Alg. 2 with a real scale)."""
+        out = np.empty(int(size), dtype=np.int64)
+        with self._lock:
+            self._gen().discrete_laplace(float(scale), out)
+        return out
+
+    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
+        """Integers with P(k) ∝ exp(-k²/(2σ²)) (exact; CKS 2020 Alg. 3)."""
+        out = np.empty(int(size), dtype=np.int64)
+        with self._lock:
+            self._gen().discrete_gaussian(float(sigma), out)
+        return out
+
+    def santext_sample(self, table, xs: np.ndarray) -> np.ndarray:
+        """Sample one output per input id from a SanText table (see ``ldptext.santext``)."""
+        xs = np.ascontiguousarray(xs, dtype=np.int32)
+        ys = np.empty_like(xs)
+        with self._lock:
+            self._gen().santext_sample(table, xs, ys)
+        return ys
+
+    def make_santext_table(self, **arrays):
+        """Build the backend's table object from a bundle's arrays."""
+        cls = _native.SantextTable if self.backend == "native" else _fallback.SantextTable
+        return cls(**arrays)

