@@ -1,0 +1,1 @@
+"""Sub-commands of the ``ldptext`` CLI; each module defines ``register(subparsers)``."""
