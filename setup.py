@@ -4,7 +4,7 @@ C extension ldptext._native (native/).
 The runtime needs only numpy, tokenizers, safetensors, cryptography and onnxruntime. Everything heavy
 (torch, transformers, embeddings, frequency lists) lives in the ``precompute`` extra.
 """
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 NATIVE_SOURCES = [
     "native/chacha20.c",
@@ -29,7 +29,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     package_dir={"ldptext": "sdk", "ldptext.precompute": "precompute"},
-    packages=["ldptext", "ldptext.precompute"],
+    # every sub-package under sdk/ and precompute/ is installed (commands, evaluation, ...)
+    packages=["ldptext", "ldptext.precompute"]
+    + [f"ldptext.{p}" for p in find_packages("sdk")]
+    + [f"ldptext.precompute.{p}" for p in find_packages("precompute")],
     ext_modules=[native],
     install_requires=[
         "numpy>=1.24",
