@@ -1,0 +1,54 @@
+"""``ldptext precompute santext``: build a signed SanText(+) bundle from public embeddings."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _positive_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def register(targets) -> None:
+    p = targets.add_parser("santext", help="SanText / SanText+ bundle from embeddings",
+                           description="Build a signed SanText(+) bundle (exact sampler tables).")
+    p.add_argument("--embeddings", required=True,
+                   help="glove-6b-50d, minilm-wordpiece, or a GloVe text / .npy file")
+    p.add_argument("--epsilon", type=_positive_float, required=True, help="metric ε (> 0)")
+    p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+")
+    p.add_argument("--p", type=_positive_float, default=0.3,
+                   help="SanText+: probability of sanitizing a non-sensitive token (0, 1]")
+    p.add_argument("--w", type=_positive_float, default=0.9,
+                   help="SanText+: fraction of least frequent tokens that are sensitive [0, 1]")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="word-level embeddings: keep the N most frequent words (GloVe default 50000)")
+    p.add_argument("--head-size", type=int, default=64, help="alias-table head size K")
+    p.add_argument("--sign-key", default=None,
+                   help="Ed25519 private key (PEM); default: the local developer key")
+    p.add_argument("--passphrase-env", default=None, help="environment variable holding the key's passphrase")
+    p.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
+    p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
+    p.add_argument("--out", required=True, help="bundle file to write")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import os
+
+    from .santext_build import build_santext_bundle
+
+    passphrase = None
+    if args.passphrase_env:
+        passphrase = os.environ.get(args.passphrase_env, "").encode() or None
+    sign_key = False if args.unsigned else args.sign_key
+    path = build_santext_bundle(
+        args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism,
+        p=args.p, w=args.w, vocab_size=args.vocab_size, head_size=args.head_size,
+        sign_key=sign_key, passphrase=passphrase, device=args.device, cache_dir=args.cache_dir,
+        progress=sys.stderr.isatty())
+    print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+    return 0

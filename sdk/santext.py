@@ -1,0 +1,232 @@
+"""SanText and SanText+ at runtime: token-level metric LDP (seed 000 §2.4; SPEC §2).
+
+Guarantee (per token, neighbouring relation = any two tokens x, x' of the bundle's input domain):
+
+* **SanText** — ε·d(x, x')-MLDP: Pr[M(x)=y] ≤ exp(ε·d(x,x'))·Pr[M(x')=y] for every output y, with
+  d the Euclidean distance of the bundle's embeddings (seed 000 Theorem 1).
+* **SanText+** — (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (seed 000 Theorem 2): for every protected
+  output y ∈ V_P = V_S the bound above holds with an extra ε₀ when x and x' lie on different sides
+  of the split; a non-sensitive token (V_N, the most frequent words by a public list) is released
+  **in the clear with probability 1 − p**.
+
+Documents: tokens are sanitized independently, so two documents of the same length n are
+ε·Σᵢ d(xᵢ, x'ᵢ)-indistinguishable (+ε₀ per token pair across the split); the report states the worst
+case n·(ε·D_max + ε₀). The number of tokens is not hidden. Out-of-vocabulary words map to the
+bundle's ``<unk>`` / ``[UNK]`` input row and are sanitized from it; special tokens are never output.
+
+Sampling is exact (see ``precompute/santext_build.py`` and ``native/santext_sampler.c``): the realised
+probabilities equal the formula up to the float64 tolerance stated in the report, with every output
+keeping a positive probability at any ε. Randomness comes from :class:`ldptext.rng.Generator`.
+
+Thread safety: a ``Sanitizer`` may be shared by threads; draws are serialised on its generator.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from . import alias as _alias
+from .bundle import read_bundle
+from .errors import BundleIntegrityError, InputError, ParameterError
+from .report import PrivacyReport, Sanitized
+from .rng import Generator
+from .tokenization import TextTokenizer
+
+_ARRAYS = ("embeddings", "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma",
+           "tail_floor", "keep_row", "sensitive", "valid_input")
+
+
+class Sanitizer:
+    """Sanitize text with SanText / SanText+ from a verified bundle. Use :meth:`load`."""
+
+    def __init__(self, bundle, *, seed: int | None = None, backend: str = "auto") -> None:
+        self._bundle = bundle
+        self.manifest: dict = bundle.manifest
+        a = {name: bundle.array(name) for name in _ARRAYS}
+        params = self.manifest.get("params", {})
+        self.mechanism: str = bundle.mechanism
+        self.epsilon: float = float(params["epsilon"])
+        self.p: float | None = params.get("p")
+        self.w: float | None = params.get("w")
+        self.epsilon0: float = float(params.get("epsilon0", 0.0))
+        self.head_size: int = int(params["head_size"])
+        self.d_max: float = float(self.manifest["privacy"]["d_max"])
+        self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
+        self._validate(a)
+        self.embeddings: np.ndarray = a["embeddings"]
+        self.outputs: np.ndarray = a["outputs"]
+        self.sensitive: np.ndarray = a["sensitive"]
+        self.valid_input: np.ndarray = a["valid_input"]
+        self._a = a
+        self._rng = Generator(seed=seed, backend=backend)
+        self._table = self._rng.make_santext_table(
+            embeddings=a["embeddings"], outputs=a["outputs"], head_ids=a["head_ids"],
+            alias_threshold=a["alias_threshold"], alias_index=a["alias_index"],
+            accept_gamma=a["accept_gamma"], tail_floor=a["tail_floor"],
+            keep_row=a["keep_row"], dim=int(a["embeddings"].shape[1]), head_size=self.head_size,
+            epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
+        self._vocab: list[str] | None = None
+        self._tokenizer: TextTokenizer | None = None
+
+    @classmethod
+    def load(cls, path: str | Path, *, trusted_keys=None, allow_unsigned: bool = False,
+             seed: int | None = None, backend: str = "auto") -> "Sanitizer":
+        """Verify (signature, key, hashes) and memory-map a SanText(+) bundle.
+
+        ``seed`` makes the output reproducible for tests and is **not private** (warns).
+        """
+        bundle = read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
+                             expect_mechanism=("santext", "santext+"))
+        return cls(bundle, seed=seed, backend=backend)
+
+    def _validate(self, a: dict) -> None:
+        """Semantic checks beyond the signed hashes (a validly signed but inconsistent bundle is
+        still refused)."""
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise BundleIntegrityError("bundle epsilon is not a positive number")
+        if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
+            raise BundleIntegrityError("bundle p is not in (0, 1]")
+        v, dim = a["embeddings"].shape if a["embeddings"].ndim == 2 else (0, 0)
+        shapes = {"outputs": (a["outputs"].shape[0],), "head_ids": (v, self.head_size),
+                  "alias_threshold": (v, self.head_size + 1),
+                  "alias_index": (v, self.head_size + 1), "accept_gamma": (v, self.head_size + 1),
+                  "tail_floor": (v,), "keep_row": (v,), "sensitive": (v,), "valid_input": (v,)}
+        dtypes = {"embeddings": np.float32, "outputs": np.int32, "head_ids": np.int32,
+                  "alias_threshold": np.uint32, "alias_index": np.uint16,
+                  "accept_gamma": np.float64, "tail_floor": np.float64, "keep_row": np.uint8,
+                  "sensitive": np.bool_, "valid_input": np.bool_}
+        for name, dt in dtypes.items():
+            if a[name].dtype != dt:
+                raise BundleIntegrityError(f"array {name!r} has dtype {a[name].dtype}, expected "
+                                           f"{np.dtype(dt)}")
+        for name, shape in shapes.items():
+            if a[name].shape != shape:
+                raise BundleIntegrityError(f"array {name!r} has shape {a[name].shape}, expected "
+                                           f"{shape}")
+        if v == 0 or a["outputs"].size < self.head_size:
+            raise BundleIntegrityError("bundle vocabulary or output domain is empty")
+        if not np.isfinite(a["embeddings"]).all() or not np.isfinite(a["tail_floor"]).all() \
+                or (a["tail_floor"] < 0).any():
+            raise BundleIntegrityError("embeddings or tail bounds are not finite")
+        out = a["outputs"]
+        if (out < 0).any() or (out >= v).any() or (np.diff(out) <= 0).any():
+            raise BundleIntegrityError("output ids are out of range or not strictly increasing")
+        if (a["head_ids"] < 0).any() or (a["head_ids"] >= v).any() \
+                or (np.diff(a["head_ids"], axis=1) <= 0).any():
+            raise BundleIntegrityError("head ids are out of range or not strictly increasing")
+        if (a["alias_index"] > self.head_size).any():
+            raise BundleIntegrityError("alias table values are out of range")
+        gamma = a["accept_gamma"]
+        if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
+            raise BundleIntegrityError("acceptance exponents are negative or not finite")
+        if self.mechanism == "santext" and a["keep_row"].any():
+            raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
+        # an empty tail must have zero proposal mass, or the sampler would loop
+        if out.size == self.head_size:
+            mass = _alias.realised_masses(a["alias_threshold"], a["alias_index"])
+            if (mass[:, -1] != 0).any():
+                raise BundleIntegrityError("tail slot has mass but the tail is empty")
+
+    # -- vocabulary and tokenization ---------------------------------------------------------
+    @property
+    def vocab(self) -> list[str]:
+        if self._vocab is None:
+            self._vocab = json.loads(self._bundle.blob("vocab.json").decode("utf-8"))
+            if len(self._vocab) != self.embeddings.shape[0]:
+                raise BundleIntegrityError("vocabulary length differs from the embeddings")
+        return self._vocab
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = TextTokenizer(self._bundle.blob("tokenizer.json").decode("utf-8"))
+        return self._tokenizer
+
+    def tokenize(self, text: str) -> np.ndarray:
+        return self.tokenizer.encode(text)
+
+    def detokenize(self, ids: np.ndarray) -> str:
+        return self.tokenizer.decode(ids)
+
+    # -- sampling ----------------------------------------------------------------------------
+    def sample_ids(self, ids) -> np.ndarray:
+        """Sanitize token ids (the primitive): one independent draw per id."""
+        ids = np.asarray(ids)
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise InputError("token ids must be integers")
+        flat = ids.reshape(-1).astype(np.int64)
+        bad = (flat < 0) | (flat >= self.embeddings.shape[0])
+        if not bad.any():
+            bad = ~self.valid_input[flat]
+        if bad.any():
+            raise InputError(f"token id at position {int(np.flatnonzero(bad)[0])} is not a valid "
+                             f"input of this bundle (out of range or a special token)")
+        return self._rng.santext_sample(self._table, flat.astype(np.int32)).reshape(ids.shape)
+
+    def privacy_report(self, n_tokens: int) -> PrivacyReport:
+        per_token = self.epsilon * self.d_max + self.epsilon0
+        return PrivacyReport(
+            mechanism=self.mechanism, notion="UMLDP" if self.mechanism == "santext+" else "MLDP",
+            epsilon=self.epsilon, p=self.p, epsilon0=self.epsilon0, d_max=self.d_max,
+            per_token_epsilon=per_token, n_tokens=int(n_tokens),
+            document_epsilon=per_token * int(n_tokens), numeric_tolerance=self.tolerance,
+            kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None)
+
+    def sanitize(self, text: str) -> Sanitized:
+        """Sanitize one document. The result's text may leave the device."""
+        return self.sanitize_batch([text])[0]
+
+    def sanitize_batch(self, texts) -> list[Sanitized]:
+        """Sanitize many documents with one sampler call (same order as the input)."""
+        if isinstance(texts, str):
+            raise InputError("sanitize_batch takes a list of documents, not one string")
+        texts = list(texts)
+        encoded = self.tokenizer.encode_batch(texts)
+        lengths = [e.size for e in encoded]
+        flat = np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)
+        out = self.sample_ids(flat)
+        pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
+        decoded = self.tokenizer.decode_batch(pieces) if pieces else []
+        return [Sanitized(text=t, report=self.privacy_report(n), n_tokens=n)
+                for t, n in zip(decoded, lengths)]
+
+    # -- exact realised distribution ---------------------------------------------------------
+    def log_probabilities(self, xs) -> np.ndarray:
+        """log Pr[M(x) = y] for every y of the vocabulary, as the sampler realises it: computed from
+        the bundle's integer alias tables, acceptance exponents and embeddings (float64)."""
+        xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
+        a, k = self._a, self.head_size
+        v = self.embeddings.shape[0]
+        mass = _alias.realised_masses(a["alias_threshold"][xs], a["alias_index"][xs])
+        with np.errstate(divide="ignore"):
+            log_q = np.log(mass.astype(np.float64))
+        out = np.full((xs.size, v), -np.inf)
+        tail_count = self.outputs.size - k
+        is_out = np.zeros(v, dtype=bool)
+        is_out[self.outputs] = True
+        for r, x in enumerate(xs):
+            row = np.full(v, -np.inf)
+            if tail_count > 0 and mass[r, k] > 0:
+                tail = is_out.copy()
+                tail[a["head_ids"][x]] = False
+                ids = np.flatnonzero(tail)
+                diff = self.embeddings[ids].astype(np.float64) - \
+                    self.embeddings[x].astype(np.float64)
+                d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+                row[ids] = log_q[r, k] - math.log(tail_count) - a["accept_gamma"][x, k] - \
+                    self.epsilon / 2 * (d - a["tail_floor"][x])
+            row[a["head_ids"][x]] = log_q[r, :k] - a["accept_gamma"][x, :k]
+            finite = np.isfinite(row)
+            m = row[finite].max()
+            row -= m + math.log(np.exp(row[finite] - m).sum())
+            if a["keep_row"][x]:  # SanText+ non-sensitive input: kept w.p. 1-p
+                row = row + math.log(self.p)
+                row[x] = np.logaddexp(row[x], math.log1p(-self.p)) if self.p < 1 else row[x]
+            out[r] = row
+        return out
+
+    def probabilities(self, xs) -> np.ndarray:
+        return np.exp(self.log_probabilities(xs))
