@@ -12,14 +12,30 @@ header metadata carries
 Loading memory-maps the file, checks the header against the file size, verifies the signature and the
 key, then hashes every array and compares dtype, shape and hash with the signed manifest before any
 array is handed out. Any mismatch raises a specific :class:`~ldptext.errors.BundleError`.
+
+Hardening (the file is hostile until verified; with ``allow_unsigned=True`` it stays hostile):
+only regular files are opened (no FIFOs or devices); the header is at most 16 MiB of strict JSON
+(no duplicate keys, no NaN/Infinity, no overflowing numbers, bounded nesting); the signed manifest
+must be byte-identical to its canonical form; the signer's trust and signature are checked before
+anything else in the manifest is interpreted; array entries are type-checked, their sizes computed
+with unbounded integers (no wrap-around), and the arrays must tile the data region exactly, aligned,
+with no overlap, gap or trailing bytes; boolean arrays may hold only 0 and 1.
+
+Residual risk, by design: arrays are memory-mapped, so a process that can write the bundle file *in
+place* after it was verified can change what the runtime reads (or truncate it, which raises SIGBUS).
+Bundles are written by atomic rename, which never does that; keep bundle files writable only by
+their owner.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
+import math
 import mmap
 import os
+import stat
 import struct
 import tempfile
 import warnings
@@ -53,7 +69,13 @@ _DTYPES = {
     "F64": np.dtype("<f8"),
 }
 _CODES = {v: k for k, v in _DTYPES.items()}
-_MAX_HEADER = 100 << 20
+# Limits on what a bundle may declare: generous for real bundles (a 30k x 768 float32 table is
+# 90 MiB, a vocabulary manifest well under 1 MiB), small enough that a hostile header cannot make
+# the loader allocate or parse without bound.
+_MAX_HEADER = 16 << 20      # bytes of header JSON
+_MAX_FILE = 64 << 30        # bytes of file
+_MAX_NDIM = 8
+_MAX_DIM = 1 << 40
 
 
 class UnsignedBundleWarning(UserWarning):
@@ -66,7 +88,8 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def _sha256(a: np.ndarray) -> str:
-    return hashlib.sha256(memoryview(np.ascontiguousarray(a)).cast("B")).hexdigest()
+    # flat uint8 view: memoryview.cast refuses arrays with a zero in their shape
+    return hashlib.sha256(np.ascontiguousarray(a).reshape(-1).view(np.uint8)).hexdigest()
 
 
 def _dtype_code(a: np.ndarray) -> str:
@@ -127,6 +150,9 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
     for name, a in arrays.items():
         if name.startswith(BLOB_PREFIX):
             raise BundleError(f"array names may not start with {BLOB_PREFIX!r}")
+        a = np.asarray(a)
+        if a.dtype.byteorder == ">":  # the format is little-endian: convert values, not labels
+            a = a.astype(a.dtype.newbyteorder("<"))
         tensors[name] = np.ascontiguousarray(a)
     for name, data in (blobs or {}).items():
         tensors[BLOB_PREFIX + name] = np.frombuffer(bytes(data), dtype=np.uint8)
@@ -134,7 +160,10 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
     full.update(format=FORMAT, format_version=FORMAT_VERSION, mechanism=mechanism)
     full["arrays"] = {n: {"dtype": _dtype_code(a), "shape": list(a.shape), "sha256": _sha256(a)}
                       for n, a in sorted(tensors.items())}
-    manifest_bytes = canonical_json(full)
+    try:
+        manifest_bytes = canonical_json(full)
+    except (TypeError, ValueError) as e:  # NaN, inf or a non-JSON value in the manifest
+        raise BundleFormatError(f"manifest is not canonical JSON: {e}") from None
     metadata = {_META_MANIFEST: manifest_bytes.decode()}
     if key is not None:
         metadata[_META_SIGNATURE] = base64.b64encode(key.sign(manifest_bytes)).decode()
@@ -163,18 +192,99 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
     return path
 
 
+# ---- reading -------------------------------------------------------------------------------
+# Everything below treats the file as hostile until the signature and hashes check out (and, for an
+# unsigned bundle loaded with allow_unsigned=True, for good): every field is type-checked before use
+# and every failure becomes a BundleError subclass, never a KeyError, TypeError or a crash.
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    # Two parsers reading one JSON object with a repeated key may disagree on which value counts
+    # (safetensors keeps the first, Python the last): refuse such headers outright.
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):  # "1e999" parses to inf
+        raise ValueError("non-finite number")
+    return value
+
+
+def _strict_json(data: bytes | str) -> Any:
+    """Parse JSON refusing duplicate keys, NaN/Infinity, overflowing floats and huge integers.
+    Raises ValueError (any parse failure) or RecursionError (absurd nesting)."""
+    return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                      parse_float=_finite_float)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _open_regular(path: Path) -> tuple[mmap.mmap, int]:
+    """Map ``path`` read-only. Refuses anything but a regular file (a FIFO would block forever, a
+    device has no meaningful size); symlinks to regular files are followed as usual."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise BundleError(f"bundle {path} does not exist") from None
+    except IsADirectoryError:
+        raise BundleError(f"bundle {path} is a directory") from None
+    except OSError as e:
+        raise BundleError(f"cannot open bundle {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BundleError(f"bundle {path} is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise BundleError(f"bundle {path} is not a regular file")
+        if st.st_size == 0:
+            raise BundleError(f"bundle {path} is empty")
+        if st.st_size > _MAX_FILE:
+            raise BundleError(f"bundle {path} is larger than {_MAX_FILE >> 30} GiB")
+        try:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as e:
+            raise BundleError(f"cannot map bundle {path}: {e}") from None
+    finally:
+        os.close(fd)
+    # the mapping's own length, not the earlier fstat: the file may have changed in between
+    return mm, len(mm)
+
+
 def _parse_header(mm: mmap.mmap, size: int) -> tuple[dict, int]:
     if size < 8:
         raise BundleError("bundle is truncated (no header)")
     (hlen,) = struct.unpack("<Q", mm[:8])
-    if hlen > _MAX_HEADER or 8 + hlen > size:
-        raise BundleError("bundle is truncated or its header length is invalid")
+    if hlen < 2 or hlen > _MAX_HEADER:
+        raise BundleFormatError("bundle header length is invalid")
+    if 8 + hlen > size:
+        raise BundleError("bundle is truncated (header incomplete)")
+    raw = bytes(mm[8:8 + hlen])
+    if raw[:1] != b"{":
+        raise BundleFormatError("bundle header is not a JSON object")
     try:
-        header = json.loads(bytes(mm[8:8 + hlen]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise BundleError("bundle header is not valid JSON") from None
+        header = _strict_json(raw.decode("utf-8"))
+    except _DuplicateKey:
+        raise BundleFormatError("bundle header repeats a key") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BundleFormatError("bundle header is not valid JSON") from None
     if not isinstance(header, dict):
-        raise BundleError("bundle header is not a JSON object")
+        raise BundleFormatError("bundle header is not a JSON object")
     return header, 8 + hlen
 
 
@@ -186,30 +296,189 @@ def _trusted(trusted_keys: Iterable | None):
     return [_keys.load_public_key(k) for k in trusted_keys]
 
 
-def _verify_signature(meta: dict, manifest_bytes: bytes, trusted_keys, allow_unsigned: bool
-                      ) -> tuple[str | None, bool]:
+@dataclass(frozen=True)
+class SignatureInfo:
+    """What the signature fields of a bundle say, before any trust decision."""
+
+    signed: bool                 # signature fields present
+    key_id: str | None           # signer's key id (None when unsigned or malformed)
+    valid: bool                  # the signature verifies over the manifest bytes
+    public_key: bytes | None = None  # signer's raw public key
+
+
+def _check_signature(meta: dict, manifest_bytes: bytes) -> SignatureInfo:
+    """Verify the signature against the public key the bundle names (trust is decided later)."""
     sig_b64, pub_b64 = meta.get(_META_SIGNATURE), meta.get(_META_PUBKEY)
     if sig_b64 is None and pub_b64 is None:
-        if not allow_unsigned:
-            raise UnsignedBundleError("bundle is unsigned (pass allow_unsigned=True for development)")
-        warnings.warn("loading an UNSIGNED bundle: its parameters and tables are not authenticated",
-                      UnsignedBundleWarning, stacklevel=3)
-        return None, False
+        return SignatureInfo(signed=False, key_id=None, valid=False)
     if not isinstance(sig_b64, str) or not isinstance(pub_b64, str):
         raise SignatureError("bundle signature fields are incomplete")
     try:
-        signer = _keys.load_public_key(base64.b64decode(pub_b64, validate=True))
+        raw_pub = base64.b64decode(pub_b64, validate=True)
         signature = base64.b64decode(sig_b64, validate=True)
+        if len(raw_pub) != 32 or len(signature) != 64:
+            raise ValueError("bad length")
+        # b64decode ignores the unused low bits of the last character: require the one canonical
+        # spelling so that no byte of the file can change without the load failing
+        if (base64.b64encode(raw_pub).decode() != pub_b64
+                or base64.b64encode(signature).decode() != sig_b64):
+            raise ValueError("non-canonical base64")
+        signer = _keys.load_public_key(raw_pub)
     except Exception:
         raise SignatureError("bundle signature fields are malformed") from None
-    signer_bytes = _keys.public_bytes(signer)
-    if not any(_keys.public_bytes(k) == signer_bytes for k in _trusted(trusted_keys)):
-        raise UnknownKeyError(f"bundle is signed by untrusted key {_keys.key_id(signer)}")
     try:
         signer.verify(signature, manifest_bytes)
+        valid = True
     except InvalidSignature:
-        raise SignatureError("bundle signature does not verify: the manifest was altered") from None
-    return _keys.key_id(signer), True
+        valid = False
+    return SignatureInfo(signed=True, key_id=_keys.key_id(signer), valid=valid, public_key=raw_pub)
+
+
+def _enforce_trust(info: SignatureInfo, trusted_keys, allow_unsigned: bool) -> None:
+    if not info.signed:
+        if not allow_unsigned:
+            raise UnsignedBundleError("bundle is unsigned (pass allow_unsigned=True for development)")
+        warnings.warn("loading an UNSIGNED bundle: its parameters and tables are not authenticated",
+                      UnsignedBundleWarning, stacklevel=5)
+        return
+    # trust first: an untrusted signer's bundle is refused whether or not its signature is valid
+    if not any(_keys.public_bytes(k) == info.public_key for k in _trusted(trusted_keys)):
+        raise UnknownKeyError(f"bundle is signed by untrusted key {info.key_id}")
+    if not info.valid:
+        raise SignatureError("bundle signature does not verify: the manifest was altered")
+
+
+def _parse_manifest(meta: Any) -> tuple[bytes, dict]:
+    if not isinstance(meta, dict) or not isinstance(meta.get(_META_MANIFEST), str):
+        raise BundleFormatError("not an ldptext bundle (no manifest)")
+    if not set(meta) <= {_META_MANIFEST, _META_SIGNATURE, _META_PUBKEY}:
+        # unsigned extra fields would be unauthenticated content riding along with the bundle
+        raise BundleFormatError("bundle metadata has unknown fields")
+    for v in meta.values():
+        if not isinstance(v, str):  # safetensors metadata is str -> str
+            raise BundleFormatError("bundle metadata values must be strings")
+    try:
+        manifest_bytes = meta[_META_MANIFEST].encode("utf-8")  # lone surrogates fail here
+    except UnicodeEncodeError:
+        raise BundleFormatError("bundle manifest is not valid UTF-8") from None
+    try:
+        manifest = _strict_json(manifest_bytes)
+    except _DuplicateKey:
+        raise BundleFormatError("bundle manifest repeats a key") from None
+    except (ValueError, RecursionError):
+        raise BundleFormatError("bundle manifest is not valid JSON") from None
+    return manifest_bytes, manifest
+
+
+def _check_manifest(manifest: Any, manifest_bytes: bytes, expect_mechanism) -> dict:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleFormatError("not an ldptext bundle (wrong format tag)")
+    version = manifest.get("format_version")
+    if not _is_int(version) or version not in SUPPORTED_VERSIONS:  # True == 1 in Python
+        shown = version if _is_int(version) else type(version).__name__
+        raise BundleFormatError(
+            f"bundle format version {shown!r} is not supported "
+            f"(this runtime reads {', '.join(map(str, SUPPORTED_VERSIONS))})")
+    # the signed bytes must be exactly the canonical form: one manifest, one byte string
+    try:
+        canonical = canonical_json(manifest)
+    except (TypeError, ValueError):
+        canonical = None
+    if canonical != manifest_bytes:
+        raise BundleFormatError("bundle manifest is not in canonical form")
+    try:  # "\ud800" escapes decode to lone surrogates, which no UTF-8 consumer can print
+        json.dumps(manifest, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BundleFormatError("bundle manifest contains invalid Unicode") from None
+    if manifest.get("mechanism") not in MECHANISMS:
+        shown = manifest.get("mechanism")
+        raise BundleFormatError(
+            f"unknown mechanism {shown if isinstance(shown, str) and len(shown) < 40 else '?'!r}")
+    if expect_mechanism is not None and manifest["mechanism"] not in tuple(expect_mechanism):
+        raise BundleFormatError(f"bundle is for mechanism {manifest['mechanism']!r}, expected "
+                                f"one of {tuple(expect_mechanism)}")
+    declared = manifest.get("arrays")
+    if not isinstance(declared, dict):
+        raise BundleFormatError("bundle manifest has no array table")
+    return declared
+
+
+def _array_layout(header: dict, declared: dict, data_start: int, size: int
+                  ) -> list[tuple[str, np.dtype, tuple[int, ...], int, int, str]]:
+    """Validate every header entry against the manifest and the file; returns
+    (name, dtype, shape, start, end, sha256) sorted by offset, covering the data exactly."""
+    if set(declared) != set(header):
+        raise BundleIntegrityError("bundle arrays do not match the signed manifest")
+    data_len = size - data_start
+    layout = []
+    for name, entry in header.items():
+        spec = declared[name]
+        if (not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}
+                or not isinstance(spec, dict)):
+            raise BundleIntegrityError("bundle header entry for an array is malformed")
+        dtype_code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if (not isinstance(dtype_code, str) or dtype_code not in _DTYPES
+                or not isinstance(shape, list) or len(shape) > _MAX_NDIM
+                or not all(_is_int(s) and 0 <= s <= _MAX_DIM for s in shape)
+                or not isinstance(offsets, list) or len(offsets) != 2
+                or not all(_is_int(o) and 0 <= o for o in offsets)):
+            raise BundleIntegrityError(f"array {name!r}: header entry is malformed")
+        if dtype_code != spec.get("dtype") or shape != spec.get("shape"):
+            raise BundleIntegrityError(f"array {name!r}: dtype or shape differs from the manifest")
+        digest = spec.get("sha256")
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise BundleIntegrityError(f"array {name!r}: manifest hash is malformed")
+        dtype = _DTYPES[dtype_code]
+        start, end = offsets
+        # Python integers: a product of huge dimensions cannot wrap around as it would in int64
+        nbytes = math.prod(shape) * dtype.itemsize
+        if end < start or end - start != nbytes:
+            raise BundleIntegrityError(f"array {name!r}: data offsets disagree with its shape")
+        if end > data_len:
+            raise BundleError("bundle is truncated (array data missing)")
+        if (data_start + start) % dtype.itemsize:
+            raise BundleIntegrityError(f"array {name!r}: data is not aligned")
+        layout.append((name, dtype, tuple(shape), start, end, digest))
+    layout.sort(key=lambda item: (item[3], item[4], item[0]))
+    covered = 0
+    for name, _, _, start, end, _ in layout:  # contiguous, no overlap, no gap
+        if start != covered:
+            raise BundleIntegrityError(f"array {name!r}: data offsets overlap or leave a gap")
+        covered = end
+    if covered != data_len:
+        if covered > data_len:
+            raise BundleError("bundle is truncated (array data missing)")
+        raise BundleIntegrityError("bundle has trailing data after its arrays")
+    return layout
+
+
+def _load(path: str | os.PathLike, expect_mechanism=None, trust_check=None
+          ) -> tuple[Path, dict, dict[str, np.ndarray], SignatureInfo]:
+    """Structure, manifest, signature and array hashes. ``trust_check(info)`` runs right after the
+    signature is checked, before anything the signature covers is interpreted."""
+    path = Path(path)
+    mm, size = _open_regular(path)
+    header, data_start = _parse_header(mm, size)
+    meta = header.pop("__metadata__", None)
+    manifest_bytes, manifest = _parse_manifest(meta)
+    info = _check_signature(meta, manifest_bytes)
+    if trust_check is not None:
+        trust_check(info)
+    declared = _check_manifest(manifest, manifest_bytes, expect_mechanism)
+    layout = _array_layout(header, declared, data_start, size)
+    arrays: dict[str, np.ndarray] = {}
+    view = memoryview(mm)  # hashing slices of a memoryview copies nothing
+    for name, dtype, shape, start, end, digest in layout:
+        chunk = view[data_start + start:data_start + end]
+        if not hmac.compare_digest(hashlib.sha256(chunk).hexdigest(), digest):
+            raise BundleIntegrityError(f"array {name!r}: content hash differs from the manifest")
+        if dtype == np.bool_ and bytes(chunk).translate(None, b"\x00\x01"):
+            # numpy bools must be 0 or 1; other bytes are undefined behaviour downstream
+            raise BundleIntegrityError(f"array {name!r}: boolean array holds values other than 0/1")
+        count = (end - start) // dtype.itemsize
+        arrays[name] = np.frombuffer(mm, dtype=dtype, count=count,
+                                     offset=data_start + start).reshape(shape)
+    return path, manifest, arrays, info
 
 
 def read_bundle(path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: bool = False,
@@ -218,71 +487,44 @@ def read_bundle(path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: b
 
     ``trusted_keys``: public keys (objects, raw bytes, base64 text or ``.pub`` paths) the signer must
     be among; ``None`` means the local trust store (:func:`ldptext.keys.trusted_public_keys`).
+    Raises a :class:`~ldptext.errors.BundleError` subclass for every defect: UnsignedBundleError,
+    UnknownKeyError, SignatureError, BundleFormatError (format, version, mechanism, malformed
+    header), BundleIntegrityError (hash, shape, dtype, offsets, values) or BundleError (missing,
+    truncated, not a regular file).
     """
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise BundleError(f"bundle {path} is empty")
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise BundleError(f"bundle {path} does not exist") from None
-    except IsADirectoryError:
-        raise BundleError(f"bundle {path} is a directory") from None
-    except OSError as e:
-        raise BundleError(f"cannot open bundle {path}: {e.strerror}") from None
+    def trust_check(info: SignatureInfo) -> None:
+        _enforce_trust(info, trusted_keys, allow_unsigned)
 
-    header, data_start = _parse_header(mm, size)
-    meta = header.pop("__metadata__", None)
-    if not isinstance(meta, dict) or not isinstance(meta.get(_META_MANIFEST), str):
-        raise BundleFormatError("not an ldptext bundle (no manifest)")
-    manifest_bytes = meta[_META_MANIFEST].encode()
-    key_id, signed = _verify_signature(meta, manifest_bytes, trusted_keys, allow_unsigned)
-    try:
-        manifest = json.loads(manifest_bytes)
-    except json.JSONDecodeError:
-        raise BundleFormatError("bundle manifest is not valid JSON") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BundleFormatError("not an ldptext bundle (wrong format tag)")
-    if manifest.get("format_version") not in SUPPORTED_VERSIONS:
-        raise BundleFormatError(
-            f"bundle format version {manifest.get('format_version')!r} is not supported "
-            f"(this runtime reads {', '.join(map(str, SUPPORTED_VERSIONS))})")
-    if manifest.get("mechanism") not in MECHANISMS:
-        raise BundleFormatError(f"unknown mechanism {manifest.get('mechanism')!r}")
-    if expect_mechanism is not None and manifest["mechanism"] not in tuple(expect_mechanism):
-        raise BundleFormatError(f"bundle is for mechanism {manifest['mechanism']!r}, expected "
-                                f"one of {tuple(expect_mechanism)}")
-    declared = manifest.get("arrays")
-    if not isinstance(declared, dict) or set(declared) != set(header):
-        raise BundleIntegrityError("bundle arrays do not match the signed manifest")
+    path, manifest, arrays, info = _load(path, expect_mechanism, trust_check)
+    return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=info.key_id,
+                  signed=info.signed)
 
-    arrays: dict[str, np.ndarray] = {}
-    view = memoryview(mm)  # hashing slices of a memoryview copies nothing
-    data_len = size - data_start
-    covered = 0
-    for name in sorted(header, key=lambda n: header[n].get("data_offsets", [0])[0]
-                       if isinstance(header[n], dict) else 0):
-        entry, spec = header[name], declared[name]
-        try:
-            dtype = _DTYPES[entry["dtype"]]
-            shape = tuple(int(s) for s in entry["shape"])
-            start, end = (int(o) for o in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise BundleIntegrityError(f"bundle header entry for {name!r} is malformed") from None
-        if entry["dtype"] != spec.get("dtype") or list(shape) != spec.get("shape"):
-            raise BundleIntegrityError(f"array {name!r}: dtype or shape differs from the manifest")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if min(shape, default=0) < 0 or start != covered or end - start != count * dtype.itemsize:
-            raise BundleIntegrityError(f"array {name!r}: data offsets are inconsistent")
-        if end > data_len:
-            raise BundleError("bundle is truncated (array data missing)")
-        a = np.frombuffer(mm, dtype=dtype, count=count, offset=data_start + start).reshape(shape)
-        if hashlib.sha256(view[data_start + start:data_start + end]).hexdigest() != spec.get("sha256"):
-            raise BundleIntegrityError(f"array {name!r}: content hash differs from the manifest")
-        arrays[name] = a
-        covered = end
-    if covered != data_len:
-        raise BundleIntegrityError("bundle has trailing or missing data")
-    return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=key_id, signed=signed)
+
+def open_unverified(path: str | os.PathLike) -> tuple[Bundle, SignatureInfo]:
+    """Open a bundle with every structural and hash check but **no trust decision**: for
+    ``ldptext bundle inspect`` and ``sign``. Never use the result to sanitize text."""
+    path, manifest, arrays, info = _load(path)
+    return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=info.key_id,
+                  signed=info.signed), info
+
+
+def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None = None,
+                out: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """(Re-)sign a bundle with ``sign_key``, writing ``out`` (default: in place, atomically).
+
+    Content is verified against the manifest first. A bundle whose existing signature does not
+    verify is refused unless ``force``: re-signing would otherwise launder a tampered file.
+    """
+    bundle, info = open_unverified(path)
+    if info.signed and not info.valid and not force:
+        raise SignatureError("bundle's existing signature does not verify; refusing to re-sign "
+                             "(pass force=True if you rebuilt it yourself)")
+    manifest = {k: v for k, v in bundle.manifest.items()
+                if k not in ("format", "format_version", "mechanism", "arrays")}
+    arrays = {n: np.array(a) for n, a in bundle.arrays.items() if not n.startswith(BLOB_PREFIX)}
+    blobs = {n[len(BLOB_PREFIX):]: bytes(a) for n, a in bundle.arrays.items()
+             if n.startswith(BLOB_PREFIX)}
+    mechanism = bundle.mechanism
+    del bundle  # release the mapping before the file is replaced
+    return write_bundle(out if out is not None else path, mechanism=mechanism, arrays=arrays,
+                        manifest=manifest, blobs=blobs, sign_key=sign_key, passphrase=passphrase)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import tempfile
+import warnings
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -38,10 +41,17 @@ def key_id(key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_bytes(key)).hexdigest()[:16]
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    # O_EXCL: never overwrite, and never follow a symlink planted at the target path
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    _write_new(path, data, 0o600)
 
 
 def generate_keypair(out_dir: str | os.PathLike, passphrase: bytes | None = None,
@@ -51,25 +61,43 @@ def generate_keypair(out_dir: str | os.PathLike, passphrase: bytes | None = None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     priv_path, pub_path = out / f"{name}.key", out / f"{name}.pub"
-    if priv_path.exists() or pub_path.exists():
+    if passphrase is not None and not isinstance(passphrase, bytes):
+        raise KeyFileError("passphrase must be bytes")
+    if passphrase is not None and len(passphrase) == 0:
+        raise KeyFileError("passphrase is empty (pass None for an unencrypted key)")
+    if priv_path.exists() or pub_path.exists() or priv_path.is_symlink() or pub_path.is_symlink():
         raise KeyFileError(f"refusing to overwrite existing key files in {out}")
     key = Ed25519PrivateKey.generate()
     enc = (serialization.BestAvailableEncryption(passphrase) if passphrase
            else serialization.NoEncryption())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
-    _write_private(priv_path, pem)
-    pub_path.write_text(base64.b64encode(public_bytes(key.public_key())).decode() + "\n")
+    try:
+        _write_private(priv_path, pem)
+        _write_new(pub_path, (base64.b64encode(public_bytes(key.public_key())).decode()
+                              + "\n").encode(), 0o644)
+    except FileExistsError:
+        raise KeyFileError(f"refusing to overwrite existing key files in {out}") from None
+    except OSError as e:
+        raise KeyFileError(f"cannot write key files in {out}: {e.strerror}") from None
     return priv_path, pub_path
+
+
+class InsecureKeyFileWarning(UserWarning):
+    """A private key file is readable or writable by other users."""
 
 
 def load_private_key(path: str | os.PathLike, passphrase: bytes | None = None) -> Ed25519PrivateKey:
     try:
         data = Path(path).read_bytes()
+        mode = os.stat(path).st_mode
     except OSError as e:
         raise KeyFileError(f"cannot read private key {path}: {e.strerror}") from None
+    if os.name == "posix" and mode & 0o077:
+        warnings.warn(f"private key {path} is accessible by other users (chmod 600 it)",
+                      InsecureKeyFileWarning, stacklevel=2)
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         raise KeyFileError(f"cannot load private key {path}: {e}") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path} is not an Ed25519 private key")
@@ -84,19 +112,26 @@ def load_public_key(key) -> Ed25519PublicKey:
         return key.public_key()
     if isinstance(key, (bytes, bytearray)) and len(key) == 32:
         return Ed25519PublicKey.from_public_bytes(bytes(key))
+    if not isinstance(key, (bytes, bytearray, str, os.PathLike)):
+        raise KeyFileError(f"cannot use a {type(key).__name__} as a public key")
     text = key
-    if isinstance(key, (str, os.PathLike)) and Path(key).is_file():
-        text = Path(key).read_bytes()
+    if isinstance(key, os.PathLike) or (isinstance(key, str) and len(key) < 4096
+                                         and Path(key).is_file()):
+        try:
+            text = Path(key).read_bytes()[:65536]  # a public key file is tiny
+        except OSError as e:
+            raise KeyFileError(f"cannot read public key {key}: {e.strerror}") from None
     if isinstance(text, str):
-        text = text.encode()
+        text = text.encode("utf-8", "replace")
     try:
         if text.lstrip().startswith(b"-----BEGIN"):
             pub = serialization.load_pem_public_key(text)
             if not isinstance(pub, Ed25519PublicKey):
                 raise KeyFileError("not an Ed25519 public key")
             return pub
-        return Ed25519PublicKey.from_public_bytes(base64.b64decode(text.strip(), validate=True))
-    except (ValueError, TypeError) as e:
+        return Ed25519PublicKey.from_public_bytes(base64.b64decode(bytes(text).strip(),
+                                                                    validate=True))
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         raise KeyFileError(f"cannot parse public key: {e}") from None
 
 
@@ -104,17 +139,55 @@ def trust(key) -> Path:
     """Add a public key to the local trust store; returns the file written."""
     pub = load_public_key(key)
     d = trust_dir()
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = d / f"{key_id(pub)}.pub"
-    path.write_text(base64.b64encode(public_bytes(pub)).decode() + "\n")
+    data = (base64.b64encode(public_bytes(pub)).decode() + "\n").encode()
+    if path.is_file() and path.read_bytes() == data:
+        return path
+    # atomic: a reader never sees a half-written key file
+    fd, tmp = tempfile.mkstemp(prefix=".trust.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
+def untrust(key) -> bool:
+    """Remove a public key (object, bytes, text, path or key id) from the trust store."""
+    d = trust_dir()
+    if isinstance(key, str) and len(key) == 16 and all(c in "0123456789abcdef" for c in key):
+        kid = key
+    else:
+        kid = key_id(load_public_key(key))
+    path = d / f"{kid}.pub"
+    if path.exists():
+        path.unlink()
+        return True
+    return False
+
+
 def trusted_public_keys() -> list[Ed25519PublicKey]:
+    """The keys of the local trust store. Refuses a world-writable store (anyone who can add a
+    file there could make the runtime accept their bundles)."""
     d = trust_dir()
     if not d.is_dir():
         return []
-    return [load_public_key(p) for p in sorted(d.glob("*.pub"))]
+    if os.name == "posix" and d.stat().st_mode & 0o002:
+        raise KeyFileError(f"trust store {d} is writable by every user; chmod 700 it")
+    keys = []
+    for p in sorted(d.glob("*.pub")):
+        try:
+            keys.append(load_public_key(p))
+        except KeyFileError:
+            raise KeyFileError(f"trust store file {p.name} is not a valid public key") from None
+    return keys
 
 
 def developer_key() -> Ed25519PrivateKey:

@@ -1,0 +1,117 @@
+"""Signing keys and the local trust store: file modes, passphrases, refusal to overwrite, robust
+parsing of public keys, and a trust store that refuses to be world-writable."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ldptext import keys
+from ldptext.errors import KeyFileError
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LDPTEXT_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_private_key_is_0600_and_public_key_parses(tmp_path):
+    priv, pub = keys.generate_keypair(tmp_path / "k")
+    assert stat.S_IMODE(os.stat(priv).st_mode) == 0o600
+    key = keys.load_private_key(priv)
+    assert keys.public_bytes(keys.load_public_key(pub)) == keys.public_bytes(key.public_key())
+    assert len(keys.key_id(key.public_key())) == 16
+
+
+def test_private_key_mode_ignores_a_permissive_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        priv, _ = keys.generate_keypair(tmp_path / "k")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(priv).st_mode) == 0o600
+
+
+def test_passphrase_protects_the_key(tmp_path):
+    priv, _ = keys.generate_keypair(tmp_path / "k", passphrase=b"correct horse")
+    assert b"ENCRYPTED" in priv.read_bytes()
+    keys.load_private_key(priv, b"correct horse")
+    with pytest.raises(KeyFileError):
+        keys.load_private_key(priv, b"wrong")
+    with pytest.raises(KeyFileError):
+        keys.load_private_key(priv)  # no passphrase given
+    with pytest.raises(KeyFileError):
+        keys.generate_keypair(tmp_path / "k2", passphrase=b"")
+
+
+def test_generate_refuses_to_overwrite_or_follow_symlinks(tmp_path):
+    keys.generate_keypair(tmp_path / "k")
+    with pytest.raises(KeyFileError):
+        keys.generate_keypair(tmp_path / "k")
+    d = tmp_path / "s"
+    d.mkdir()
+    target = tmp_path / "victim"
+    target.write_text("do not touch")
+    (d / "signing.key").symlink_to(target)
+    with pytest.raises(KeyFileError):
+        keys.generate_keypair(d)
+    assert target.read_text() == "do not touch"
+
+
+def test_insecure_private_key_file_warns(tmp_path):
+    priv, _ = keys.generate_keypair(tmp_path / "k")
+    os.chmod(priv, 0o644)
+    with pytest.warns(keys.InsecureKeyFileWarning):
+        keys.load_private_key(priv)
+
+
+@pytest.mark.parametrize("bad", [None, 5, b"short", "not base64 !!", b"\x00" * 31,
+                                 "-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----\n",
+                                 "/nonexistent/key.pub"])
+def test_malformed_public_keys_raise_keyfileerror(bad):
+    with pytest.raises(KeyFileError):
+        keys.load_public_key(bad)
+
+
+def test_missing_public_key_path_raises_keyfileerror(tmp_path):
+    with pytest.raises(KeyFileError):
+        keys.load_public_key(tmp_path / "missing.pub")
+
+
+def test_garbage_private_key_raises_keyfileerror(tmp_path):
+    p = tmp_path / "x.key"
+    p.write_bytes(b"-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n")
+    os.chmod(p, 0o600)
+    with pytest.raises(KeyFileError):
+        keys.load_private_key(p)
+    with pytest.raises(KeyFileError):
+        keys.load_private_key(tmp_path / "missing.key")
+
+
+def test_trust_store_roundtrip_and_untrust(tmp_path):
+    k = Ed25519PrivateKey.generate()
+    path = keys.trust(k.public_key())
+    assert path.name == keys.key_id(k.public_key()) + ".pub"
+    assert keys.trust(k.public_key()) == path  # idempotent
+    assert [keys.public_bytes(p) for p in keys.trusted_public_keys()] == \
+        [keys.public_bytes(k.public_key())]
+    assert stat.S_IMODE(os.stat(keys.trust_dir()).st_mode) == 0o700
+    assert keys.untrust(keys.key_id(k.public_key()))
+    assert keys.trusted_public_keys() == []
+
+
+def test_world_writable_trust_store_is_refused():
+    keys.trust(Ed25519PrivateKey.generate().public_key())
+    os.chmod(keys.trust_dir(), 0o777)
+    with pytest.raises(KeyFileError):
+        keys.trusted_public_keys()
+
+
+def test_corrupt_trust_store_file_is_reported():
+    keys.trust(Ed25519PrivateKey.generate().public_key())
+    (keys.trust_dir() / "bogus.pub").write_text("not a key")
+    with pytest.raises(KeyFileError, match="bogus.pub"):
+        keys.trusted_public_keys()
