@@ -135,3 +135,15 @@ def test_summarize_weighted_quantiles():
     s = summarize(np.array([1.0, 2.0, 4.0]), np.array([2, 1, 7]))
     assert (s["q25"], s["median"], s["mean"]) == (2.0, 4.0, pytest.approx(3.2))
     assert summarize(np.array([]))["n"] == 0
+
+
+def test_profile_entropies_equal_the_reference_function():
+    rng = np.random.default_rng(3)
+    p = rng.random((5, 5)) ** 4
+    p[0, 3] = 0.0
+    p /= p.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        lp = np.log(p)
+    prof = profile_mechanism(lp, np.arange(5), chunk_size=2)
+    for name, alpha in (("h0", 0), ("h1", 1), ("h2", 2), ("h_inf", np.inf)):
+        np.testing.assert_allclose(getattr(prof, name), renyi_entropy_bits(lp, alpha), rtol=1e-12)
