@@ -1,0 +1,99 @@
+"""``ldptext keys``: Ed25519 signing keys and the local trust store.
+
+``generate --out DIR`` writes ``signing.key`` (PKCS#8 PEM, mode 0600, encrypted when a passphrase is
+given) and ``signing.pub``; ``trust PUBFILE`` adds a public key to ``$LDPTEXT_HOME/trusted_keys``;
+``untrust`` removes one; ``list`` shows the trusted key ids. Passphrases are read from a file or an
+environment variable, never from the command line (where ``ps`` and shell history would see them).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import keys as _keys
+from ..errors import KeyFileError
+
+
+def add_passphrase_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--passphrase-file", metavar="F",
+                       help="read the key's passphrase from this file (first line)")
+    group.add_argument("--passphrase-env", metavar="VAR",
+                       help="read the key's passphrase from this environment variable")
+
+
+def read_passphrase(args) -> bytes | None:
+    """The passphrase named by --passphrase-file / --passphrase-env, or None."""
+    if getattr(args, "passphrase_file", None):
+        try:
+            data = Path(args.passphrase_file).read_bytes()
+        except OSError as e:
+            raise KeyFileError(f"cannot read passphrase file: {e.strerror}") from None
+        data = data.split(b"\n", 1)[0].rstrip(b"\r")
+        if not data:
+            raise KeyFileError("passphrase file is empty")
+        return data
+    if getattr(args, "passphrase_env", None):
+        value = os.environ.get(args.passphrase_env)
+        if not value:
+            raise KeyFileError(f"environment variable {args.passphrase_env} is unset or empty")
+        return value.encode("utf-8")
+    return None
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("keys", help="signing keys and the local trust store")
+    actions = parser.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+
+    gen = actions.add_parser("generate", help="create an Ed25519 signing key pair")
+    gen.add_argument("--out", required=True, metavar="DIR", help="directory for the key files")
+    gen.add_argument("--name", default="signing", help="file name stem (default: signing)")
+    gen.add_argument("--trust", action="store_true", help="also trust the new public key here")
+    add_passphrase_options(gen)
+    gen.set_defaults(func=run_generate)
+
+    tr = actions.add_parser("trust", help="trust a public key for loading bundles")
+    tr.add_argument("pubfile", metavar="PUBFILE", help=".pub file (or base64 / PEM public key)")
+    tr.set_defaults(func=run_trust)
+
+    un = actions.add_parser("untrust", help="remove a key from the trust store")
+    un.add_argument("key", metavar="KEY", help="key id, .pub file or base64 public key")
+    un.set_defaults(func=run_untrust)
+
+    ls = actions.add_parser("list", help="list the trusted keys")
+    ls.set_defaults(func=run_list)
+
+
+def run_generate(args) -> int:
+    passphrase = read_passphrase(args)
+    priv, pub = _keys.generate_keypair(args.out, passphrase=passphrase, name=args.name)
+    kid = _keys.key_id(_keys.load_public_key(pub))
+    print(f"private key {priv} (mode 0600{', encrypted' if passphrase else ', NOT encrypted'})")
+    print(f"public key  {pub}")
+    print(f"key id      {kid}")
+    if args.trust:
+        print(f"trusted     {_keys.trust(pub)}")
+    return 0
+
+
+def run_trust(args) -> int:
+    path = _keys.trust(args.pubfile)
+    print(f"trusted key {path.stem} ({path})")
+    return 0
+
+
+def run_untrust(args) -> int:
+    if not _keys.untrust(args.key):
+        raise KeyFileError("that key is not in the trust store")
+    print("removed")
+    return 0
+
+
+def run_list(args) -> int:
+    found = _keys.trusted_public_keys()
+    for key in found:
+        print(_keys.key_id(key))
+    if not found:
+        print(f"(no trusted keys in {_keys.trust_dir()})")
+    return 0
