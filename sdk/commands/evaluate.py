@@ -1,0 +1,81 @@
+"""``ldptext evaluate``: the privacy–utility sweep (SPEC §6). Parses arguments and calls
+:func:`ldptext.evaluation.runner.evaluate`; see that module for what is measured."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ParameterError
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of numbers") from None
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _baselines(text: str) -> list[str]:
+    return [] if text.strip().lower() in ("", "no", "off") else _names(text)
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "evaluate", help="privacy–utility evaluation over a sweep of epsilon",
+        description="Sanitize a labelled data set with SanText / SanText+ and the baselines at "
+                    "each epsilon; write results.json, report.md and PNG plots to --out.")
+    p.add_argument("--data", default="rotten-tomatoes",
+                   help="FILE.csv | FILE.jsonl | rotten-tomatoes (built in; default)")
+    p.add_argument("--text-col", default="text")
+    p.add_argument("--label-col", default="label")
+    p.add_argument("--test", default=None, help="separate test file (default: a deterministic "
+                                                "stratified 80/20 split of --data)")
+    p.add_argument("--mechanism", type=_names, default=["santext", "santext+"],
+                   help="comma list of santext, santext+ (default: both)")
+    p.add_argument("--embeddings", default="glove-6b-50d",
+                   help="glove-6b-50d | minilm-wordpiece | PATH")
+    p.add_argument("--vocab-size", type=int, default=20_000,
+                   help="word-level vocabulary size (most frequent GloVe words; default 20000; "
+                        "0 = the embeddings' default)")
+    p.add_argument("--epsilon", type=_floats, default=[1.0, 2.0, 3.0], help="e.g. 1,2,3")
+    p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
+    p.add_argument("--w", type=float, default=0.9, help="SanText+ sensitive fraction w (0.9)")
+    p.add_argument("--baselines", type=_baselines, default=["none", "random", "cmp"],
+                   help="comma list of none, random, cmp; 'no' for none (default: all)")
+    p.add_argument("--seeds", type=int, default=3, help="repetitions per configuration (3)")
+    p.add_argument("--seed-base", type=int, default=0)
+    p.add_argument("--private-rng", action="store_true",
+                   help="draw from OS-keyed generators instead of reproducible seeded ones")
+    p.add_argument("--threshold", type=float, default=0.95,
+                   help="cumulative threshold of S_x and S_y* (0.95)")
+    p.add_argument("--columns", type=int, default=500, help="outputs sampled for S_y* (500)")
+    p.add_argument("--max-train", type=int, default=None)
+    p.add_argument("--max-test", type=int, default=None)
+    p.add_argument("--cache-dir", default=None,
+                   help="where evaluation bundles are cached (~/.cache/ldptext/evaluate)")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..evaluation.runner import EvaluationConfig, command_line, evaluate
+
+    if args.vocab_size is not None and args.vocab_size < 0:
+        raise ParameterError("--vocab-size must be >= 0")
+    cfg = EvaluationConfig(
+        out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
+        test=args.test, mechanisms=args.mechanism, embeddings=args.embeddings,
+        vocab_size=args.vocab_size or None, epsilons=args.epsilon, p=args.p, w=args.w,
+        baselines=args.baselines, seeds=args.seeds, seed_base=args.seed_base,
+        reproducible=not args.private_rng, threshold=args.threshold, columns=args.columns,
+        max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
+        progress=not args.quiet, plots=not args.no_plots, command=command_line())
+    results = evaluate(cfg)
+    print(f"wrote {args.out}/results.json, report.md and "
+          f"{len(results.get('plots', []))} plots in {results['timings']['total_s']:.0f} s")
+    return 0

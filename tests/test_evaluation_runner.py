@@ -1,0 +1,99 @@
+"""End-to-end: a tiny synthetic vocabulary and data set through bundles, the sweep, the report, the
+plots and the CLI; and the SanText formula rows against the sampler's realised distribution."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ldptext.santext")
+santext_build = pytest.importorskip("ldptext.precompute.santext_build")
+pytest.importorskip("sklearn")
+pytest.importorskip("matplotlib")
+
+from ldptext.evaluation.mechanisms import realised_agreement, santext_log_prob_rows  # noqa: E402
+from ldptext.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
+
+WORDS = ("the a and of is it this film movie good great fine bad awful poor plot actor story "
+         "love hate boring funny dull superb").split()
+POS = ["good", "great", "fine", "superb", "funny", "love"]
+NEG = ["bad", "awful", "poor", "boring", "dull", "hate"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(len(WORDS), 6))
+    vecs[[WORDS.index(w) for w in POS]] += 3.0      # sentiment words cluster by polarity
+    vecs[[WORDS.index(w) for w in NEG]] -= 3.0
+    (d / "emb.txt").write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n"
+                                       for w, v in zip(WORDS, vecs)))
+    lines = ["text,label"]
+    for i in range(60):
+        pos = i % 2 == 0
+        words = [POS[i % 6] if pos else NEG[i % 6], "movie", "the", "plot", "is",
+                 POS[(i + 1) % 6] if pos else NEG[(i + 2) % 6], "zzzunknownword"]
+        lines.append(" ".join(words) + ("," + ("pos" if pos else "neg")))
+    (d / "data.csv").write_text("\n".join(lines) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("mechanism", ["santext", "santext+"])
+def test_formula_rows_equal_the_realised_distribution(tiny, mechanism):
+    from ldptext.santext import Sanitizer
+    path = santext_build.build_santext_bundle(
+        tiny / f"{mechanism}.ldpb", embeddings=str(tiny / "emb.txt"), epsilon=2.0,
+        mechanism=mechanism, p=0.3, w=0.5, head_size=4, sign_key=False, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        san = Sanitizer.load(path, allow_unsigned=True)
+    rows = santext_log_prob_rows(san)
+    inputs = np.flatnonzero(san.valid_input)
+    agree = realised_agreement(san, rows, inputs)
+    assert agree["zero_pattern_equal"] and agree["max_rel_diff"] < 1e-6
+    np.testing.assert_allclose(np.exp(rows(inputs)).sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_sweep_writes_results_report_and_plots(tiny, tmp_path):
+    out = tmp_path / "eval"
+    res = evaluate(EvaluationConfig(
+        out=str(out), data=str(tiny / "data.csv"), embeddings=str(tiny / "emb.txt"),
+        vocab_size=None, epsilons=[1.0, 30.0], p=0.3, w=0.5, seeds=2, head_size=4,
+        cache_dir=str(tmp_path / "cache"), progress=False, columns=5, agreement_rows=4))
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["config"]["epsilons"] == [1.0, 30.0]
+    kinds = {(e["mechanism"], e["epsilon"]) for e in saved["entries"]}
+    assert {("santext", 1.0), ("santext+", 30.0), ("none", None), ("random", None),
+            ("cmp", 1.0)} <= kinds
+    by = {(e["mechanism"], e["epsilon"]): e for e in res["entries"]}
+    # the unsanitized ceiling and monotonicity in epsilon of the exact attack
+    assert by[("none", None)]["privacy"]["attack"]["exact_success_rate_dataset"] == 1.0
+    for m in ("santext", "santext+"):
+        lo = by[(m, 1.0)]["privacy"]["attack"]["exact_success_rate_dataset"]
+        hi = by[(m, 30.0)]["privacy"]["attack"]["exact_success_rate_dataset"]
+        assert 0 < lo < hi <= 1
+        assert by[(m, 1.0)]["utility"]["sanitized_test"]["accuracy"]["std"] >= 0
+        assert len(by[(m, 1.0)]["utility"]["original_test"]["macro_f1"]["values"]) == 2
+    assert by[("none", None)]["utility"]["bleu"]["mean"] == 1.0
+    report = (out / "report.md").read_text()
+    for row in ("| Random |", "| CMP (FBDD) |", "| SanText |", "| SanText+ |", "| Unsanitized |"):
+        assert row in report
+    for png in ("utility_vs_epsilon.png", "privacy_vs_epsilon.png", "frontier.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # no raw text in the outputs
+    assert "zzzunknownword" not in report and "zzzunknownword" not in json.dumps(saved)
+
+
+def test_cli_parses_and_runs(tiny, tmp_path, capsys):
+    from ldptext.cli import main
+    rc = main(["evaluate", "--data", str(tiny / "data.csv"), "--embeddings", str(tiny / "emb.txt"),
+               "--vocab-size", "0", "--mechanism", "santext+", "--epsilon", "2", "--w", "0.5",
+               "--baselines", "none,random", "--seeds", "1", "--columns", "3", "--no-plots",
+               "--quiet", "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "o")])
+    assert rc == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert {e["mechanism"] for e in res["entries"]} == {"santext+", "none", "random"}
+    assert "ldptext" in (res["config"]["command"] or "") or res["config"]["command"] is not None
+    assert main(["evaluate", "--mechanism", "bogus", "--out", str(tmp_path / "x"),
+                 "--quiet"]) == 2
