@@ -51,7 +51,8 @@ def word_tokenizer_json(vocab: list[str], lowercase: bool = True) -> str:
     return tok.to_str()
 
 
-def _word_level(words: list[str], vectors: np.ndarray, name: str) -> Embeddings:
+def from_word_vectors(words: list[str], vectors: np.ndarray, name: str) -> Embeddings:
+    """Word-level embeddings (plus the input-only ``<unk>`` row) from a word list and a matrix."""
     if len(set(words)) != len(words):
         raise ParameterError("the embedding vocabulary has duplicate words")
     if OOV_TOKEN in words:  # our own <unk> row replaces any in the source
@@ -82,7 +83,7 @@ def load_glove_6b_50d(vocab_size: int | None = 50_000) -> Embeddings:
     words = pq.read_table(root / "glove_6B_index.parquet", columns=["index"]).column(0).to_pylist()
     vectors = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
     n = len(words) if vocab_size is None else min(int(vocab_size), len(words))
-    return _word_level([str(w) for w in words[:n]], np.asarray(vectors[:n]),
+    return from_word_vectors([str(w) for w in words[:n]], np.asarray(vectors[:n]),
                        f"{GLOVE} (first {n} words)")
 
 
@@ -146,7 +147,7 @@ def load_path(path: str | Path, vocab_size: int | None = None) -> Embeddings:
             raise ParameterError(f"{path}: vectors are missing or of different lengths")
         vectors = np.stack(rows)
     n = len(words) if vocab_size is None else min(int(vocab_size), len(words))
-    return _word_level(words[:n], vectors[:n], f"file {path.name}")
+    return from_word_vectors(words[:n], vectors[:n], f"file {path.name}")
 
 
 def load_embeddings(name_or_path: str, vocab_size: int | None = None) -> Embeddings:

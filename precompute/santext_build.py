@@ -80,9 +80,14 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                          vocab_size: int | None = None, head_size: int = 64, sign_key=None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
-                         loaded: "_emb.Embeddings | None" = None) -> Path:
-    """Build and sign a SanText(+) bundle. ``sign_key=None`` signs with the local developer key
-    (``ldptext.keys.developer_key``); pass ``sign_key=False`` for an unsigned development bundle."""
+                         loaded: "_emb.Embeddings | None" = None,
+                         frequencies: np.ndarray | None = None) -> Path:
+    """Build and sign a SanText(+) bundle.
+
+    ``sign_key=None`` signs with the local developer key (``ldptext.keys.developer_key``);
+    ``sign_key=False`` writes an unsigned development bundle. ``loaded`` passes embeddings already
+    in memory; ``frequencies`` a public frequency per vocabulary entry (default: wordfreq).
+    """
     t0 = time.perf_counter()
     if mechanism == "santext":
         p = w = None
@@ -93,7 +98,10 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     n_rows = len(emb.vocab)
 
     if mechanism == "santext+":
-        freqs = _freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
+        freqs = (_freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
+                 if frequencies is None else np.asarray(frequencies, dtype=np.float64))
+        if freqs.shape != (n_rows,):
+            raise ParameterError("frequencies must have one entry per vocabulary row")
         sensitive = _freq.sensitive_mask(freqs, emb.valid_input, w)
         keep_row = (emb.valid_input & ~sensitive).astype(np.uint8)
         output_mask = sensitive & ~emb.special
@@ -124,7 +132,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         "vocab": {"size": n_rows, "dim": int(dim), "outputs": int(outputs.size),
                   "sensitive": int(sensitive.sum()), "kind": emb.kind},
         "sources": {"embeddings": emb.source,
-                    "frequencies": _freq.SOURCE if mechanism == "santext+" else None},
+                    "frequencies": (None if mechanism == "santext" else
+                                    _freq.SOURCE if frequencies is None else "caller-supplied")},
         "numeric": {"max_relative_error": numeric_tolerance(float(epsilon), nb.d_max, dim,
                                                             int(outputs.size), k)},
         "build": {"tool": f"ldptext {ldptext.__version__}", "backend": nb.backend,

@@ -1,0 +1,48 @@
+"""Shared fixtures. Every test session gets its own LDPTEXT_HOME (developer key, trust store), so
+tests never touch the user's configuration."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ldptext_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("ldptext_home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LDPTEXT_HOME", str(home))
+    yield home
+    mp.undo()
+
+
+def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
+    """Generated word-level embeddings: words w0..w{n-1} with Gaussian vectors."""
+    from ldptext.precompute.embeddings import from_word_vectors
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(n)]
+    vectors = (rng.normal(size=(n, dim)) * scale).astype(np.float32)
+    return from_word_vectors(words, vectors, f"random-{n}x{dim}-seed{seed}")
+
+
+def build_tiny_bundle(path, *, n=60, dim=8, seed=0, epsilon=2.0, mechanism="santext",
+                      p=0.3, w=0.7, head_size=8, scale=1.0, **kwargs):
+    """A small signed bundle over generated embeddings (frequencies: earlier words more frequent)."""
+    from ldptext.precompute.santext_build import build_santext_bundle
+
+    emb = random_word_embeddings(n, dim, seed, scale)
+    freqs = np.linspace(1.0, 0.0, len(emb.vocab))
+    return build_santext_bundle(path, embeddings="unused", loaded=emb, epsilon=epsilon,
+                                mechanism=mechanism, p=p, w=w, head_size=head_size,
+                                progress=False, frequencies=freqs, **kwargs)
+
+
+def load_seeded(path, seed=0, **kwargs):
+    from ldptext.rng import SeededModeWarning
+    from ldptext.santext import Sanitizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        return Sanitizer.load(path, seed=seed, **kwargs)

@@ -1,0 +1,85 @@
+"""Integration tests on the real packaged embeddings (ASSETS.md): GloVe 6B-50d and the MiniLM
+WordPiece vocabulary."""
+import math
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from conftest import load_seeded
+
+
+@pytest.fixture(scope="module")
+def glove_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("nbcache")
+
+
+def glove_bundle(tmp_path_factory, cache, epsilon, mechanism="santext", vocab=3000):
+    from ldptext.precompute.santext_build import build_santext_bundle
+    path = tmp_path_factory.mktemp("g") / f"glove-{mechanism}-{epsilon:g}.ldpb"
+    return build_santext_bundle(path, embeddings="glove-6b-50d", vocab_size=vocab, epsilon=epsilon,
+                                mechanism=mechanism, head_size=32, cache_dir=cache, progress=False)
+
+
+@pytest.mark.parametrize("epsilon", [30.0, 1e4])
+def test_no_underflow_every_output_keeps_positive_probability(tmp_path_factory, glove_cache,
+                                                              epsilon):
+    san = load_seeded(glove_bundle(tmp_path_factory, glove_cache, epsilon))
+    rows = np.array([0, 1, 17, 500, 2999])
+    logp = san.log_probabilities(rows)
+    outputs = san.outputs
+    assert np.isfinite(logp[:, outputs]).all(), "an output lost its probability"
+    # float32 or even float64 exp() would have underflowed here: the log-space path is needed
+    emb = np.asarray(san.embeddings, dtype=np.float64)
+    for r, x in enumerate(rows):
+        d = np.linalg.norm(emb[outputs] - emb[x], axis=1)
+        ref = -epsilon * d / 2 - logsumexp(-epsilon * d / 2)
+        assert np.max(np.abs(logp[r, outputs] - ref)) < 1e-9 * max(1.0, np.abs(ref).max())
+        if epsilon >= 1e4:
+            assert np.exp(ref).min() == 0.0  # would underflow in float64
+    # the sampler runs at this ε (log-space acceptance), in both backends
+    for backend in ("native", "fallback"):
+        y = load_seeded(san._bundle.path, backend=backend).sample_ids(np.repeat(rows, 200))
+        assert set(np.unique(y)) <= set(outputs.tolist())
+
+
+def test_santext_plus_on_glove_keeps_frequent_words_with_probability_1_minus_p(
+        tmp_path_factory, glove_cache):
+    san = load_seeded(glove_bundle(tmp_path_factory, glove_cache, 2.0, "santext+"))
+    the = san.vocab.index("the")
+    assert not san.sensitive[the]  # the most frequent word is public (wordfreq)
+    rare = san.vocab.index(san.vocab[2999])
+    assert san.sensitive[rare]
+    y = san.sample_ids(np.full(100000, the))
+    assert abs((y == the).mean() - (1 - san.p)) < 0.01
+    assert set(np.unique(y[y != the])) <= set(np.flatnonzero(san.sensitive).tolist())
+
+
+def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
+    from ldptext.precompute.santext_build import build_santext_bundle
+    path = tmp_path_factory.mktemp("m") / "minilm.ldpb"
+    build_santext_bundle(path, embeddings="minilm-wordpiece", epsilon=20.0, mechanism="santext",
+                         head_size=32, progress=False)
+    san = load_seeded(path)
+    assert len(san.vocab) == 30522
+    special = [i for i, t in enumerate(san.vocab) if t.startswith("[") and t.endswith("]")]
+    assert len(special) > 900
+    text = "Patient John Smith, born 1984, lives at 12 Elm Street; diagnosis: diabetes. ☃"
+    res = san.sanitize_batch([text] * 50)
+    ids = san.tokenize(text)
+    assert san.vocab[ids[-1]] == "[UNK]" or "☃" not in san.vocab
+    all_out = np.concatenate([san.sample_ids(ids) for _ in range(200)])
+    assert not set(all_out.tolist()) & set(special), "a special token was output"
+    assert all(r.n_tokens == ids.size for r in res)
+    assert any(r.text != res[0].text for r in res)  # it is random
+    # at ε = 20 in MiniLM space most tokens are replaced by near neighbours or themselves
+    same = (all_out.reshape(200, -1) == ids).mean()
+    assert 0.05 < same < 1.0
+    # exactness on a real row, against an independent reference
+    x = int(ids[2])
+    emb = np.asarray(san.embeddings, dtype=np.float64)
+    out = san.outputs
+    d = np.linalg.norm(emb[out] - emb[x], axis=1)
+    ref = -san.epsilon * d / 2 - logsumexp(-san.epsilon * d / 2)
+    got = san.log_probabilities([x])[0, out]
+    assert np.max(np.abs(np.expm1(got - ref))) < 1e-9
