@@ -1,0 +1,444 @@
+"""Privacy-budget ledger: an encrypted, crash-safe record of every release's (ε, δ) (opt-in).
+
+Use it to cap what one user's device ever releases::
+
+    ledger = Ledger("~/.local/share/myapp/ldp.ledger", budget=50.0, delta_budget=1e-6, key=key32)
+    receipt = ledger.charge(epsilon, delta, label="santext doc")   # raises BudgetExceededError
+    ...return the output only after charge() returned...
+
+**Contract for the runtimes** (``Sanitizer``, ``Rewriter`` accept ``ledger=``): compute the release,
+then call ``ledger.charge(epsilon, delta, label=...)`` exactly once per release, *after* the output
+exists and *before* it is returned; if it raises :class:`~ldptext.errors.BudgetExceededError`,
+discard the output and let the exception propagate (nothing is output). ``charge`` returns only
+after the spend is durably on disk. What to charge: for SanText(+) the document's worst-case LDP
+level ``report.document_epsilon`` (n_tokens·(ε·D_max + ε₀)) with δ = 0; for DP-BART each chunk's
+(ε, δ), i.e. k·ε and k·δ for a document of k chunks (one charge per document or one per chunk).
+``with ledger.spend(ε, δ, label=...) as receipt:`` is the same charge as a context manager.
+
+Composition rule (basic sequential composition): a sequence of releases that are (εᵢ, δᵢ)-LDP is
+(Σεᵢ, Σδᵢ)-LDP. A release is allowed iff Σε + ε ≤ budget and Σδ + δ ≤ delta_budget. Sums and
+comparisons are exact (rational arithmetic on the float64 values), so rounding can never let a
+release through that exact arithmetic would refuse. (Consequence: the float 0.1 is slightly more
+than 1/10, so ten charges of 0.1 exceed a budget of exactly 1.0; the mechanism really ran with that
+slightly larger ε.) Tighter accountants (advanced composition, RDP)
+would allow more releases; basic composition is the conservative choice that needs no assumptions.
+
+Storage: one file, ``MAGIC || nonce (12 bytes) || AES-256-GCM(state JSON)``, the magic bound as
+associated data. The 32-byte key comes from the caller (``key=``) or, when ``key=None``, from the OS
+keyring (the optional ``keyring`` package with a usable backend; a key is created there with a new
+ledger). A file that fails authentication (tampered, truncated, wrong key) raises
+:class:`~ldptext.errors.LedgerError`; it is never reset or overwritten. Writes are atomic: a temporary
+file in the same directory, fsync, rename over the ledger, fsync of the directory; a crash at any
+point leaves either the old or the new complete file, so a spend whose ``charge`` returned is never
+lost. Threads and processes serialise on a lock file (``<path>.lock``, ``filelock``) plus an
+in-process lock, and every charge re-reads the file under the lock, so concurrent spenders can never
+overspend.
+
+Not protected (needs storage the device owner cannot rewind): deleting the ledger file, or replacing
+it by an older authentic copy, resets the record to that point. ``create=False`` refuses to start a
+new ledger when the file is missing; apps should set it after the first run.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import glob
+import json
+import math
+import numbers
+import os
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Iterator
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from filelock import FileLock, Timeout
+
+from .errors import BudgetExceededError, LedgerError, ParameterError
+
+__all__ = ["Ledger", "Receipt", "KEYRING_SERVICE"]
+
+MAGIC = b"LDPLEDG\x01"
+NONCE_SIZE = 12
+STATE_VERSION = 1
+KEYRING_SERVICE = "ldptext-ledger"
+MAX_LABEL = 200
+# Older entries are folded into an exact carried total beyond this many, so a long-lived ledger's
+# file (rewritten on every charge) stays small; the totals are unaffected.
+MAX_ENTRIES = 10_000
+_MAX_FILE = 64 << 20
+
+# Test hook: called with the name of each step of a write ("tmp-written", "tmp-synced", "renamed",
+# "dir-synced"); crash-simulation tests set it to a function that kills the process there.
+_CRASH_HOOK: Callable[[str], None] | None = None
+
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: Path) -> threading.Lock:
+    """One in-process lock per ledger file, shared by every Ledger object opened on it."""
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(str(path), threading.Lock())
+
+
+def _crash_point(step: str) -> None:
+    if _CRASH_HOOK is not None:
+        _CRASH_HOOK(step)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _frac(text: str) -> Fraction:
+    value = Fraction(text)
+    if value < 0:
+        raise ValueError("negative total")
+    return value
+
+
+def _round_up(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
+def _round_down(x: Fraction) -> float:
+    f = float(x)
+    return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _check_amount(value, name: str, upper: float = math.inf) -> float:
+    # numbers.Real covers int, float and numpy scalars; bools and strings are refused
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"{name} must be a real number")
+    value = float(value)
+    if not (math.isfinite(value) and 0.0 <= value <= upper):
+        raise ParameterError(f"{name} must be finite and in [0, {upper:g}]")
+    return value
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """One recorded release and the ledger's totals right after it."""
+
+    seq: int                 # 1-based sequence number of the release in this ledger
+    epsilon: float
+    delta: float
+    label: str
+    time: str                # UTC, ISO 8601
+    spent_epsilon: float     # Σε including this release (rounded up)
+    spent_delta: float
+    budget_epsilon: float
+    budget_delta: float
+
+    @property
+    def remaining_epsilon(self) -> float:
+        return max(0.0, _round_down(Fraction(self.budget_epsilon) - Fraction(self.spent_epsilon)))
+
+
+def _keyring_key(path: Path, create: bool) -> bytes:
+    """The ledger's key from the OS keyring (optional dependency), created when ``create``."""
+    try:
+        import keyring
+        from keyring.backends import fail
+    except ImportError:
+        raise LedgerError("no ledger key: pass key= (32 bytes) or install the 'keyring' "
+                          "package with a usable backend") from None
+    try:
+        backend = keyring.get_keyring()
+        if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 1) <= 0:
+            raise LedgerError("the OS keyring has no usable backend: pass key= (32 bytes)")
+        user = f"ledger:{path}"
+        stored = keyring.get_password(KEYRING_SERVICE, user)
+        if stored is None:
+            if not create:
+                raise LedgerError("the OS keyring holds no key for this ledger")
+            stored = base64.b64encode(os.urandom(32)).decode()
+            keyring.set_password(KEYRING_SERVICE, user, stored)
+        key = base64.b64decode(stored, validate=True)
+    except LedgerError:
+        raise
+    except Exception as e:  # keyring backends raise their own types
+        raise LedgerError(f"cannot use the OS keyring: {type(e).__name__}") from None
+    if len(key) != 32:
+        raise LedgerError("the key in the OS keyring is not 32 bytes")
+    return key
+
+
+class Ledger:
+    """An encrypted, append-only record of privacy spends with a hard budget.
+
+    Parameters
+    ----------
+    path:
+        The ledger file (created with the first open when ``create`` is true).
+    budget, delta_budget:
+        Total ε and δ this ledger may ever spend. Required to create a ledger, recorded in it, and
+        must match (or be ``None``) when an existing ledger is opened.
+    key:
+        32-byte AES-256-GCM key; ``None`` uses the OS keyring (see the module docstring).
+    create:
+        Start a new ledger if the file does not exist (``False``: refuse, see "Not protected").
+    timeout:
+        Seconds to wait for another process's lock before raising LedgerError.
+
+    Thread- and process-safe; see :meth:`charge` for the contract with the runtimes.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, budget: float | None = None,
+                 delta_budget: float | None = None, key: bytes | None = None,
+                 create: bool = True, timeout: float = 60.0) -> None:
+        self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        if key is None:
+            key = _keyring_key(self.path, create and not self.path.exists())
+        if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
+            raise LedgerError("ledger key must be exactly 32 bytes")
+        self._aead = AESGCM(bytes(key))
+        self._timeout = float(timeout)
+        self._thread_lock = _path_lock(self.path)
+        self._file_lock = FileLock(str(self.path) + ".lock")
+        want_eps = None if budget is None else _check_amount(budget, "budget")
+        want_delta = None if delta_budget is None else _check_amount(delta_budget, "delta_budget",
+                                                                     1.0)
+        with self._locked():
+            if self.path.exists() or self.path.is_symlink():
+                state = self._read()
+                stored_eps, stored_delta = (float(state["budget"]["epsilon"]),
+                                            float(state["budget"]["delta"]))
+                if want_eps is not None and want_eps != stored_eps:
+                    raise LedgerError(f"ledger was created with budget {stored_eps:g}, "
+                                      f"not {want_eps:g}")
+                if want_delta is not None and want_delta != stored_delta:
+                    raise LedgerError(f"ledger was created with delta_budget {stored_delta:g}, "
+                                      f"not {want_delta:g}")
+            else:
+                if not create:
+                    raise LedgerError(f"ledger {self.path} does not exist (create=False)")
+                if want_eps is None:
+                    raise LedgerError("budget= is required to create a ledger")
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                state = {"version": STATE_VERSION, "ledger_id": os.urandom(16).hex(),
+                         "created": _now(), "composition": "basic",
+                         "budget": {"epsilon": want_eps, "delta": want_delta or 0.0},
+                         "carried": {"epsilon": "0", "delta": "0", "count": 0},
+                         "generation": 0, "entries": []}
+                self._write(state)
+        self.budget: float = float(state["budget"]["epsilon"])
+        self.delta_budget: float = float(state["budget"]["delta"])
+        self.ledger_id: str = state["ledger_id"]
+
+    # -- the runtime-facing API ---------------------------------------------------------------
+    def charge(self, epsilon: float, delta: float = 0.0, *, label: str = "") -> Receipt:
+        """Record one release of (ε, δ) **before** its output is returned.
+
+        Returns a :class:`Receipt` once the spend is durably stored. Raises
+        :class:`~ldptext.errors.BudgetExceededError` (nothing recorded; the caller must discard
+        the output) if Σε + ε would exceed ``budget`` or Σδ + δ would exceed ``delta_budget``;
+        :class:`~ldptext.errors.LedgerError` if the ledger cannot be read, authenticated or
+        written. ``label`` names the kind of release; never put input text in it.
+        """
+        eps = _check_amount(epsilon, "epsilon")
+        dlt = _check_amount(delta, "delta", 1.0)
+        if not isinstance(label, str) or len(label) > MAX_LABEL:
+            raise ParameterError(f"label must be a string of at most {MAX_LABEL} characters")
+        with self._locked():
+            state = self._read()
+            spent_eps, spent_delta = self._totals(state)
+            budget_eps = Fraction(state["budget"]["epsilon"])
+            budget_delta = Fraction(state["budget"]["delta"])
+            new_eps, new_delta = spent_eps + Fraction(eps), spent_delta + Fraction(dlt)
+            if new_eps > budget_eps or new_delta > budget_delta:
+                raise BudgetExceededError(
+                    f"release of epsilon={eps:g}, delta={dlt:g} refused: the ledger has spent "
+                    f"epsilon={_round_up(spent_eps):.6g} of {float(budget_eps):g} and "
+                    f"delta={_round_up(spent_delta):.3g} of {float(budget_delta):g}")
+            seq = int(state["carried"]["count"]) + len(state["entries"]) + 1
+            entry = {"seq": seq, "epsilon": eps, "delta": dlt, "label": label, "time": _now()}
+            state["entries"].append(entry)
+            state["generation"] = int(state["generation"]) + 1
+            self._compact(state)
+            self._write(state)
+        return Receipt(seq=seq, epsilon=eps, delta=dlt, label=label, time=entry["time"],
+                       spent_epsilon=_round_up(new_eps), spent_delta=_round_up(new_delta),
+                       budget_epsilon=float(budget_eps), budget_delta=float(budget_delta))
+
+    @contextmanager
+    def spend(self, epsilon: float, delta: float = 0.0, *, label: str = "") -> Iterator[Receipt]:
+        """``with ledger.spend(ε, δ) as receipt:`` — charges on entry (before the body produces
+        output). The spend stays recorded if the body fails: part of the output may already have
+        left, and a refund could be abused to release for free."""
+        yield self.charge(epsilon, delta, label=label)
+
+    # -- queries ---------------------------------------------------------------------------------
+    def spent(self) -> tuple[float, float]:
+        """(Σε, Σδ) so far, rounded up."""
+        with self._locked():
+            eps, dlt = self._totals(self._read())
+        return _round_up(eps), _round_up(dlt)
+
+    def remaining(self) -> tuple[float, float]:
+        """(ε, δ) still available, rounded down."""
+        with self._locked():
+            state = self._read()
+        eps, dlt = self._totals(state)
+        return (max(0.0, _round_down(Fraction(state["budget"]["epsilon"]) - eps)),
+                max(0.0, _round_down(Fraction(state["budget"]["delta"]) - dlt)))
+
+    def can_afford(self, epsilon: float, delta: float = 0.0) -> bool:
+        """Advisory only: another thread or process may spend in between; ``charge`` decides."""
+        r_eps, r_delta = self.remaining()
+        return _check_amount(epsilon, "epsilon") <= r_eps and \
+            _check_amount(delta, "delta", 1.0) <= r_delta
+
+    def receipts(self) -> list[Receipt]:
+        """The individually kept entries (the oldest may be folded into the carried total)."""
+        with self._locked():
+            state = self._read()
+        carried_eps = Fraction(state["carried"]["epsilon"])
+        carried_delta = Fraction(state["carried"]["delta"])
+        out = []
+        for e in state["entries"]:
+            carried_eps += Fraction(e["epsilon"])
+            carried_delta += Fraction(e["delta"])
+            out.append(Receipt(seq=e["seq"], epsilon=e["epsilon"], delta=e["delta"],
+                               label=e["label"], time=e["time"],
+                               spent_epsilon=_round_up(carried_eps),
+                               spent_delta=_round_up(carried_delta),
+                               budget_epsilon=float(state["budget"]["epsilon"]),
+                               budget_delta=float(state["budget"]["delta"])))
+        return out
+
+    def __len__(self) -> int:
+        with self._locked():
+            state = self._read()
+        return int(state["carried"]["count"]) + len(state["entries"])
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, budget={self.budget:g}, delta_budget={self.delta_budget:g})"
+
+    # -- storage ----------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            try:
+                self._file_lock.acquire(timeout=self._timeout)
+            except Timeout:
+                raise LedgerError(f"ledger {self.path} is locked by another process") from None
+            except OSError as e:
+                raise LedgerError(f"cannot lock ledger {self.path}: {e.strerror}") from None
+            try:
+                yield
+            finally:
+                self._file_lock.release()
+
+    @staticmethod
+    def _totals(state: dict) -> tuple[Fraction, Fraction]:
+        eps = Fraction(state["carried"]["epsilon"])
+        dlt = Fraction(state["carried"]["delta"])
+        for e in state["entries"]:
+            eps += Fraction(e["epsilon"])
+            dlt += Fraction(e["delta"])
+        return eps, dlt
+
+    @staticmethod
+    def _compact(state: dict) -> None:
+        extra = len(state["entries"]) - MAX_ENTRIES
+        if extra <= 0:
+            return
+        old, state["entries"] = state["entries"][:extra], state["entries"][extra:]
+        carried = state["carried"]
+        eps = Fraction(carried["epsilon"]) + sum((Fraction(e["epsilon"]) for e in old), Fraction(0))
+        dlt = Fraction(carried["delta"]) + sum((Fraction(e["delta"]) for e in old), Fraction(0))
+        state["carried"] = {"epsilon": str(eps), "delta": str(dlt),
+                            "count": int(carried["count"]) + len(old)}
+
+    def _read(self) -> dict:
+        try:
+            with open(self.path, "rb") as f:
+                blob = f.read(_MAX_FILE + 1)
+        except OSError as e:
+            raise LedgerError(f"cannot read ledger {self.path}: {e.strerror}") from None
+        if len(blob) > _MAX_FILE or len(blob) < len(MAGIC) + NONCE_SIZE + 16 \
+                or not blob.startswith(MAGIC):
+            raise LedgerError(f"ledger {self.path} is not a ledger file or is truncated; "
+                              f"refusing to use or reset it")
+        nonce = blob[len(MAGIC):len(MAGIC) + NONCE_SIZE]
+        try:
+            plain = self._aead.decrypt(nonce, blob[len(MAGIC) + NONCE_SIZE:], MAGIC)
+        except InvalidTag:
+            raise LedgerError(f"ledger {self.path} fails authentication (wrong key or tampered "
+                              f"file); refusing to use or reset it") from None
+        try:
+            state = json.loads(plain)
+            self._validate(state)
+        except (ValueError, KeyError, TypeError):
+            raise LedgerError(f"ledger {self.path} has an invalid structure") from None
+        return state
+
+    @staticmethod
+    def _validate(state: dict) -> None:
+        # authenticated, so this only guards against our own bugs and future versions
+        if state["version"] != STATE_VERSION:
+            raise ValueError("unknown ledger version")
+        float(state["budget"]["epsilon"]), float(state["budget"]["delta"])
+        _frac(state["carried"]["epsilon"]), _frac(state["carried"]["delta"])
+        int(state["carried"]["count"]), int(state["generation"])
+        for e in state["entries"]:
+            if not (e["epsilon"] >= 0 and e["delta"] >= 0):
+                raise ValueError("negative entry")
+
+    def _write(self, state: dict) -> None:
+        plain = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+        nonce = os.urandom(NONCE_SIZE)  # random 96-bit nonces: fine far beyond 2^32 writes/key
+        blob = MAGIC + nonce + self._aead.encrypt(nonce, plain, MAGIC)
+        directory = self.path.parent
+        self._remove_stale_temporaries()
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        except OSError as e:
+            raise LedgerError(f"cannot write ledger {self.path}: {e.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+                f.flush()
+                _crash_point("tmp-written")
+                os.fsync(f.fileno())
+            _crash_point("tmp-synced")
+            os.replace(tmp, self.path)
+            _crash_point("renamed")
+            _fsync_dir(directory)
+            _crash_point("dir-synced")
+        except OSError as e:
+            Path(tmp).unlink(missing_ok=True)
+            raise LedgerError(f"cannot write ledger {self.path}: {e.strerror}") from None
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _remove_stale_temporaries(self) -> None:
+        """Temporary files left by a writer that crashed (we hold the lock: none is live)."""
+        try:
+            for p in self.path.parent.glob(f".{glob.escape(self.path.name)}.*.tmp"):
+                p.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable: fsync the directory entry (POSIX; a no-op where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,292 @@
+"""Privacy-budget ledger: exact basic composition, refusal without recording, authenticated
+encryption (tamper, truncation, wrong key are refused and never reset), crash safety (a writer killed
+at every step of a write, and by SIGKILL at random times, never loses an acknowledged spend), and no
+overspending by concurrent threads or processes."""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+from ldptext import ledger as L
+from ldptext.errors import BudgetExceededError, LedgerError, ParameterError
+from ldptext.ledger import Ledger
+
+KEY = bytes(range(32))
+
+
+@pytest.fixture()
+def path(tmp_path):
+    return tmp_path / "budget.ledger"
+
+
+def test_charges_sum_and_refuse_beyond_budget(path):
+    led = Ledger(path, budget=3.0, delta_budget=1e-6, key=KEY)
+    r1 = led.charge(1.0, label="santext")
+    r2 = led.charge(1.5, 5e-7, label="dpbart")
+    assert (r1.seq, r2.seq) == (1, 2) and r2.spent_epsilon == 2.5 and r2.spent_delta == 5e-7
+    with pytest.raises(BudgetExceededError):
+        led.charge(0.75)               # ε would exceed
+    with pytest.raises(BudgetExceededError):
+        led.charge(0.1, 6e-7)          # δ would exceed
+    assert len(led) == 2 and led.spent() == (2.5, 5e-7)   # refusals are not recorded
+    led.charge(0.5)                    # exactly the budget is allowed
+    assert led.remaining()[0] == 0.0
+    assert [r.label for r in led.receipts()] == ["santext", "dpbart", ""]
+
+
+def test_spend_context_charges_before_the_body(path):
+    led = Ledger(path, budget=1.0, key=KEY)
+    with pytest.raises(RuntimeError):
+        with led.spend(0.4) as receipt:
+            assert led.spent()[0] == 0.4 and receipt.seq == 1
+            raise RuntimeError("output failed")
+    assert led.spent()[0] == 0.4      # no refund
+    with pytest.raises(BudgetExceededError):
+        with led.spend(0.7):
+            pytest.fail("body ran although the budget was exceeded")
+
+
+def test_composition_is_exact_and_never_rounds_in_the_users_disfavour(path):
+    # the float 0.1 is slightly MORE than 1/10, so ten of them exceed a budget of exactly 1.0
+    led = Ledger(path, budget=1.0, key=KEY)
+    for _ in range(9):
+        led.charge(0.1)
+    with pytest.raises(BudgetExceededError):
+        led.charge(0.1)
+    # a budget that is the float sum admits what exact arithmetic admits, nothing more
+    assert led.spent()[0] >= 0.9 and led.remaining()[0] <= 1.0 - 0.9
+    led2 = Ledger(path.with_name("b.ledger"), budget=0.75, key=KEY)
+    for _ in range(3):
+        led2.charge(0.25)  # dyadic values sum exactly
+    assert led2.remaining() == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("eps, delta", [(float("nan"), 0), (-1.0, 0), (float("inf"), 0),
+                                        (1.0, 1.5), (1.0, -1e-9), (True, 0), ("1", 0),
+                                        (1.0, float("nan"))])
+def test_invalid_amounts_are_parameter_errors(path, eps, delta):
+    led = Ledger(path, budget=10.0, key=KEY)
+    with pytest.raises(ParameterError):
+        led.charge(eps, delta)
+    assert len(led) == 0
+
+
+def test_numpy_scalars_are_accepted(path):
+    led = Ledger(path, budget=10.0, key=KEY)
+    led.charge(np.float64(1.5), np.float32(0.0))
+    assert led.spent()[0] == 1.5
+
+
+def test_budget_is_fixed_at_creation(path):
+    with pytest.raises(LedgerError):
+        Ledger(path, key=KEY)                          # no budget to create with
+    with pytest.raises(LedgerError):
+        Ledger(path, budget=1.0, key=KEY, create=False)
+    Ledger(path, budget=2.0, delta_budget=1e-5, key=KEY).charge(1.0)
+    assert Ledger(path, key=KEY).budget == 2.0         # None: use the stored budget
+    with pytest.raises(LedgerError):
+        Ledger(path, budget=5.0, key=KEY)              # cannot raise it by reopening
+    with pytest.raises(LedgerError):
+        Ledger(path, budget=2.0, delta_budget=1e-3, key=KEY)
+    with pytest.raises(LedgerError):
+        Ledger(path, budget=2.0, key=b"short")
+
+
+def _flip(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset % len(data)] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_tampered_truncated_or_foreign_ledger_is_refused_not_reset(path):
+    led = Ledger(path, budget=5.0, key=KEY)
+    led.charge(2.0)
+    good = path.read_bytes()
+    n = 0
+    for offset in range(0, len(good), max(1, len(good) // 60)):
+        _flip(path, offset)
+        with pytest.raises(LedgerError):
+            led.charge(0.1)
+        with pytest.raises(LedgerError):
+            Ledger(path, key=KEY)
+        assert path.read_bytes() != good  # still the damaged file: nothing was reset
+        path.write_bytes(good)
+        n += 1
+    for cut in (0, 1, 8, 20, len(good) - 1):
+        path.write_bytes(good[:cut])
+        with pytest.raises(LedgerError):
+            led.spent()
+        n += 1
+    path.write_bytes(good + b"\0")
+    with pytest.raises(LedgerError):
+        led.spent()
+    path.write_bytes(good)
+    with pytest.raises(LedgerError):
+        Ledger(path, key=bytes(32))                    # wrong key
+    assert Ledger(path, key=KEY).spent()[0] == 2.0     # the original is intact and usable
+    assert n > 60
+
+
+def test_ledger_file_is_private(path):
+    Ledger(path, budget=1.0, key=KEY)
+    assert os.stat(path).st_mode & 0o077 == 0
+
+
+def test_compaction_keeps_exact_totals(path, monkeypatch):
+    monkeypatch.setattr(L, "MAX_ENTRIES", 5)
+    led = Ledger(path, budget=100.0, key=KEY)
+    for i in range(23):
+        led.charge(0.5 + i / 8)
+    assert len(led) == 23 and len(led.receipts()) == 5
+    assert led.spent()[0] == sum(0.5 + i / 8 for i in range(23))
+    assert led.receipts()[-1].seq == 23
+
+
+def test_threads_never_overspend(path):
+    led = Ledger(path, budget=40.0, key=KEY)
+    ok, refused = [], []
+
+    def spender():
+        other = Ledger(path, key=KEY)  # separate objects on one file, too
+        for _ in range(8):
+            try:
+                (led if threading.get_ident() % 2 else other).charge(1.0)
+                ok.append(1)
+            except BudgetExceededError:
+                refused.append(1)
+
+    threads = [threading.Thread(target=spender) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) == 40 and len(refused) == 24
+    assert led.spent()[0] == 40.0 and len(led) == 40
+
+
+CHILD = textwrap.dedent("""
+    import os, sys
+    from ldptext import ledger as L
+    from ldptext.errors import BudgetExceededError
+    path, key, attempts = sys.argv[1], bytes.fromhex(sys.argv[2]), int(sys.argv[3])
+    crash_at = sys.argv[4] if len(sys.argv) > 4 else ""
+    led = L.Ledger(path, key=key)
+    ok = 0
+    for i in range(attempts):
+        if crash_at and i == attempts - 1:
+            L._CRASH_HOOK = lambda step: os._exit(70) if step == crash_at else None
+        try:
+            r = led.charge(1.0, label="child")
+            ok += 1
+            print("ack", r.seq, flush=True)
+        except BudgetExceededError:
+            pass
+    print("done", ok, flush=True)
+""")
+
+
+def _child(path, attempts, crash_at=""):
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(path), KEY.hex(), str(attempts),
+                             crash_at], stdout=subprocess.PIPE, text=True)
+
+
+def test_processes_never_overspend(path):
+    Ledger(path, budget=30.0, key=KEY)
+    procs = [_child(path, 12) for _ in range(4)]
+    total = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        total += int(out.split()[-1])
+    assert total == 30
+    assert Ledger(path, key=KEY).spent()[0] == 30.0
+
+
+@pytest.mark.parametrize("step", ["tmp-written", "tmp-synced", "renamed", "dir-synced"])
+def test_crash_at_every_write_step_loses_no_acknowledged_spend(path, step):
+    Ledger(path, budget=100.0, key=KEY)
+    p = _child(path, 4, crash_at=step)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 70, out
+    acked = [int(line.split()[1]) for line in out.splitlines() if line.startswith("ack")]
+    assert acked == [1, 2, 3]
+    led = Ledger(path, key=KEY)  # the file authenticates after the crash
+    n = len(led)
+    # before the rename the 4th spend is not there; from the rename on it is (never half)
+    assert n == (3 if step in ("tmp-written", "tmp-synced") else 4)
+    led.charge(1.0)              # and the ledger keeps working; the stale temporary is removed
+    assert not list(path.parent.glob(f".{path.name}.*.tmp"))
+    assert len(led) == n + 1
+
+
+def test_sigkill_at_random_times_never_loses_an_acknowledged_spend(path):
+    Ledger(path, budget=1e9, key=KEY)
+    rng = np.random.default_rng(5)
+    acknowledged = 0
+    for _ in range(4):
+        p = _child(path, 10_000)
+        deadline = time.monotonic() + 0.05 + 0.25 * float(rng.random())
+        seen = 0
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if line.startswith("ack"):
+                seen = int(line.split()[1])
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        rest = p.stdout.read()
+        for line in rest.splitlines():  # acks already written before the kill count too
+            if line.startswith("ack"):
+                seen = int(line.split()[1])
+        p.stdout.close()
+        led = Ledger(path, key=KEY)
+        assert len(led) >= seen >= acknowledged
+        acknowledged = len(led)
+    assert acknowledged > 0
+
+
+def test_keyring_is_optional(path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "keyring", None)  # import fails
+    with pytest.raises(LedgerError, match="key"):
+        Ledger(path, budget=1.0)
+
+
+def test_keyring_backend_supplies_and_keeps_the_key(path, monkeypatch):
+    store: dict = {}
+    fail_mod = types.ModuleType("keyring.backends.fail")
+
+    class FailKeyring:  # stands in for keyring's "no backend" class
+        priority = 0
+    fail_mod.Keyring = FailKeyring
+    backends = types.ModuleType("keyring.backends")
+    backends.fail = fail_mod
+    kr = types.ModuleType("keyring")
+    kr.backends = backends
+    kr.get_keyring = lambda: types.SimpleNamespace(priority=5)
+    kr.get_password = lambda service, user: store.get((service, user))
+    kr.set_password = lambda service, user, pw: store.__setitem__((service, user), pw)
+    monkeypatch.setitem(sys.modules, "keyring", kr)
+    monkeypatch.setitem(sys.modules, "keyring.backends", backends)
+    monkeypatch.setitem(sys.modules, "keyring.backends.fail", fail_mod)
+    Ledger(path, budget=2.0).charge(1.5)
+    assert len(store) == 1
+    assert Ledger(path).spent()[0] == 1.5
+    kr.get_keyring = lambda: FailKeyring()
+    with pytest.raises(LedgerError, match="keyring"):
+        Ledger(path)
+
+
+def test_spent_rounding_helpers():
+    from fractions import Fraction
+    x = Fraction(1, 10)
+    assert L._round_up(x) >= x and L._round_down(x) <= x
+    assert math.isclose(L._round_up(x), 0.1)
