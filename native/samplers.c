@@ -98,7 +98,17 @@ int64_t ldp_discrete_laplace(ldp_chacha *g, double scale, int *ok) {
         int64_t x;
         int negative;
         if (!ldp_bernoulli_exp(g, (double)u / scale)) continue;
-        x = (int64_t)u + (int64_t)t * geometric_exp(g, (double)t / scale);
+        {
+            int64_t v = geometric_exp(g, (double)t / scale);
+            /* u + t*v must fit in int64 (signed overflow is undefined behaviour). With
+             * scale < 4e18 it fails only with probability exp(-v*t/scale), tiny but real for
+             * scales near the limit: report it instead of wrapping around. */
+            if (v > (int64_t)((INT64_MAX - (int64_t)u) / (int64_t)t)) {
+                *ok = 0;
+                return 0;
+            }
+            x = (int64_t)u + (int64_t)t * v;
+        }
         negative = (int)ldp_next_bit(g);
         if (negative && x == 0) continue;
         return negative ? -x : x;
@@ -113,9 +123,17 @@ int64_t ldp_discrete_gaussian(ldp_chacha *g, double sigma, int *ok) {
     if (!*ok) return 0;
     t = floor(sigma) + 1.0;
     s2 = sigma * sigma;
+    /* sigma < ~1.5e-162: sigma^2 underflows to 0 and the acceptance exponent below would be 0/0
+     * (NaN, rejected forever: a hang). P(Y != 0) <= 2exp(-1/(2 sigma^2)) < 2exp(-1e323) then,
+     * far below what any finite number of random bits can realise, so Y = 0. */
+    if (s2 == 0.0) return 0;
     for (;;) {
         int lap_ok;
         int64_t y = ldp_discrete_laplace(g, t, &lap_ok);
+        if (!lap_ok) { /* the proposal overflowed (see above) */
+            *ok = 0;
+            return 0;
+        }
         double a = fabs((double)y) - s2 / t;
         if (ldp_bernoulli_exp(g, a * a / (2.0 * s2)) == 1) return y;
     }
