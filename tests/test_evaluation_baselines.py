@@ -79,3 +79,13 @@ def test_classifier_learns_a_separable_toy_task():
     scores = train_and_score(texts, labels, {"same": texts, "flipped": neg + pos}, labels)
     assert scores["same"]["accuracy"] == 1.0 and scores["same"]["macro_f1"] == 1.0
     assert scores["flipped"]["accuracy"] == 0.0
+
+
+def test_cmp_nearest_matches_brute_force():
+    rng = np.random.default_rng(2)
+    emb = rng.normal(size=(40, 5)).astype(np.float32)
+    outputs = np.arange(3, 40)
+    pts = rng.normal(size=(300, 5)) * 3
+    cmp = CMPMechanism(emb, outputs, 1.0, chunk_size=64)
+    brute = outputs[np.argmin(((pts[:, None, :] - emb[outputs][None]) ** 2).sum(-1), axis=1)]
+    assert (cmp.nearest(pts) == brute).mean() > 0.99   # float32 rounding may flip near-ties

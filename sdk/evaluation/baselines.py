@@ -89,7 +89,7 @@ class CMPMechanism:
     ``embeddings``: ``[V, m]`` (the same array SanText uses, ``Sanitizer.embeddings``);
     ``outputs``: the ids that may be released (special tokens excluded). The nearest neighbour is
     searched among all ``outputs`` (the original token included, as in FBDD), by
-    ``argmin ‖e‖² − 2 e·q`` in float32 chunks (ties between distinct embeddings are measure-zero).
+    ``argmax 2 e·q − ‖e‖²`` in float32 chunks (ties between distinct embeddings are measure-zero).
     """
 
     name = "cmp"
@@ -102,8 +102,12 @@ class CMPMechanism:
         self.outputs = np.asarray(outputs, dtype=np.int64)
         self.epsilon = float(epsilon)
         self.chunk_size = int(chunk_size)
-        self._out_emb = np.ascontiguousarray(self.embeddings[self.outputs])
-        self._out_sq = (self._out_emb.astype(np.float64) ** 2).sum(axis=1).astype(np.float32)
+        out_emb = self.embeddings[self.outputs].astype(np.float64)
+        # augmented matrix [2e, -|e|²]: one product [q, 1]·[2e, -|e|²] = 2q·e − |e|² per pair, whose
+        # argmax is the nearest e (|q|² is common to the row); no elementwise pass over the scores
+        self._augmented = np.ascontiguousarray(
+            np.hstack([2.0 * out_emb, -(out_emb ** 2).sum(axis=1, keepdims=True)]).T,
+            dtype=np.float32)
 
     def nearest(self, points: np.ndarray) -> np.ndarray:
         """Vocabulary ids (from ``outputs``) nearest to each row of ``points``."""
@@ -111,8 +115,8 @@ class CMPMechanism:
         res = np.empty(points.shape[0], dtype=np.int64)
         for s in range(0, points.shape[0], self.chunk_size):
             q = points[s:s + self.chunk_size]
-            score = self._out_sq[None, :] - 2.0 * (q @ self._out_emb.T)
-            res[s:s + q.shape[0]] = self.outputs[score.argmin(axis=1)]
+            q_aug = np.hstack([q, np.ones((q.shape[0], 1), dtype=np.float32)])
+            res[s:s + q.shape[0]] = self.outputs[(q_aug @ self._augmented).argmax(axis=1)]
         return res
 
     def sample_ids(self, ids: np.ndarray, gen: Generator) -> np.ndarray:

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..errors import LdptextError, ParameterError
 from . import metrics as M
 from .attacks import empirical_attack_success, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
@@ -198,6 +198,13 @@ def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict:
     for mech in cfg.mechanisms:
         for eps in cfg.epsilons:
             path = _bundle_path(cfg, cache, mech, eps)
+            if path.exists():
+                try:   # a cached bundle from an older build of the runtime is rebuilt
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        Sanitizer.load(path, allow_unsigned=True)
+                except LdptextError:
+                    path.unlink()
             if not path.exists():
                 if loaded is None:
                     loaded = load_embeddings(cfg.embeddings, cfg.vocab_size)
