@@ -103,6 +103,8 @@ def validate_privacy_parameters(epsilon: Any, delta: Any, mechanism: str) -> tup
             raise ParameterError(f"delta must be in [0, 1) for the Laplace mechanism, got {d!r}")
         return eps, 0.0  # Laplace is pure ε whatever δ was offered
     if delta is None:
+        if math.isinf(eps):
+            return eps, 0.0  # no noise at all: δ is meaningless
         raise ParameterError("the Gaussian mechanism needs delta in (0, 1)")
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating, np.integer)):
         raise ParameterError("delta must be a real number")

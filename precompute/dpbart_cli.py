@@ -1,0 +1,89 @@
+"""``ldptext precompute dpbart``: build a signed DP-BART bundle (CLV / PR / PR+) from a public seq2seq
+model and public text. Parses arguments and calls :func:`ldptext.precompute.dpbart.build_dpbart_bundle`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _clip(text: str):
+    if text == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--clip must be 'auto' or a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("--clip must be > 0")
+    return value
+
+
+def register(targets) -> None:
+    p = targets.add_parser("dpbart", help="DP-BART bundle from a public seq2seq model",
+                           description="Train (public text only), prune, export to ONNX, quantize and sign a "
+                                       "DP-BART bundle. Resumable: stage checkpoints live in OUT.work/.")
+    p.add_argument("--model", default="minilm-bert2bert",
+                   help="minilm-bert2bert (offline stand-in) or a local BART/T5/encoder-decoder directory")
+    p.add_argument("--public-corpus", default="wiki-sample", help="wiki-sample or a UTF-8 file, one document per line")
+    p.add_argument("--variant", choices=["clv", "pr", "pr+"], default="pr")
+    p.add_argument("--epsilon", type=float, default=None, help="pr+: target ε of the noisy training")
+    p.add_argument("--delta", type=float, default=None, help="pr+ with the Gaussian mechanism: target δ")
+    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian", help="pr+: noise type")
+    p.add_argument("--seq-len", type=int, default=20, help="fixed sequence length L (default 20)")
+    p.add_argument("--clip", type=_clip, default="auto", help="C, or 'auto' (std/2 of encoder outputs on public text)")
+    p.add_argument("--steps", type=int, default=300, help="training steps per stage")
+    p.add_argument("--base-steps", type=int, default=None, help="steps of the first (autoencoder) stage; default --steps")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--prune-rounds", type=int, default=6)
+    p.add_argument("--use-round", type=int, default=None, help="ship the indices of this round (default rounds-1)")
+    p.add_argument("--max-sentences", type=int, default=None, help="use at most N public sentences")
+    p.add_argument("--quantize", choices=["int8", "none"], default="int8")
+    p.add_argument("--threads", type=int, default=None, help="torch / ONNX Runtime CPU threads")
+    p.add_argument("--seed", type=int, default=0, help="seed of the (public-data) training")
+    p.add_argument("--sign-key", default=None, help="Ed25519 private key (PEM); default: the local developer key")
+    p.add_argument("--passphrase-env", default=None, help="environment variable holding the key's passphrase")
+    p.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
+    p.add_argument("--work-dir", default=None, help="stage checkpoints (default OUT.work)")
+    p.add_argument("--out", required=True, help="bundle file to write")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from ldptext.errors import ParameterError
+    from ldptext.noise import validate_privacy_parameters
+
+    if args.variant == "pr+":  # checked before the heavy imports below
+        if args.epsilon is None:
+            raise ParameterError("--variant pr+ needs --epsilon (and --delta for the Gaussian mechanism)")
+        validate_privacy_parameters(args.epsilon, args.delta, args.mechanism)
+
+    from .dpbart import DPBartBuildConfig, build_dpbart_bundle
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    cfg = DPBartBuildConfig(
+        model=args.model, public_corpus=args.public_corpus, variant=args.variant, epsilon=args.epsilon,
+        delta=args.delta, mechanism=args.mechanism, seq_len=args.seq_len, clip=args.clip, steps=args.steps,
+        base_steps=args.base_steps, batch_size=args.batch_size, lr=args.lr, prune_rounds=args.prune_rounds,
+        use_round=args.use_round, quantize=None if args.quantize == "none" else args.quantize,
+        max_sentences=args.max_sentences, seed=args.seed)
+    try:
+        cfg.validate()
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
+    passphrase = os.environ.get(args.passphrase_env, "").encode() or None if args.passphrase_env else None
+    sign_key = False if args.unsigned else args.sign_key
+    path, summary = build_dpbart_bundle(args.out, cfg, sign_key=sign_key, passphrase=passphrase,
+                                        work_dir=args.work_dir, progress=sys.stderr.isatty(),
+                                        log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps({"bundle": str(path), "bytes": summary["bundle_bytes"], "clip": summary["clip"],
+                      "n_pruned": summary["n_pruned"], "wall_s": round(summary["total_wall_s"], 1),
+                      "reconstruction_bleu_eps_inf": round(summary["reconstruction_bleu_eps_inf"], 2),
+                      "onnx_checks": summary["onnx_checks"]}, indent=1))
+    return 0

@@ -1,0 +1,130 @@
+"""Public text for DP-BART precompute (SPEC §3: pretraining and all extra training use public data only).
+
+``wiki-sample``: the English Wikipedia sample and ``lee_background.cor`` (300 news documents) shipped
+inside the ``gensim`` package (read directly; gensim itself is never imported). Anything else is a path
+to a UTF-8 text file with one document per line. Documents are split into sentences, the unit the
+autoencoder learns to reconstruct.
+"""
+from __future__ import annotations
+
+import bz2
+import hashlib
+import re
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+WIKI = "wiki-sample"
+_WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+_LEE_FILE = "lee_background.cor"
+
+
+@dataclass(frozen=True)
+class PublicCorpus:
+    """Sentences of public text plus where they came from (for the bundle manifest)."""
+
+    name: str
+    sentences: list[str]
+    sources: dict[str, str]  # file name -> sha256
+
+
+def _gensim_data_dir() -> Path:
+    for key in ("purelib", "platlib"):
+        d = Path(sysconfig.get_paths()[key]) / "gensim" / "test" / "test_data"
+        if d.is_dir():
+            return d
+    raise FileNotFoundError("the gensim package (with its test data) is not installed; "
+                            "install requirements/nodeps.txt or pass --public-corpus PATH")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[str]:
+    out = []
+    for s in _SENT_SPLIT.split(re.sub(r"\s+", " ", text).strip()):
+        n = len(s.split())
+        if min_words <= n <= max_words and sum(c.isalpha() for c in s) > 0.6 * len(s):
+            out.append(s)
+    return out
+
+
+def strip_wiki_markup(text: str) -> str:
+    """Crude wikitext → plain text: enough for autoencoder training sentences."""
+    text = re.sub(r"<ref[^>]*/>", " ", text)
+    text = re.sub(r"<ref.*?</ref>", " ", text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", text)
+    for _ in range(3):  # nested templates and tables
+        text = re.sub(r"\{\{[^{}]*\}\}", " ", text)
+        text = re.sub(r"\{\|.*?\|\}", " ", text, flags=re.S)
+    text = re.sub(r"\[\[(?:File|Image|Category|[a-z\-]{2,12}):[^\]]*\]\]", " ", text)
+    text = re.sub(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1", text)
+    text = re.sub(r"\[https?://\S+\s*([^\]]*)\]", r"\1", text)
+    text = re.sub(r"'{2,}", "", text)
+    text = re.sub(r"^=+.*?=+\s*$", " ", text, flags=re.M)
+    text = re.sub(r"^[*#:;|!].*$", " ", text, flags=re.M)
+    text = text.replace("&quot;", '"').replace("&amp;", "&").replace("&nbsp;", " ")
+    return text
+
+
+def _wiki_pages(path: Path):
+    with bz2.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        xml = f.read()
+    for m in re.finditer(r"<text[^>]*>(.*?)</text>", xml, flags=re.S):
+        body = m.group(1).replace("&lt;", "<").replace("&gt;", ">")
+        if body.lstrip().upper().startswith("#REDIRECT"):
+            continue
+        yield strip_wiki_markup(body)
+
+
+def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCorpus:
+    """``wiki-sample`` or a path to a text file (one document per line)."""
+    sentences: list[str] = []
+    sources: dict[str, str] = {}
+    if spec == WIKI:
+        d = _gensim_data_dir()
+        wiki, lee = d / _WIKI_FILE, d / _LEE_FILE
+        for page in _wiki_pages(wiki):
+            sentences += split_sentences(page)
+        for line in lee.read_text(encoding="utf-8", errors="replace").splitlines():
+            sentences += split_sentences(line)
+        sources = {wiki.name: _sha256(wiki), lee.name: _sha256(lee)}
+    else:
+        p = Path(spec)
+        if not p.is_file():
+            raise FileNotFoundError(f"public corpus not found: {spec}")
+        for line in p.read_text(encoding="utf-8").splitlines():
+            sentences += split_sentences(line, min_words=1)
+        sources = {p.name: _sha256(p)}
+    # deterministic order, duplicates removed
+    seen, uniq = set(), []
+    for s in sentences:
+        if s not in seen:
+            seen.add(s)
+            uniq.append(s)
+    if max_sentences:
+        uniq = uniq[:max_sentences]
+    if not uniq:
+        raise ValueError("the public corpus yielded no sentences")
+    return PublicCorpus(spec, uniq, sources)
+
+
+def split_holdout(corpus: PublicCorpus, n_eval: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Deterministic train / held-out split of the public sentences (held-out for BLEU)."""
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(corpus.sentences), generator=g).tolist()
+    n_eval = min(n_eval, len(perm) // 5)
+    ev = [corpus.sentences[i] for i in perm[:n_eval]]
+    tr = [corpus.sentences[i] for i in perm[n_eval:]]
+    return tr, ev

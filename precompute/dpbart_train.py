@@ -1,0 +1,194 @@
+"""Training stages of DP-BART precompute, on public text only (seed 001 §6.3.3–6.3.5).
+
+* :func:`estimate_clip` — encoder-output value statistics on public text → C (paper: σ/2 ≈ 0.1).
+* :func:`train_stage` — denoising-autoencoder training with the encoder output clipped to [−C, C],
+  pruned neurons zeroed, and (PR+) noise at the target ε added, exactly where the runtime adds it.
+* :func:`prune_round` — one round of neuron selection: score neuron j by Σ|W_K[:, j]| of the first
+  decoder cross-attention layer and prune the remaining neurons below the 25 % quantile.
+
+Training noise uses torch's generator: it is applied to public data and never released.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .dpbart_model import Seq2SeqAdapter, content_capacity, encoder_input
+
+
+def device_for_training() -> torch.device:
+    """GPU when torch sees one, CPU otherwise."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# ------------------------------------------------------------------------------------------- data
+def tokenize_corpus(adapter: Seq2SeqAdapter, sentences: list[str], seq_len: int) -> list[list[int]]:
+    """Content ids of each sentence, truncated to what fits in L (drops sentences with no tokens)."""
+    cap = content_capacity(adapter.special, seq_len)
+    enc = adapter.tokenizer.encode_batch(sentences, add_special_tokens=False)
+    return [e.ids[:cap] for e in enc if e.ids]
+
+
+def make_batch(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, corrupt: float = 0.0,
+               generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """Encoder inputs (optionally corrupted for denoising), decoder inputs and labels.
+
+    Target = content + [eos]; decoder input = [decoder_start] + content (teacher forcing); labels of
+    padding are −100. The encoder input is the fixed-length ``[bos] content [eos] pad…`` layout the
+    runtime uses.
+    """
+    sp = adapter.special
+    ids, masks, dec_in, labels = [], [], [], []
+    for content in contents:
+        src = list(content)
+        if corrupt > 0 and src:
+            r = torch.rand(len(src), generator=generator).tolist()
+            keep = []
+            for tok, u in zip(src, r):
+                if u < corrupt / 3:  # delete
+                    continue
+                if u < corrupt and sp.mask is not None:  # mask
+                    keep.append(sp.mask)
+                else:
+                    keep.append(tok)
+            src = keep
+        i, m = encoder_input(src, sp, seq_len)
+        ids.append(i)
+        masks.append(m)
+        tgt = list(content) + [sp.eos]
+        d_in = [sp.decoder_start] + list(content)
+        pad = seq_len - len(tgt)
+        labels.append(tgt + [-100] * pad)
+        dec_in.append(d_in + [sp.pad] * pad)
+    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(masks),
+            "decoder_input_ids": torch.tensor(dec_in), "labels": torch.tensor(labels)}
+
+
+# ------------------------------------------------------------------------------------------- noise
+@dataclass(frozen=True)
+class TrainNoise:
+    """PR+ training noise: i.i.d. per coordinate at the scale the runtime will use for (ε, δ)."""
+
+    mechanism: str  # "gaussian" or "laplace"
+    scale: float    # σ or b in the units of z
+
+
+def privatize_torch(z: torch.Tensor, clip: float, pruned: torch.Tensor | None,
+                    noise: TrainNoise | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Clip to [−C, C], zero pruned neurons for every token, add training noise (differentiable in z)."""
+    z = torch.clamp(z, -clip, clip)
+    if pruned is not None and pruned.numel():
+        keep = torch.ones(z.shape[-1], dtype=z.dtype, device=z.device)
+        keep[pruned] = 0
+        z = z * keep
+    else:
+        keep = None
+    if noise is not None:
+        if noise.mechanism == "gaussian":
+            eps = torch.randn(z.shape, generator=generator, device="cpu").to(z.device) * noise.scale
+        else:
+            u = torch.rand(z.shape, generator=generator, device="cpu").to(z.device) - 0.5
+            eps = -noise.scale * torch.sign(u) * torch.log1p(-2 * u.abs())
+        z = z + (eps * keep if keep is not None else eps)
+    return z
+
+
+# ------------------------------------------------------------------------------------------- stages
+@torch.no_grad()
+def estimate_clip(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, n_docs: int = 256,
+                  batch_size: int = 32, device: torch.device | None = None) -> dict:
+    """Encoder-output value statistics over all L positions of public sentences (seed 001 §6.3.3).
+
+    Returns mean, std, quantiles and the suggested C = std / 2 (the paper's choice: σ ≈ 0.2 → C = 0.1).
+    """
+    device = device or device_for_training()
+    model = adapter.model.to(device).eval()
+    vals = []
+    for i in range(0, min(n_docs, len(contents)), batch_size):
+        b = make_batch(adapter, contents[i:i + batch_size], seq_len)
+        z = adapter.encode(b["input_ids"].to(device), b["attention_mask"].to(device))
+        vals.append(z.float().reshape(-1).cpu())
+    v = torch.cat(vals)
+    q = torch.quantile(v[torch.randperm(len(v))[:200_000]], torch.tensor([0.01, 0.05, 0.5, 0.95, 0.99]))
+    std = float(v.std())
+    model.train()
+    return {"mean": float(v.mean()), "std": std, "q01": float(q[0]), "q05": float(q[1]), "median": float(q[2]),
+            "q95": float(q[3]), "q99": float(q[4]), "n_values": int(v.numel()), "suggested_clip": std / 2.0}
+
+
+def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, steps: int, clip: float,
+                pruned: list[int] | None = None, noise: TrainNoise | None = None, batch_size: int = 16,
+                lr: float = 1e-4, corrupt: float = 0.15, seed: int = 0, desc: str = "train",
+                progress: bool = True, device: torch.device | None = None) -> float:
+    """Train ``steps`` steps of the denoising autoencoder on public sentences; returns the mean loss of
+    the last 10 % of steps. Clip / prune / noise sit exactly where the runtime puts them."""
+    from tqdm.auto import tqdm
+
+    device = device or device_for_training()
+    model = adapter.model.to(device).train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.05, 1 - s / max(1, steps)))
+    g = torch.Generator().manual_seed(seed)
+    pr = torch.tensor(sorted(pruned or []), dtype=torch.long, device=device)
+    tail, losses = max(1, steps // 10), []
+    bar = tqdm(range(steps), desc=desc, disable=not progress, dynamic_ncols=True)
+    for _ in bar:
+        idx = torch.randint(len(contents), (batch_size,), generator=g).tolist()
+        b = {k: v.to(device) for k, v in make_batch(adapter, [contents[i] for i in idx], seq_len,
+                                                    corrupt=corrupt, generator=g).items()}
+        z = adapter.encode(b["input_ids"], b["attention_mask"])
+        z = privatize_torch(z, clip, pr, noise, g)
+        logits = adapter.decode_logits(z, b["decoder_input_ids"])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+    model.eval()
+    return sum(losses[-tail:]) / len(losses[-tail:]) if losses else math.nan
+
+
+@torch.no_grad()
+def neuron_scores(adapter: Seq2SeqAdapter) -> torch.Tensor:
+    """Σ|W_K[:, j]| of the first decoder cross-attention layer, one score per hidden neuron j."""
+    return adapter.first_cross_key_weight().detach().abs().sum(dim=0).float().cpu()
+
+
+def prune_round(adapter: Seq2SeqAdapter, pruned: list[int], quantile: float = 0.25) -> list[int]:
+    """One pruning round (seed 001 §6.3.4): among neurons not yet pruned, add those whose score is
+    below the ``quantile`` of the remaining scores. Returns the new sorted pruned list."""
+    scores = neuron_scores(adapter)
+    remaining = torch.tensor([j for j in range(scores.numel()) if j not in set(pruned)])
+    thr = torch.quantile(scores[remaining], quantile)
+    new = remaining[scores[remaining] < thr].tolist()
+    return sorted(set(pruned) | set(new))
+
+
+@torch.no_grad()
+def greedy_decode_torch(adapter: Seq2SeqAdapter, z: torch.Tensor, max_len: int) -> list[list[int]]:
+    """Reference greedy decoding in PyTorch (full recompute each step; for checks and BLEU)."""
+    sp = adapter.special
+    b = z.shape[0]
+    cur = torch.full((b, 1), sp.decoder_start, dtype=torch.long, device=z.device)
+    done = torch.zeros(b, dtype=torch.bool, device=z.device)
+    out = [[] for _ in range(b)]
+    for _ in range(max_len):
+        nxt = adapter.decode_logits(z, cur)[:, -1].argmax(-1)
+        for r in range(b):
+            if not done[r]:
+                if int(nxt[r]) == sp.eos:
+                    done[r] = True
+                else:
+                    out[r].append(int(nxt[r]))
+        if bool(done.all()):
+            break
+        nxt = torch.where(done, torch.full_like(nxt, sp.eos), nxt)
+        cur = torch.cat([cur, nxt[:, None]], dim=1)
+    return out
