@@ -3,15 +3,31 @@
 #include "samplers.h"
 #include <math.h>
 
-double ldp_distance(const float *a, const float *b, int32_t dim) {
-    /* float32 differences are exact in double; the sum is double precision */
-    double s = 0.0;
-    int32_t i;
-    for (i = 0; i < dim; i++) {
-        double d = (double)a[i] - (double)b[i];
-        s += d * d;
-    }
-    return sqrt(s);
+double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
+    /* d^2 = s_a^2 |q_a|^2 + s_b^2 |q_b|^2 - 2 s_a s_b <q_a, q_b>. The integer dot product is exact
+     * (|q| <= 127, so |dot| < 2^31 for dim < 133,000) and vectorises; s_a * s_b and s_a^2 are
+     * exact in double (float32 mantissas), leaving three roundings in the combination. */
+    const int8_t *qa = t->emb_q + (size_t)a * (size_t)t->dim;
+    const int8_t *qb = t->emb_q + (size_t)b * (size_t)t->dim;
+    const double sa = (double)t->emb_scale[a], sb = (double)t->emb_scale[b];
+    int32_t dot = 0, i;
+    double d2;
+    for (i = 0; i < t->dim; i++) dot += (int32_t)qa[i] * (int32_t)qb[i];
+    d2 = (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)t->emb_sqnorm[b] -
+         2.0 * (sa * sb) * (double)dot;
+    return d2 > 0.0 ? sqrt(d2) : 0.0;
+}
+
+/* Ask for every cache line of a candidate's embedding at once: the distance loop is otherwise
+ * bound by one memory round trip per line (measured: 75 % of sampling time at |V| = 30,522). */
+static void prefetch_row(const int8_t *row, int32_t dim) {
+#if defined(__GNUC__)
+    const char *p = (const char *)row, *end = (const char *)(row + dim);
+    for (; p < end; p += 64) __builtin_prefetch(p, 0, 0);
+#else
+    (void)row;
+    (void)dim;
+#endif
 }
 
 static int in_sorted(const int32_t *v, int32_t n, int32_t key) {
@@ -24,64 +40,108 @@ static int in_sorted(const int32_t *v, int32_t n, int32_t key) {
     return lo < n && v[lo] == key;
 }
 
-int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+/* Outcome of one proposal round for input x. */
+enum { PROPOSED_HEAD = 0, PROPOSED_TAIL = 1 };
+
+/* Draw proposals for row x until one is either an accepted head slot (*y set, PROPOSED_HEAD) or a
+ * tail candidate (*y set, its embedding prefetched, PROPOSED_TAIL). Negative on a broken table. */
+static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
     const int32_t k = t->head_size;
     const uint32_t slots = (uint32_t)k + 1u;
-    const int32_t *head;
-    const uint32_t *thr;
-    const uint16_t *alias;
-    const double *gamma;
-
-    if (x < 0 || x >= t->n_rows) return LDP_ERR_ROW;
-    if (t->keep_row[x] && !ldp_bernoulli(g, t->p)) { /* SanText+: V_N kept w.p. 1 - p */
-        *y = x;
-        return LDP_OK;
-    }
-    head = t->head_ids + (size_t)x * (size_t)k;
-    thr = t->alias_threshold + (size_t)x * slots;
-    alias = t->alias_index + (size_t)x * slots;
-    gamma = t->accept_gamma + (size_t)x * slots;
-
+    const int32_t *head = t->head_ids + (size_t)x * (size_t)k;
+    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
+    const uint16_t *alias = t->alias_index + (size_t)x * slots;
+    const double *gamma = t->accept_gamma + (size_t)x * slots;
     for (;;) {
         uint32_t slot = ldp_uniform_u32(g, slots);
         if (ldp_next_u32(g) >= thr[slot]) slot = alias[slot];
         if (slot < (uint32_t)k) {
             int accept = ldp_bernoulli_exp(g, gamma[slot]);
-            if (accept < 0) return LDP_ERR_INVARIANT;
+            if (accept < 0) return -LDP_ERR_INVARIANT;
             if (accept) {
                 *y = head[slot];
-                return LDP_OK;
+                return PROPOSED_HEAD;
             }
         } else {
             int32_t cand;
-            double g_tail;
-            int accept;
-            if (t->n_outputs <= k) return LDP_ERR_INVARIANT; /* tail slot must have mass 0 */
+            if (t->n_outputs <= k) return -LDP_ERR_INVARIANT; /* tail slot must have mass 0 */
             do { /* uniform over outputs \ head by rejection of head members */
                 cand = t->outputs[ldp_uniform_u32(g, (uint32_t)t->n_outputs)];
+                prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
             } while (in_sorted(head, k, cand));
-            g_tail = gamma[k] + t->half_epsilon *
-                     (ldp_distance(t->embeddings + (size_t)x * (size_t)t->dim,
-                                   t->embeddings + (size_t)cand * (size_t)t->dim, t->dim) -
-                      t->tail_floor[x]);
-            accept = ldp_bernoulli_exp(g, g_tail); /* -1 if the floor was not a lower bound */
-            if (accept < 0) return LDP_ERR_INVARIANT;
-            if (accept) {
-                *y = cand;
-                return LDP_OK;
-            }
+            *y = cand;
+            return PROPOSED_TAIL;
         }
     }
 }
 
+/* Accept tail candidate y for row x with probability exp(-(gamma_K + eps/2 (d(x,y) - floor))):
+ * 1 accept, 0 reject, negative if the floor was not a lower bound (broken table). */
+static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t y) {
+    const size_t slots = (size_t)t->head_size + 1u;
+    double d = ldp_distance(t, x, y);
+    double g_tail = t->accept_gamma[(size_t)x * slots + (size_t)t->head_size] +
+                    t->half_epsilon * (d - t->tail_floor[x]);
+    int accept = ldp_bernoulli_exp(g, g_tail);
+    return accept < 0 ? -LDP_ERR_INVARIANT : accept;
+}
+
+/* Start sampling x: 1 if *y is final (kept in the clear or an accepted head slot), 0 if *y is a
+ * pending tail candidate, negative on error. */
+static int start(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+    int r;
+    if (x < 0 || x >= t->n_rows) return -LDP_ERR_ROW;
+    if (t->keep_row[x] && !ldp_bernoulli(g, t->p)) { /* SanText+: V_N kept w.p. 1 - p */
+        *y = x;
+        return 1;
+    }
+    r = propose(g, t, x, y);
+    return r < 0 ? r : (r == PROPOSED_HEAD);
+}
+
+/* Continue with a pending tail candidate *y: same return values as start(). */
+static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+    int r = accept_tail(g, t, x, *y);
+    if (r != 0) return r; /* accepted (1) or error */
+    r = propose(g, t, x, y);
+    return r < 0 ? r : (r == PROPOSED_HEAD);
+}
+
+int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+    int r = start(g, t, x, y);
+    while (r == 0) r = resume(g, t, x, y);
+    return r < 0 ? -r : LDP_OK;
+}
+
+/* Many tokens at once, interleaved: up to PIPELINE tokens wait on a prefetched tail candidate
+ * while the others proceed, so memory latency overlaps. Each token still runs exactly the
+ * procedure of ldp_santext_sample on its own fresh random draws, so every output has the same
+ * distribution and the outputs are independent; only the order of draws from the stream differs. */
+#define PIPELINE 16
+
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
                             int32_t *ys, size_t n, size_t *failed_at) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        int rc = ldp_santext_sample(g, t, xs[i], &ys[i]);
-        if (rc != LDP_OK) {
-            *failed_at = i;
-            return rc;
+    size_t pending[PIPELINE], next = 0;
+    int active = 0, i, r;
+    while (next < n || active > 0) {
+        while (active < PIPELINE && next < n) {
+            r = start(g, t, xs[next], &ys[next]);
+            if (r < 0) {
+                *failed_at = next;
+                return -r;
+            }
+            if (r == 0) pending[active++] = next;
+            next++;
+        }
+        for (i = 0; i < active;) {
+            size_t pos = pending[i];
+            r = resume(g, t, xs[pos], &ys[pos]);
+            if (r < 0) {
+                *failed_at = pos;
+                return -r;
+            }
+            if (r == 1) pending[i] = pending[--active]; /* done: swap-remove */
+            else i++;
         }
     }
     return LDP_OK;

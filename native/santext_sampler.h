@@ -20,7 +20,9 @@ typedef struct {
     int32_t dim;                 /* embedding dimension m */
     int32_t head_size;           /* K; the alias tables have K + 1 slots, slot K is the tail */
     int32_t n_outputs;           /* |O|, the output domain (V, or V_S for SanText+) */
-    const float *embeddings;     /* [n_rows][dim] */
+    const int8_t *emb_q;         /* [n_rows][dim] int8 embedding codes */
+    const float *emb_scale;      /* [n_rows]: embedding of row r is emb_scale[r] * emb_q[r] */
+    const int32_t *emb_sqnorm;   /* [n_rows]: sum of emb_q[r][i]^2 (exact) */
     const int32_t *outputs;      /* [n_outputs] token ids of the output domain */
     const int32_t *head_ids;     /* [n_rows][K], ascending within a row */
     const uint32_t *alias_threshold; /* [n_rows][K+1]: keep slot j if u32 < threshold */
@@ -38,7 +40,9 @@ enum {
     LDP_ERR_INVARIANT = 2   /* a table invariant is violated (negative gamma, empty tail) */
 };
 
-double ldp_distance(const float *a, const float *b, int32_t dim);
+/* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
+ * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
+double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
 int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y);
 /* Samples n ids; on error returns the code and stores the failing position in *failed_at. */
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,

@@ -2,8 +2,8 @@
 
 For every row x (every vocabulary entry) and the output domain O:
 
-* ``head_ids``: K outputs nearest to x, ascending by id, with ``head_dist`` their exact distances
-  (float64 from the float32 embeddings, the same formula the C sampler uses);
+* ``head_ids``: K outputs nearest to x, ascending by id, with ``head_dist`` their distances by the
+  direct float64 formula (relative error ≤ (m+2)u);
 * ``tail_floor``: a *rigorous lower bound* of d(x, y) over every other output y. The exactness of the
   sampler depends only on this bound being valid, not on the head being the true top-K: candidates
   are found with the fast ``|a|²+|b|²−2a·b`` formula, whose rounding error is bounded explicitly;
@@ -38,9 +38,9 @@ class Neighbours:
 
 
 def exact_distances(vectors: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """d(rows[i], cols[i, j]) with float64 differences of float32 values, as the C sampler does."""
-    a = vectors[rows].astype(np.float64)[:, None, :]
-    b = vectors[cols].astype(np.float64)
+    """d(rows[i], cols[i, j]) by the direct float64 formula (error ≤ (m+2)u relative)."""
+    a = vectors[rows][:, None, :]
+    b = vectors[cols]
     diff = a - b
     return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
 
@@ -103,19 +103,22 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
                        progress: bool = False) -> Neighbours:
     """Compute the neighbour structure of every row against the output ids ``outputs``."""
     t0 = time.perf_counter()
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float64)
     n_rows, dim = vectors.shape
     outputs = np.asarray(outputs, dtype=np.int64)
     k = int(head_size)
     if not 1 <= k <= outputs.size:
         raise ValueError("head size must be between 1 and the number of outputs")
     take = min(k + 1, outputs.size)  # the (K+1)-th nearest gives the tail bound
-    vec64 = vectors.astype(np.float64)
+    vec64 = vectors
     sq = np.einsum("ij,ij->i", vec64, vec64)
     valid_ids = np.flatnonzero(valid_input)
     # Error of the expanded formula (Higham, Accuracy and Stability, §3.1): each of |a|², |b|², a·b
     # is within (m+2)u of its magnitude, and 3 more roundings combine them; doubled for margin.
     err_coef = 4.0 * (dim + 8) * U
+    # the runtime's distance (native/santext_sampler.c, integer dot product) is within
+    # 8u(|a|²+|b|²) of the true d²; the floor leaves that margin too (doubled)
+    runtime_coef = 16.0 * U
     max_sq_out = float(sq[outputs].max())
     max_sq_valid = float(sq[valid_ids].max())
 
@@ -153,18 +156,18 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
         ids = xp.numpy(out_ids_t[idx] if torch_device is not None else cols[idx])
         head_ids[start:stop] = np.sort(ids[:, :k], axis=1)
         if take > k:
-            err = err_coef * (sq_a + max_sq_out)
+            err = (err_coef + runtime_coef) * (sq_a + max_sq_out)
             tail_d2[start:stop] = xp.numpy(vals)[:, k] - err
         if bar is not None:
             bar.update(stop - start)
     if bar is not None:
         bar.close()
 
-    # the runtime's own distance may be low by (m+2)u relatively: shrink the bound by more than that
-    shrink = 1.0 - 4.0 * (dim + 8) * U
-    tail_floor = np.where(np.isfinite(tail_d2), np.sqrt(np.maximum(tail_d2, 0.0)) * shrink, 0.0)
+    # sqrt is correctly rounded: two steps toward 0 keep the bound below the exact root
+    tail_floor = np.where(np.isfinite(tail_d2), np.sqrt(np.maximum(tail_d2, 0.0)), 0.0)
+    tail_floor = np.maximum(np.nextafter(np.nextafter(tail_floor, 0.0), 0.0), 0.0)
     head_dist = exact_distances(vectors, np.arange(n_rows), head_ids)
-    d_max = math.sqrt(d2_max + err_coef * 2 * max_sq_valid) * (1.0 + 4.0 * (dim + 8) * U)
+    d_max = math.sqrt(d2_max + err_coef * 2 * max_sq_valid) * (1.0 + 4 * U)
     return Neighbours(head_ids=head_ids, head_dist=head_dist, tail_floor=tail_floor,
                       d_max=float(np.nextafter(d_max, np.inf)), backend=backend,
                       seconds=time.perf_counter() - t0)
@@ -173,9 +176,10 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
 def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
               head_size: int) -> str:
     h = hashlib.sha256()
-    for a in (vectors, outputs.astype(np.int64), valid_input.astype(np.uint8)):
+    for a in (np.asarray(vectors, dtype=np.float64), outputs.astype(np.int64),
+              valid_input.astype(np.uint8)):
         h.update(np.ascontiguousarray(a).tobytes())
-    h.update(f"K={head_size};v1".encode())
+    h.update(f"K={head_size};v2".encode())
     return h.hexdigest()[:32]
 
 

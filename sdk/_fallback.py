@@ -202,7 +202,7 @@ class FallbackGenerator:
                 if t.outputs.size <= k:
                     raise RuntimeError("sampler invariant violated (corrupted tables)")
                 cand[tl] = self._tail_candidates(t, x[tl])
-                d = _distances(t.embeddings, x[tl], cand[tl])
+                d = metric_distances(t.emb_q, t.emb_scale, t.emb_sqnorm, x[tl], cand[tl])
                 gamma[tl] = t.accept_gamma[x[tl], k] + t.half_epsilon * (d - t.tail_floor[x[tl]])
                 if (gamma[tl] < 0).any() or np.isnan(gamma[tl]).any():
                     raise RuntimeError("sampler invariant violated (corrupted tables)")
@@ -222,31 +222,54 @@ class FallbackGenerator:
         return cand
 
 
-def _distances(emb: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Euclidean distances as the C sampler computes them (float64 from float32 embeddings)."""
-    diff = emb[a].astype(np.float64) - emb[b].astype(np.float64)
-    return np.sqrt(np.einsum("ij,ij->i", diff, diff))
+def metric_distances(emb_q: np.ndarray, scale: np.ndarray, sqnorm: np.ndarray, a: np.ndarray,
+                     b: np.ndarray) -> np.ndarray:
+    """Distances of rows a[i], b[i] exactly as ``ldp_distance`` in native/santext_sampler.c
+    computes them (exact integer dot product, then the same float64 operations in the same
+    order)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    dot = np.einsum("ij,ij->i", emb_q[a].astype(np.int32), emb_q[b].astype(np.int32))
+    sa = scale[a].astype(np.float64)
+    sb = scale[b].astype(np.float64)
+    d2 = (sa * sa) * sqnorm[a].astype(np.float64) + (sb * sb) * sqnorm[b].astype(np.float64) \
+        - 2.0 * (sa * sb) * dot.astype(np.float64)
+    return np.sqrt(np.maximum(d2, 0.0))
+
+
+def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:
+    q = emb_q.astype(np.int32)
+    return np.einsum("ij,ij->i", q, q).astype(np.int32)
 
 
 class SantextTable:
     """Mirror of ``ldptext._native.SantextTable`` (same keyword arguments and checks)."""
 
-    def __init__(self, *, embeddings, outputs, head_ids, alias_threshold, alias_index,
-                 accept_gamma, tail_floor, keep_row, dim, head_size, epsilon, p) -> None:
+    def __init__(self, *, emb_q, emb_scale, emb_sqnorm, outputs, head_ids, alias_threshold,
+                 alias_index, accept_gamma, tail_floor, keep_row, dim, head_size, epsilon,
+                 p) -> None:
         if dim <= 0 or head_size <= 0 or head_size >= 65535 or not epsilon > 0 or not 0 <= p <= 1:
             raise ValueError("invalid dim, head_size, epsilon or p")
         rows = tail_floor.shape[0]
         slots = head_size + 1
-        if (embeddings.shape != (rows, dim) or head_ids.shape != (rows, head_size)
+        if (emb_q.shape != (rows, dim) or emb_scale.shape != (rows,)
+                or emb_sqnorm.shape != (rows,) or head_ids.shape != (rows, head_size)
                 or alias_threshold.shape != (rows, slots) or alias_index.shape != (rows, slots)
                 or accept_gamma.shape != (rows, slots) or keep_row.shape != (rows,)
                 or outputs.shape[0] < head_size):
             raise ValueError("table arrays have inconsistent sizes")
         if ((outputs < 0) | (outputs >= rows)).any() or ((head_ids < 0) | (head_ids >= rows)).any() \
-                or (alias_index >= slots).any() or not (accept_gamma >= 0).all():
+                or (alias_index >= slots).any() or not (accept_gamma >= 0).all() \
+                or not np.array_equal(row_sqnorms(emb_q), emb_sqnorm) \
+                or not (np.isfinite(emb_scale).all() and (emb_scale >= 0).all()) \
+                or not (np.isfinite(tail_floor).all() and (tail_floor >= 0).all()):
             raise ValueError("table values out of range (ids, alias slots or gammas)")
-        self.embeddings, self.outputs, self.head_ids = embeddings, outputs, head_ids
+        self.emb_q, self.emb_scale, self.emb_sqnorm = emb_q, emb_scale, emb_sqnorm
+        self.outputs, self.head_ids = outputs, head_ids
         self.alias_threshold, self.alias_index = alias_threshold, alias_index
         self.accept_gamma, self.tail_floor, self.keep_row = accept_gamma, tail_floor, keep_row
         self.n_rows, self.head_size = rows, head_size
         self.half_epsilon, self.p = epsilon / 2.0, p
+
+    def distance(self, a: int, b: int) -> float:
+        return float(metric_distances(self.emb_q, self.emb_scale, self.emb_sqnorm, [a], [b])[0])

@@ -3,7 +3,8 @@
 Guarantee (per token, neighbouring relation = any two tokens x, x' of the bundle's input domain):
 
 * **SanText** — ε·d(x, x')-MLDP: Pr[M(x)=y] ≤ exp(ε·d(x,x'))·Pr[M(x')=y] for every output y, with
-  d the Euclidean distance of the bundle's embeddings (seed 000 Theorem 1).
+  d the Euclidean distance of the bundle's metric embedding (seed 000 Theorem 1): the public
+  embedding rounded to int8 codes with a per-row scale, exposed exactly as ``Sanitizer.embeddings``.
 * **SanText+** — (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (seed 000 Theorem 2): for every protected
   output y ∈ V_P = V_S the bound above holds with an extra ε₀ when x and x' lie on different sides
   of the split; a non-sensitive token (V_N, the most frequent words by a public list) is released
@@ -29,13 +30,14 @@ from pathlib import Path
 import numpy as np
 
 from . import alias as _alias
+from ._fallback import metric_distances, row_sqnorms
 from .bundle import read_bundle
 from .errors import BundleIntegrityError, InputError, ParameterError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator
 from .tokenization import TextTokenizer
 
-_ARRAYS = ("embeddings", "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma",
+_ARRAYS = ("emb_q", "emb_scale", "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma",
            "tail_floor", "keep_row", "sensitive", "valid_input")
 
 
@@ -56,17 +58,20 @@ class Sanitizer:
         self.d_max: float = float(self.manifest["privacy"]["d_max"])
         self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
         self._validate(a)
-        self.embeddings: np.ndarray = a["embeddings"]
         self.outputs: np.ndarray = a["outputs"]
         self.sensitive: np.ndarray = a["sensitive"]
         self.valid_input: np.ndarray = a["valid_input"]
+        a["emb_sqnorm"] = row_sqnorms(a["emb_q"])
         self._a = a
+        self.n_rows: int = int(a["emb_q"].shape[0])
+        self._embeddings: np.ndarray | None = None
         self._rng = Generator(seed=seed, backend=backend)
         self._table = self._rng.make_santext_table(
-            embeddings=a["embeddings"], outputs=a["outputs"], head_ids=a["head_ids"],
+            emb_q=a["emb_q"], emb_scale=a["emb_scale"], emb_sqnorm=a["emb_sqnorm"],
+            outputs=a["outputs"], head_ids=a["head_ids"],
             alias_threshold=a["alias_threshold"], alias_index=a["alias_index"],
             accept_gamma=a["accept_gamma"], tail_floor=a["tail_floor"],
-            keep_row=a["keep_row"], dim=int(a["embeddings"].shape[1]), head_size=self.head_size,
+            keep_row=a["keep_row"], dim=int(a["emb_q"].shape[1]), head_size=self.head_size,
             epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
         self._vocab: list[str] | None = None
         self._tokenizer: TextTokenizer | None = None
@@ -89,12 +94,12 @@ class Sanitizer:
             raise BundleIntegrityError("bundle epsilon is not a positive number")
         if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
             raise BundleIntegrityError("bundle p is not in (0, 1]")
-        v, dim = a["embeddings"].shape if a["embeddings"].ndim == 2 else (0, 0)
-        shapes = {"outputs": (a["outputs"].shape[0],), "head_ids": (v, self.head_size),
+        v, dim = a["emb_q"].shape if a["emb_q"].ndim == 2 else (0, 0)
+        shapes = {"emb_scale": (v,), "outputs": (a["outputs"].shape[0],), "head_ids": (v, self.head_size),
                   "alias_threshold": (v, self.head_size + 1),
                   "alias_index": (v, self.head_size + 1), "accept_gamma": (v, self.head_size + 1),
                   "tail_floor": (v,), "keep_row": (v,), "sensitive": (v,), "valid_input": (v,)}
-        dtypes = {"embeddings": np.float32, "outputs": np.int32, "head_ids": np.int32,
+        dtypes = {"emb_q": np.int8, "emb_scale": np.float32, "outputs": np.int32, "head_ids": np.int32,
                   "alias_threshold": np.uint32, "alias_index": np.uint16,
                   "accept_gamma": np.float64, "tail_floor": np.float64, "keep_row": np.uint8,
                   "sensitive": np.bool_, "valid_input": np.bool_}
@@ -108,8 +113,8 @@ class Sanitizer:
                                            f"{shape}")
         if v == 0 or a["outputs"].size < self.head_size:
             raise BundleIntegrityError("bundle vocabulary or output domain is empty")
-        if not np.isfinite(a["embeddings"]).all() or not np.isfinite(a["tail_floor"]).all() \
-                or (a["tail_floor"] < 0).any():
+        if not np.isfinite(a["emb_scale"]).all() or (a["emb_scale"] < 0).any() \
+                or not np.isfinite(a["tail_floor"]).all() or (a["tail_floor"] < 0).any():
             raise BundleIntegrityError("embeddings or tail bounds are not finite")
         out = a["outputs"]
         if (out < 0).any() or (out >= v).any() or (np.diff(out) <= 0).any():
@@ -130,12 +135,23 @@ class Sanitizer:
             if (mass[:, -1] != 0).any():
                 raise BundleIntegrityError("tail slot has mass but the tail is empty")
 
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The metric embedding, float64 [V, m]: exactly the values distances are computed from
+        (per-row float32 scale × int8 code, see ``precompute/santext_build.quantize_int8``)."""
+        if self._embeddings is None:
+            a = self._a
+            e = a["emb_scale"].astype(np.float64)[:, None] * a["emb_q"].astype(np.float64)
+            e.flags.writeable = False
+            self._embeddings = e
+        return self._embeddings
+
     # -- vocabulary and tokenization ---------------------------------------------------------
     @property
     def vocab(self) -> list[str]:
         if self._vocab is None:
             self._vocab = json.loads(self._bundle.blob("vocab.json").decode("utf-8"))
-            if len(self._vocab) != self.embeddings.shape[0]:
+            if len(self._vocab) != self.n_rows:
                 raise BundleIntegrityError("vocabulary length differs from the embeddings")
         return self._vocab
 
@@ -158,7 +174,7 @@ class Sanitizer:
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise InputError("token ids must be integers")
         flat = ids.reshape(-1).astype(np.int64)
-        bad = (flat < 0) | (flat >= self.embeddings.shape[0])
+        bad = (flat < 0) | (flat >= self.n_rows)
         if not bad.any():
             bad = ~self.valid_input[flat]
         if bad.any():
@@ -199,7 +215,7 @@ class Sanitizer:
         the bundle's integer alias tables, acceptance exponents and embeddings (float64)."""
         xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
         a, k = self._a, self.head_size
-        v = self.embeddings.shape[0]
+        v = self.n_rows
         mass = _alias.realised_masses(a["alias_threshold"][xs], a["alias_index"][xs])
         with np.errstate(divide="ignore"):
             log_q = np.log(mass.astype(np.float64))
@@ -213,9 +229,8 @@ class Sanitizer:
                 tail = is_out.copy()
                 tail[a["head_ids"][x]] = False
                 ids = np.flatnonzero(tail)
-                diff = self.embeddings[ids].astype(np.float64) - \
-                    self.embeddings[x].astype(np.float64)
-                d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+                d = metric_distances(a["emb_q"], a["emb_scale"], a["emb_sqnorm"],
+                                     np.full(ids.size, x), ids)
                 row[ids] = log_q[r, k] - math.log(tail_count) - a["accept_gamma"][x, k] - \
                     self.epsilon / 2 * (d - a["tail_floor"][x])
             row[a["head_ids"][x]] = log_q[r, :k] - a["accept_gamma"][x, :k]
