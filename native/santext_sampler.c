@@ -10,10 +10,15 @@ double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
     const int8_t *qa = t->emb_q + (size_t)a * (size_t)t->dim;
     const int8_t *qb = t->emb_q + (size_t)b * (size_t)t->dim;
     const double sa = (double)t->emb_scale[a], sb = (double)t->emb_scale[b];
-    int32_t dot = 0, i;
+    int32_t dot = 0, nb = 0, i;
     double d2;
-    for (i = 0; i < t->dim; i++) dot += (int32_t)qa[i] * (int32_t)qb[i];
-    d2 = (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)t->emb_sqnorm[b] -
+    /* |q_b|^2 is recomputed here rather than read from emb_sqnorm: b is a random row, and the
+     * extra cache miss costs more than the multiply-adds (same value, checked at load) */
+    for (i = 0; i < t->dim; i++) {
+        dot += (int32_t)qa[i] * (int32_t)qb[i];
+        nb += (int32_t)qb[i] * (int32_t)qb[i];
+    }
+    d2 = (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)nb -
          2.0 * (sa * sb) * (double)dot;
     return d2 > 0.0 ? sqrt(d2) : 0.0;
 }
@@ -68,6 +73,9 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
             do { /* uniform over outputs \ head by rejection of head members */
                 cand = t->outputs[ldp_uniform_u32(g, (uint32_t)t->n_outputs)];
                 prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
+#if defined(__GNUC__)
+                __builtin_prefetch(t->emb_scale + cand, 0, 0);
+#endif
             } while (in_sorted(head, k, cand));
             *y = cand;
             return PROPOSED_TAIL;
