@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #include "chacha20.h"
@@ -205,7 +206,8 @@ static PyObject *Generator_discrete_gaussian(GeneratorObject *self, PyObject *ar
 
 /* ---- SantextTable: borrowed views of a bundle's arrays ------------------------------------ */
 
-enum { T_EMB, T_OUT, T_HEAD, T_THR, T_ALIAS, T_GAMMA, T_FLOOR, T_KEEP, T_COUNT };
+enum { T_EMBQ, T_SCALE, T_SQNORM, T_OUT, T_HEAD, T_THR, T_ALIAS, T_GAMMA, T_FLOOR, T_KEEP,
+       T_COUNT };
 
 typedef struct {
     PyObject_HEAD
@@ -221,14 +223,15 @@ static void SantextTable_dealloc(SantextTableObject *self) {
 }
 
 static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"embeddings", "outputs", "head_ids", "alias_threshold",
-                             "alias_index", "accept_gamma", "tail_floor", "keep_row",
-                             "dim", "head_size", "epsilon", "p", NULL};
+    static char *kwlist[] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs", "head_ids",
+                             "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
+                             "keep_row", "dim", "head_size", "epsilon", "p", NULL};
     PyObject *objs[T_COUNT];
-    static const char kinds[T_COUNT] = {'f', 'i', 'i', 'u', 'u', 'f', 'f', 'b'};
-    static const Py_ssize_t sizes[T_COUNT] = {4, 4, 4, 4, 2, 8, 8, 1};
-    static const char *names[T_COUNT] = {"embeddings", "outputs", "head_ids", "alias_threshold",
-                                         "alias_index", "accept_gamma", "tail_floor", "keep_row"};
+    static const char kinds[T_COUNT] = {'i', 'f', 'i', 'i', 'i', 'u', 'u', 'f', 'f', 'b'};
+    static const Py_ssize_t sizes[T_COUNT] = {1, 4, 4, 4, 4, 4, 2, 8, 8, 1};
+    static const char *names[T_COUNT] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs",
+                                         "head_ids", "alias_threshold", "alias_index",
+                                         "accept_gamma", "tail_floor", "keep_row"};
     int dim, k, i;
     double eps, p;
     Py_ssize_t rows, slots;
@@ -238,22 +241,24 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     /* the released views may be freed: a failed re-initialisation must not leave the table
      * pointing at them (n_rows = 0 makes every later draw fail with "outside the domain") */
     memset(&self->table, 0, sizeof(self->table));
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOiidd", kwlist, &objs[0], &objs[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOiidd", kwlist, &objs[0], &objs[1],
                                      &objs[2], &objs[3], &objs[4], &objs[5], &objs[6], &objs[7],
-                                     &dim, &k, &eps, &p))
+                                     &objs[8], &objs[9], &dim, &k, &eps, &p))
         return -1;
     for (i = 0; i < T_COUNT; i++) {
         if (get_array(objs[i], &self->views[i], kinds[i], sizes[i], 0, names[i]) != 0) return -1;
         self->n_views++;
     }
-    if (dim <= 0 || k <= 0 || k >= 65535 || !(eps > 0.0) || !(p >= 0.0 && p <= 1.0)) {
+    if (dim <= 0 || dim > 130000 || k <= 0 || k >= 65535 || !(eps > 0.0) ||
+        !(p >= 0.0 && p <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "invalid dim, head_size, epsilon or p");
         return -1;
     }
     rows = self->views[T_FLOOR].len / 8;
     slots = (Py_ssize_t)k + 1;
     if (rows <= 0 || rows > INT32_MAX ||
-        self->views[T_EMB].len != rows * dim * 4 || self->views[T_HEAD].len != rows * k * 4 ||
+        self->views[T_EMBQ].len != rows * dim || self->views[T_SCALE].len != rows * 4 ||
+        self->views[T_SQNORM].len != rows * 4 || self->views[T_HEAD].len != rows * k * 4 ||
         self->views[T_THR].len != rows * slots * 4 || self->views[T_ALIAS].len != rows * slots * 2 ||
         self->views[T_GAMMA].len != rows * slots * 8 || self->views[T_KEEP].len != rows ||
         self->views[T_OUT].len < (Py_ssize_t)k * 4 || self->views[T_OUT].len / 4 > INT32_MAX) {
@@ -264,8 +269,19 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     {
         const int32_t *out = self->views[T_OUT].buf, *head = self->views[T_HEAD].buf;
         const uint16_t *alias = self->views[T_ALIAS].buf;
-        const double *gamma = self->views[T_GAMMA].buf;
+        const double *gamma = self->views[T_GAMMA].buf, *floor_ = self->views[T_FLOOR].buf;
+        const float *scale = self->views[T_SCALE].buf;
+        const int8_t *q = self->views[T_EMBQ].buf;
+        const int32_t *sqn = self->views[T_SQNORM].buf;
         Py_ssize_t j, n_out = self->views[T_OUT].len / 4;
+        for (j = 0; j < rows; j++) {
+            int64_t acc = 0;
+            Py_ssize_t c;
+            for (c = 0; c < dim; c++) acc += (int64_t)q[j * dim + c] * q[j * dim + c];
+            if (acc != sqn[j] || !(scale[j] >= 0.0f) || !isfinite(scale[j]) ||
+                !(floor_[j] >= 0.0) || !isfinite(floor_[j]))
+                goto range;
+        }
         for (j = 0; j < n_out; j++)
             if (out[j] < 0 || out[j] >= rows || (j > 0 && out[j] <= out[j - 1])) goto range;
         /* strictly increasing within a row: the sampler's binary search needs sorted rows, and
@@ -280,7 +296,9 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.dim = dim;
     self->table.head_size = k;
     self->table.n_outputs = (int32_t)(self->views[T_OUT].len / 4);
-    self->table.embeddings = self->views[T_EMB].buf;
+    self->table.emb_q = self->views[T_EMBQ].buf;
+    self->table.emb_scale = self->views[T_SCALE].buf;
+    self->table.emb_sqnorm = self->views[T_SQNORM].buf;
     self->table.outputs = self->views[T_OUT].buf;
     self->table.head_ids = self->views[T_HEAD].buf;
     self->table.alias_threshold = self->views[T_THR].buf;
@@ -292,7 +310,8 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.p = p;
     return 0;
 range:
-    PyErr_SetString(PyExc_ValueError, "table values out of range (ids, alias slots or gammas)");
+    PyErr_SetString(PyExc_ValueError,
+                    "table values out of range (ids, alias slots, gammas, norms or scales)");
     return -1;
 }
 
@@ -359,28 +378,21 @@ static PyObject *py_chacha20_block(PyObject *mod, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)bytes, 64);
 }
 
-/* distance(a: float32 array, b: float32 array) -> float, the sampler's own distance */
-static PyObject *py_distance(PyObject *mod, PyObject *args) {
-    PyObject *ao, *bo;
-    Py_buffer a, b;
-    double d;
-    if (!PyArg_ParseTuple(args, "OO", &ao, &bo)) return NULL;
-    if (get_array(ao, &a, 'f', 4, 0, "a") != 0) return NULL;
-    if (get_array(bo, &b, 'f', 4, 0, "b") != 0) {
-        PyBuffer_Release(&a);
+/* SantextTable.distance(a, b) -> float: the sampler's own distance between rows a and b */
+static PyObject *SantextTable_distance(SantextTableObject *self, PyObject *args) {
+    int a, b;
+    if (!PyArg_ParseTuple(args, "ii", &a, &b)) return NULL;
+    if (a < 0 || b < 0 || a >= self->table.n_rows || b >= self->table.n_rows) {
+        PyErr_SetString(PyExc_IndexError, "row out of range");
         return NULL;
     }
-    if (a.len != b.len) {
-        PyBuffer_Release(&a);
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "a and b must have the same length");
-        return NULL;
-    }
-    d = ldp_distance(a.buf, b.buf, (int32_t)(a.len / 4));
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    return PyFloat_FromDouble(d);
+    return PyFloat_FromDouble(ldp_distance(&self->table, a, b));
 }
+
+static PyMethodDef SantextTable_methods[] = {
+    {"distance", (PyCFunction)SantextTable_distance, METH_VARARGS,
+     "distance(a, b): Euclidean distance of rows a and b as the sampler computes it"},
+    {NULL, NULL, 0, NULL}};
 
 static PyMethodDef Generator_methods[] = {
     {"rekey", (PyCFunction)Generator_rekey, METH_VARARGS, "rekey(key32, stream=0)"},
@@ -415,13 +427,13 @@ static PyTypeObject SantextTableType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Validated views of a SanText bundle's sampling tables",
     .tp_init = (initproc)SantextTable_init,
+    .tp_methods = SantextTable_methods,
     .tp_new = PyType_GenericNew,
     .tp_dealloc = (destructor)SantextTable_dealloc,
 };
 
 static PyMethodDef module_methods[] = {
     {"chacha20_block", py_chacha20_block, METH_VARARGS, "RFC 8439 block function (for tests)"},
-    {"distance", py_distance, METH_VARARGS, "Euclidean distance as the sampler computes it"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
