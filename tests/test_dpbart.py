@@ -1,0 +1,334 @@
+"""DP-BART runtime (``ldptext.dpbart.Rewriter``, ``ldptext rewrite``) on tiny random bundles
+(issue 3 properties 2–6, bad input, no raw text in errors). CPU only, seconds."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from conftest_dpbart import build_tiny_bundle, single_thread_torch, tiny_sentences
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("transformers")
+
+MARKER = "secret marker"  # words of the tiny vocabulary: they survive tokenization
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    """fp32 and int8 'pr' bundles over the same tiny random BERT-to-BERT (no training)."""
+    d = tmp_path_factory.mktemp("dpbart_rt")
+    with single_thread_torch():
+        fp32, _, adapter = build_tiny_bundle(d / "fp32.ldpb", quantize=None, prune_rounds=2)
+        int8, _, _ = build_tiny_bundle(d / "int8.ldpb", quantize="int8", prune_rounds=2)
+    return {"fp32": fp32, "int8": int8, "adapter": adapter}
+
+
+def load(path, seed=0, **kw):
+    from ldptext.bundle import UnsignedBundleWarning
+    from ldptext.dpbart import Rewriter
+    from ldptext.rng import SeededModeWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        warnings.simplefilter("ignore", UnsignedBundleWarning)
+        return Rewriter.load(path, allow_unsigned=True, seed=seed, threads=1, **kw)
+
+
+# ------------------------------------------------------------------------------ happy path + report
+def test_rewrite_returns_text_and_a_complete_report(bundles):
+    rw = load(bundles["int8"])
+    r = rw.rewrite("the cat sat on the mat", epsilon=500.0, delta=1e-5)
+    assert isinstance(r.text, str)
+    rep = r.report
+    assert rep.mechanism == "gaussian" and rep.noise == "discrete_gaussian"
+    assert rep.epsilon == 500.0 and rep.delta == 1e-5 and rep.chunks == 1 and not rep.truncated
+    assert rep.n == rw.seq_len * (rw.hidden - len(rw.pruned)) == 10 * (32 - 8)
+    assert rep.sensitivity == pytest.approx(2 * rep.clip * math.sqrt(rep.n))
+    assert rep.sigma == rep.scale >= rep.sigma_analytic > 0 and rep.b is None
+    assert rep.delta_bound <= 1e-5 and rep.private
+    assert rep.total_epsilon == 500.0 and rep.total_delta == 1e-5
+    lap = rw.rewrite("the cat", epsilon=2.0, mechanism="laplace").report
+    assert lap.delta == 0.0 and lap.total_delta == 0.0 and lap.b == pytest.approx(2 * lap.clip * lap.n / 2.0)
+    json.dumps(r.report.to_dict())
+
+
+def test_long_inputs_split_truncate_refuse_and_compose(bundles):
+    from ldptext.errors import InputError
+
+    rw = load(bundles["int8"])
+    cap = rw.seq_len - 2
+    words = ("the cat sat on the mat and " * 10).split()[: 3 * cap + 1]  # 4 chunks
+    text = " ".join(words)
+    split = rw.rewrite(text, epsilon=10.0, delta=1e-6, long="split").report
+    assert split.chunks == 4 and split.total_epsilon == 40.0 and split.total_delta == pytest.approx(4e-6)
+    assert not split.truncated
+    trunc = rw.rewrite(text, epsilon=10.0, delta=1e-6, long="truncate").report
+    assert trunc.chunks == 1 and trunc.truncated and trunc.total_epsilon == 10.0
+    with pytest.raises(InputError) as e:
+        rw.rewrite(MARKER + " " + text, epsilon=10.0, delta=1e-6, long="refuse")
+    assert MARKER not in str(e.value)
+    exact = rw.rewrite(" ".join(words[:cap]), epsilon=10.0, delta=1e-6, long="refuse").report
+    assert exact.chunks == 1 and not exact.truncated
+
+
+def test_rewrite_batch_keeps_order_and_matches_single_calls(bundles):
+    texts = tiny_sentences(5, seed=9)
+    a = load(bundles["int8"], seed=3).rewrite_batch(texts, epsilon=math.inf)
+    b = [load(bundles["int8"], seed=3).rewrite(t, epsilon=math.inf) for t in texts]
+    assert [x.text for x in a] == [y.text for y in b]
+    assert all(not x.report.private for x in a)
+
+
+# ------------------------------------------------------------------------------ property 2: noise source
+def test_noise_comes_from_the_csprng_and_is_reproducible_only_when_seeded(bundles):
+    from ldptext.dpbart import Rewriter
+    from ldptext.rng import Generator
+
+    rw = Rewriter.load(bundles["int8"], allow_unsigned=True, threads=1)
+    assert isinstance(rw._rng, Generator) and not rw._rng.seeded
+    from ldptext.noise import calibrate
+
+    cal = calibrate("gaussian", 50.0, 1e-5, clip=rw.clip, n=rw.n)
+    z1 = load(bundles["int8"], seed=7).encode_noised([[7, 8, 9]], cal)
+    z2 = load(bundles["int8"], seed=7).encode_noised([[7, 8, 9]], cal)
+    z3 = rw.encode_noised([[7, 8, 9]], cal)
+    np.testing.assert_array_equal(z1, z2)
+    assert not np.array_equal(z1, z3)
+
+
+def test_release_noise_variance_matches_calibration(bundles):
+    from ldptext.noise import calibrate
+
+    rw = load(bundles["int8"], seed=11)
+    cal = calibrate("gaussian", 5.0, 1e-5, clip=rw.clip, n=rw.n)
+    zero = rw.encode_noised([[]] * 200, calibrate("gaussian", math.inf, None, clip=rw.clip, n=rw.n))
+    noisy = rw.encode_noised([[]] * 200, cal)
+    keep = np.setdiff1d(np.arange(rw.hidden), rw.pruned)
+    diff = (noisy - zero)[..., keep].astype(np.float64)
+    assert diff.var() == pytest.approx(cal.variance, rel=0.05)
+
+
+# ------------------------------------------------------------------------------ property 3: length
+class _Recorder:
+    def __init__(self, sess):
+        self.sess, self.calls = sess, []
+
+    def run(self, names, feeds):
+        self.calls.append({k: (v.shape, v.dtype.str) for k, v in feeds.items()})
+        return self.sess.run(names, feeds)
+
+    def get_inputs(self):
+        return self.sess.get_inputs()
+
+
+def test_length_does_not_leak_into_encoder_shapes_or_decoder_settings(bundles):
+    rw = load(bundles["int8"])
+    enc, init, dec = _Recorder(rw._enc), _Recorder(rw._init), _Recorder(rw._dec)
+    rw._enc, rw._init, rw._dec = enc, init, dec
+    settings = []
+    for text in ("cat", "the quick brown fox jumps over lazy dog"):  # 1 and 8 = L - 2 tokens
+        settings.append(rw.decoder_settings())
+        rw.rewrite(text, epsilon=100.0, delta=1e-5)
+    assert enc.calls[0] == enc.calls[1]  # identical shapes and dtypes: (1, L) ids and mask
+    assert enc.calls[0]["input_ids"][0] == (1, rw.seq_len)
+    assert init.calls[0] == init.calls[1]
+    assert settings[0] == settings[1]
+    assert settings[0]["cross_attention_mask"] == "all-ones" and settings[0]["max_output_tokens"] == rw.seq_len
+    # no mask is ever fed to the decoder; its cross K/V always span L positions
+    for call in dec.calls:
+        assert not any("mask" in k for k in call)
+        assert call["cross_k_0"][0][2] == rw.seq_len
+    # decoding never runs longer than the fixed maximum, whatever the input
+    assert len(dec.calls) <= 2 * rw.max_output_tokens
+    ids_a, mask_a = rw.encoder_inputs([[5]])
+    ids_b, mask_b = rw.encoder_inputs([list(range(5, 5 + rw.seq_len - 2))])
+    assert ids_a.shape == ids_b.shape == mask_a.shape == mask_b.shape == (1, rw.seq_len)
+
+
+# ------------------------------------------------------------------------------ property 4: pruning
+def test_pruned_coordinates_are_exactly_zero_in_every_release(bundles):
+    from ldptext.noise import calibrate
+
+    rw = load(bundles["int8"], seed=2)
+    assert len(rw.pruned) == 8
+    for mech, eps, delta in (("gaussian", 1.0, 1e-5), ("laplace", 3.0, None), ("gaussian", math.inf, None)):
+        cal = calibrate(mech, eps, delta, clip=rw.clip, n=rw.n)
+        z = rw.encode_noised([[5, 6, 7], [], list(range(5, 13))], cal)
+        assert np.all(z[..., rw.pruned] == 0.0)
+        keep = np.setdiff1d(np.arange(rw.hidden), rw.pruned)
+        if math.isfinite(eps):
+            assert np.all(z[..., keep] != 0.0) or np.mean(z[..., keep] != 0.0) > 0.99
+        else:
+            assert np.abs(z).max() <= rw.clip
+
+
+# ------------------------------------------------------------------------------ property 5: equivalence
+def test_rewriter_greedy_at_eps_inf_matches_pytorch(bundles):
+    from ldptext.precompute.dpbart_train import greedy_decode_torch, make_batch, privatize_torch, tokenize_corpus
+
+    adapter = bundles["adapter"]
+    rw = load(bundles["fp32"])
+    texts = [t for t in tiny_sentences(12, seed=5) if len(t.split()) <= rw.seq_len - 2][:6]
+    ids = tokenize_corpus(adapter, texts, rw.seq_len)
+    b = make_batch(adapter, ids, rw.seq_len)
+    with torch.no_grad(), single_thread_torch():
+        z = privatize_torch(adapter.encode(b["input_ids"], b["attention_mask"]), rw.clip,
+                            torch.tensor(rw.pruned))
+        ref = greedy_decode_torch(adapter, z, rw.max_output_tokens)
+    ref_text = [adapter.tokenizer.decode(r, skip_special_tokens=True) for r in ref]
+    got = [r.text for r in rw.rewrite_batch(texts, epsilon=math.inf)]
+    assert got == ref_text
+
+
+def test_int8_bundle_is_smaller_and_beam_search_runs(bundles):
+    import os
+
+    assert os.path.getsize(bundles["int8"]) < os.path.getsize(bundles["fp32"])
+    rw = load(bundles["int8"])
+    greedy = rw.rewrite("the cat sat", epsilon=math.inf).text
+    beam1 = rw.rewrite("the cat sat", epsilon=math.inf, beam=1).text
+    assert greedy == beam1
+    r = rw.rewrite("the cat sat", epsilon=math.inf, beam=3)
+    assert isinstance(r.text, str) and r.report.beam == 3
+
+
+# ------------------------------------------------------------------------------ bad input, bundles
+@pytest.mark.parametrize("kwargs", [
+    dict(epsilon=0), dict(epsilon=-1.0), dict(epsilon=float("nan")), dict(epsilon=1.0, delta=0.0),
+    dict(epsilon=1.0, delta=1.0), dict(epsilon=1.0), dict(epsilon=1.0, delta=1e-5, mechanism="exponential"),
+    dict(epsilon=1.0, delta=1e-5, beam=0), dict(epsilon=1.0, delta=1e-5, long="drop"),
+])
+def test_bad_parameters_raise_parameter_error(bundles, kwargs):
+    from ldptext.errors import ParameterError
+
+    rw = load(bundles["int8"])
+    with pytest.raises(ParameterError):
+        rw.rewrite(MARKER, **kwargs)
+
+
+def test_non_text_input_raises_input_error(bundles):
+    from ldptext.errors import InputError
+
+    rw = load(bundles["int8"])
+    with pytest.raises(InputError):
+        rw.rewrite(b"bytes", epsilon=1.0, delta=1e-5)
+    with pytest.raises(InputError):
+        rw.rewrite_batch("a string", epsilon=1.0, delta=1e-5)
+
+
+def test_missing_corrupt_unsigned_and_foreign_bundles_are_refused(bundles, tmp_path):
+    from ldptext.bundle import write_bundle
+    from ldptext.dpbart import Rewriter
+    from ldptext.errors import BundleError, BundleFormatError, UnsignedBundleError
+
+    with pytest.raises(BundleError):
+        Rewriter.load(tmp_path / "missing.ldpb")
+    with pytest.raises(UnsignedBundleError):
+        Rewriter.load(bundles["int8"])  # unsigned, and allow_unsigned not given
+    data = bytearray(bundles["int8"].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "corrupt.ldpb"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(BundleError):
+        Rewriter.load(bad, allow_unsigned=True)
+    trunc = tmp_path / "trunc.ldpb"
+    trunc.write_bytes(bytes(data[: len(data) // 3]))
+    with pytest.raises(BundleError):
+        Rewriter.load(trunc, allow_unsigned=True)
+    other = write_bundle(tmp_path / "santext.ldpb", mechanism="santext", arrays={"x": np.zeros(3)},
+                         manifest={}, sign_key=None)
+    with pytest.raises(BundleFormatError):
+        Rewriter.load(other, allow_unsigned=True)
+
+
+def test_no_raw_text_in_logs_or_exceptions(bundles, caplog, capsys):
+    from ldptext.errors import LdptextError
+
+    rw = load(bundles["int8"])
+    caplog.set_level(logging.DEBUG)
+    rw.rewrite(MARKER + " cat", epsilon=10.0, delta=1e-5)
+    for kwargs in (dict(epsilon=-1), dict(epsilon=1.0, delta=2.0), dict(epsilon=1.0, mechanism="x"),
+                   dict(epsilon=1.0, delta=1e-5, long="refuse")):
+        try:
+            rw.rewrite(MARKER + " the" * 40, **kwargs)
+        except LdptextError as e:
+            assert MARKER not in str(e) and MARKER not in repr(e.args)
+    out = capsys.readouterr()
+    assert MARKER not in caplog.text and MARKER not in out.out and MARKER not in out.err
+
+
+def test_rewriter_is_thread_safe(bundles):
+    rw = load(bundles["int8"])
+    errors, results = [], {}
+
+    def work(i):
+        try:
+            results[i] = [r.report.chunks for r in rw.rewrite_batch(tiny_sentences(4, seed=i), epsilon=20.0,
+                                                                    delta=1e-5)]
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+
+
+def test_runtime_does_not_import_torch(bundles):
+    code = ("import sys, warnings; warnings.simplefilter('ignore');"
+            "from ldptext.dpbart import Rewriter;"
+            f"rw = Rewriter.load({str(bundles['int8'])!r}, allow_unsigned=True, threads=1);"
+            "rw.rewrite('the cat', epsilon=5.0, delta=1e-5);"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported';"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-1500:]
+
+
+# ------------------------------------------------------------------------------ CLI
+def _cli(args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "ldptext.cli", *args], input=stdin, capture_output=True,
+                          timeout=120)
+
+
+def test_cli_rewrite_streams_lines_in_order_with_json_reports(bundles, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("the cat sat\nthe dog ran\n\nbig red tree\n", encoding="utf-8")
+    r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "50",
+              "--delta", "1e-5", "--seed", "1", "--threads", "1", "--json", str(f)])
+    assert r.returncode == 0, r.stderr.decode()[-1500:]
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) == 4
+    rep = json.loads(lines[0])["report"]
+    assert rep["epsilon"] == 50.0 and rep["delta"] == 1e-5 and rep["chunks"] == 1
+    r2 = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "3",
+               "--mechanism", "laplace", "--threads", "1", "-"], stdin=b"the cat\nthe dog\n")
+    assert r2.returncode == 0 and len(r2.stdout.decode().splitlines()) == 2
+
+
+def test_cli_rewrite_reports_bad_utf8_line_number_without_echoing_text(bundles):
+    data = b"the cat sat\n" + MARKER.encode() + b" \xff\xfe cat\n"
+    r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "5",
+              "--delta", "1e-5", "--threads", "1", "-"], stdin=data)
+    assert r.returncode == 2
+    err = r.stderr.decode()
+    assert "line 2" in err and MARKER not in err and MARKER not in r.stdout.decode()
+
+
+def test_cli_rewrite_rejects_bad_epsilon_and_missing_bundle(bundles, tmp_path):
+    r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "0", "-"], stdin=b"x\n")
+    assert r.returncode == 2 and b"epsilon" in r.stderr
+    r = _cli(["rewrite", "--bundle", str(tmp_path / "nope.ldpb"), "--epsilon", "1", "--delta", "1e-5", "-"],
+             stdin=b"x\n")
+    assert r.returncode == 2 and b"not found" in r.stderr
