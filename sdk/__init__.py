@@ -4,4 +4,30 @@ Entry points: :class:`ldptext.Sanitizer` (SanText / SanText+, metric LDP per tok
 :class:`ldptext.Rewriter` (DP-BART, document-level LDP). Both load a signed bundle built by
 ``ldptext precompute``. See README.md, "What is and is not protected".
 """
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+# imported on first use, so that `import ldptext` stays cheap and a missing optional runtime
+# (onnxruntime for DP-BART) does not break SanText users
+_LAZY = {
+    "Sanitizer": ("ldptext.santext", "Sanitizer"),
+    "Sanitized": ("ldptext.report", "Sanitized"),
+    "PrivacyReport": ("ldptext.report", "PrivacyReport"),
+    "Rewriter": ("ldptext.dpbart", "Rewriter"),
+    "Rewritten": ("ldptext.dpbart", "Rewritten"),
+    "Ledger": ("ldptext.ledger", "Ledger"),
+    "Generator": ("ldptext.rng", "Generator"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'ldptext' has no attribute {name!r}") from None
+    return getattr(importlib.import_module(module), attr)
