@@ -122,13 +122,16 @@ def estimate_clip(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: i
 def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, steps: int, clip: float,
                 pruned: list[int] | None = None, noise: TrainNoise | None = None, batch_size: int = 16,
                 lr: float = 1e-4, corrupt: float = 0.15, seed: int = 0, desc: str = "train",
-                progress: bool = True, device: torch.device | None = None) -> float:
+                progress: bool = True, device: torch.device | None = None, freeze_encoder: bool = False) -> float:
     """Train ``steps`` steps of the denoising autoencoder on public sentences; returns the mean loss of
     the last 10 % of steps. Clip / prune / noise sit exactly where the runtime puts them."""
     from tqdm.auto import tqdm
 
     device = device or device_for_training()
     model = adapter.model.to(device).train()
+    # optional: keep the (public, pretrained) encoder fixed and train only the decoder: ~2x cheaper steps
+    for p in adapter.encoder().parameters():
+        p.requires_grad_(not freeze_encoder)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.05, 1 - s / max(1, steps)))
@@ -140,7 +143,11 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         idx = torch.randint(len(contents), (batch_size,), generator=g).tolist()
         b = {k: v.to(device) for k, v in make_batch(adapter, [contents[i] for i in idx], seq_len,
                                                     corrupt=corrupt, generator=g).items()}
-        z = adapter.encode(b["input_ids"], b["attention_mask"])
+        if freeze_encoder:
+            with torch.no_grad():
+                z = adapter.encode(b["input_ids"], b["attention_mask"])
+        else:
+            z = adapter.encode(b["input_ids"], b["attention_mask"])
         z = privatize_torch(z, clip, pr, noise, g)
         logits = adapter.decode_logits(z, b["decoder_input_ids"])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1), ignore_index=-100)
@@ -151,6 +158,8 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         sched.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+    for p in adapter.encoder().parameters():
+        p.requires_grad_(True)
     model.eval()
     return sum(losses[-tail:]) / len(losses[-tail:]) if losses else math.nan
 

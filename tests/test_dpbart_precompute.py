@@ -247,3 +247,17 @@ def test_cli_rejects_pr_plus_without_epsilon(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ldptext.cli", "precompute", "dpbart", "--variant", "pr+",
                         "--out", str(tmp_path / "x.ldpb")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "epsilon" in r.stderr
+
+
+def test_freeze_encoder_trains_only_the_decoder():
+    from ldptext.precompute.dpbart_train import tokenize_corpus, train_stage
+
+    adapter = tiny_bert2bert(seed=2)
+    ids = tokenize_corpus(adapter, tiny_sentences(30), 10)
+    enc_before = [p.detach().clone() for p in adapter.encoder().parameters()]
+    dec_before = [p.detach().clone() for p in adapter.model.decoder.parameters()]
+    train_stage(adapter, ids, 10, steps=3, clip=0.2, batch_size=4, progress=False, lr=1e-3,
+                device=torch.device("cpu"), freeze_encoder=True)
+    assert all(torch.equal(a, b) for a, b in zip(enc_before, adapter.encoder().parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(dec_before, adapter.model.decoder.parameters()))
+    assert all(p.requires_grad for p in adapter.encoder().parameters())
