@@ -78,9 +78,9 @@ def sampling_tables(nb: Neighbours, n_outputs: int, epsilon: float) -> dict[str,
     log_w[:, k] = (math.log(tail_count) - half * nb.tail_floor) if tail_count > 0 else -np.inf
     mass = _alias.integer_masses(log_w)
     threshold, alias_index = _alias.build_tables(mass)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero-mass slots: -inf, masked below
         log_q = np.log(mass.astype(np.float64)) - math.log((k + 1) * _alias.COLUMN)
-    ratio = np.where(mass > 0, log_q - log_w, np.inf)
+        ratio = np.where(mass > 0, log_q - log_w, np.inf)
     gamma = ratio - ratio.min(axis=1, keepdims=True)
     gamma[mass == 0] = 0.0  # never proposed
     return {"alias_threshold": threshold, "alias_index": alias_index, "accept_gamma": gamma,
