@@ -126,7 +126,8 @@ def write_plots(results: dict, out: Path) -> list[str]:
     axes[0].set_ylabel("accuracy (sanitized train and test)")
     axes[0].set_title("Privacy–utility frontier (exact attack)", fontsize=10)
     axes[1].set_title("Privacy–utility frontier (BLEU; includes CMP)", fontsize=10)
-    axes[0].legend(fontsize=8)
+    for ax in axes:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "frontier.png", dpi=120)
     plt.close(fig)
