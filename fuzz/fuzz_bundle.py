@@ -470,6 +470,16 @@ def main(argv: list[str] | None = None) -> int:
 
         def one(data: bytes) -> None:
             t.run_one(data)
+        # coverage feedback from our own Python code (the loader, the fuzz harness); the C
+        # extension is not libFuzzer-instrumented, so native coverage comes from the harness only
+        for module in (B, keys, sys.modules[__name__]):
+            for obj in list(vars(module).values()):
+                if callable(obj) and getattr(obj, "__module__", None) == module.__name__ \
+                        and hasattr(obj, "__code__"):
+                    try:
+                        atheris.instrument_func(obj)
+                    except Exception:  # noqa: BLE001 - best effort
+                        pass
         print(f"atheris: target {name}, {args.seconds:.0f} s; libFuzzer prints 'Done N runs'")
         atheris.Setup([sys.argv[0], f"-max_total_time={int(args.seconds)}", "-max_len=65536",
                        f"-timeout={int(args.hang_seconds)}", "-print_final_stats=1",
