@@ -59,19 +59,28 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
     const double *gamma = t->accept_gamma + (size_t)x * slots;
     for (;;) {
         uint32_t slot = ldp_uniform_u32(g, slots);
+        /* The range checks below re-assert what SantextTable validated at construction: they
+         * cost a compare each and keep memory safe even if a caller mutates the arrays later. */
         if (ldp_next_u32(g) >= thr[slot]) slot = alias[slot];
+        if (slot > (uint32_t)k) return -LDP_ERR_INVARIANT;
         if (slot < (uint32_t)k) {
             int accept = ldp_bernoulli_exp(g, gamma[slot]);
             if (accept < 0) return -LDP_ERR_INVARIANT;
             if (accept) {
+                if (head[slot] < 0 || head[slot] >= t->n_rows) return -LDP_ERR_INVARIANT;
                 *y = head[slot];
                 return PROPOSED_HEAD;
             }
         } else {
             int32_t cand;
+            /* at most K of the n_outputs > K candidates are head members: 64 n + 1024 rounds
+             * without a tail member have probability below e^-64 unless the table is broken */
+            uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
             if (t->n_outputs <= k) return -LDP_ERR_INVARIANT; /* tail slot must have mass 0 */
             do { /* uniform over outputs \ head by rejection of head members */
+                if (tries-- == 0) return -LDP_ERR_INVARIANT;
                 cand = t->outputs[ldp_uniform_u32(g, (uint32_t)t->n_outputs)];
+                if (cand < 0 || cand >= t->n_rows) return -LDP_ERR_INVARIANT;
                 prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
 #if defined(__GNUC__)
                 __builtin_prefetch(t->emb_scale + cand, 0, 0);

@@ -144,7 +144,10 @@ class FallbackGenerator:
                 np.array([self._uniform_big(t) for _ in range(todo.size)], dtype=np.int64)
             acc = self.bern_exp(u / scale)
             idx, u = todo[acc], u[acc]
-            x = u + t * self._geometric_exp(t / scale, idx.size)
+            v = self._geometric_exp(t / scale, idx.size)
+            if (v > (np.iinfo(np.int64).max - u) // t).any():  # as in the C code: no wrap-around
+                raise ValueError("discrete Laplace draw overflows int64 at this scale")
+            x = u + t * v
             neg = (self._bits.u64(idx.size) & np.uint64(1)).astype(bool)
             good = ~(neg & (x == 0))
             out[idx[good]] = np.where(neg[good], -x[good], x[good])
@@ -160,6 +163,9 @@ class FallbackGenerator:
             raise ValueError("sigma must be finite and > 0")
         t = np.floor(sigma) + 1.0
         s2 = sigma * sigma
+        if s2 == 0.0:  # σ² underflowed: P(Y ≠ 0) < 2·exp(-1e323), see native/samplers.c
+            out[:] = 0
+            return
         todo = np.arange(out.shape[0])
         while todo.size:
             y = np.empty(todo.size, dtype=np.int64)

@@ -119,8 +119,8 @@ class Generator:
 
     def uniform_int(self, n: int, size: int) -> np.ndarray:
         """Uniform integers on {0, ..., n-1} (exact; Lemire's rejection)."""
-        if int(n) < 1:
-            raise ValueError("n must be >= 1")
+        if not 1 <= int(n) <= 2**63:
+            raise ValueError("n must be in [1, 2^63] (results are int64)")
         out = np.empty(int(size), dtype=np.int64)
         with self._lock:
             self._gen().uniform_int(int(n), out)

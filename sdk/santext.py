@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import alias as _alias
-from ._fallback import metric_distances, row_sqnorms
+from ._fallback import row_sqnorms
 from .bundle import read_bundle
 from .errors import BundleIntegrityError, InputError, ParameterError
 from .report import PrivacyReport, Sanitized
@@ -127,6 +127,11 @@ class Sanitizer:
         gamma = a["accept_gamma"]
         if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
             raise BundleIntegrityError("acceptance exponents are negative or not finite")
+        # precompute makes the smallest exponent of every row 0 (the best-fitting slot is always
+        # accepted); a larger minimum only slows sampling down, exponentially: refuse it
+        tail_slot = gamma[:, -1] if out.size > self.head_size else np.inf
+        if (np.minimum(gamma[:, :-1].min(axis=1), tail_slot) != 0).any():
+            raise BundleIntegrityError("acceptance exponents are not normalised (min per row != 0)")
         if self.mechanism == "santext" and a["keep_row"].any():
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
         # an empty tail must have zero proposal mass, or the sampler would loop
@@ -210,38 +215,49 @@ class Sanitizer:
                 for t, n in zip(decoded, lengths)]
 
     # -- exact realised distribution ---------------------------------------------------------
-    def log_probabilities(self, xs) -> np.ndarray:
+    def log_probabilities(self, xs, *, chunk: int = 256) -> np.ndarray:
         """log Pr[M(x) = y] for every y of the vocabulary, as the sampler realises it: computed from
-        the bundle's integer alias tables, acceptance exponents and embeddings (float64)."""
+        the bundle's integer alias tables, acceptance exponents and metric embedding (float64),
+        with the tail distances evaluated by the sampler's own formula."""
         xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
-        a, k = self._a, self.head_size
-        v = self.n_rows
+        out = np.empty((xs.size, self.n_rows))
+        for start in range(0, xs.size, chunk):
+            out[start:start + chunk] = self._log_probabilities(xs[start:start + chunk])
+        return out
+
+    def _log_probabilities(self, xs: np.ndarray) -> np.ndarray:
+        a, k, outs = self._a, self.head_size, self.outputs
         mass = _alias.realised_masses(a["alias_threshold"][xs], a["alias_index"][xs])
         with np.errstate(divide="ignore"):
             log_q = np.log(mass.astype(np.float64))
-        out = np.full((xs.size, v), -np.inf)
-        tail_count = self.outputs.size - k
-        is_out = np.zeros(v, dtype=bool)
-        is_out[self.outputs] = True
-        for r, x in enumerate(xs):
-            row = np.full(v, -np.inf)
-            if tail_count > 0 and mass[r, k] > 0:
-                tail = is_out.copy()
-                tail[a["head_ids"][x]] = False
-                ids = np.flatnonzero(tail)
-                d = metric_distances(a["emb_q"], a["emb_scale"], a["emb_sqnorm"],
-                                     np.full(ids.size, x), ids)
-                row[ids] = log_q[r, k] - math.log(tail_count) - a["accept_gamma"][x, k] - \
-                    self.epsilon / 2 * (d - a["tail_floor"][x])
-            row[a["head_ids"][x]] = log_q[r, :k] - a["accept_gamma"][x, :k]
-            finite = np.isfinite(row)
-            m = row[finite].max()
-            row -= m + math.log(np.exp(row[finite] - m).sum())
-            if a["keep_row"][x]:  # SanText+ non-sensitive input: kept w.p. 1-p
-                row = row + math.log(self.p)
-                row[x] = np.logaddexp(row[x], math.log1p(-self.p)) if self.p < 1 else row[x]
-            out[r] = row
-        return out
+        rows = np.arange(xs.size)
+        lp = np.full((xs.size, self.n_rows), -np.inf)
+        tail_count = outs.size - k
+        if tail_count > 0:
+            # <q_x, q_y> is an integer below 2^24 for dim < 1040, so a float32 product is exact
+            # in any summation order (float64 beyond that); then the sampler's float64 formula
+            dt = np.float32 if a["emb_q"].shape[1] < 1040 else np.float64
+            dot = (a["emb_q"][xs].astype(dt) @ a["emb_q"][outs].astype(dt).T).astype(np.float64)
+            sa = a["emb_scale"][xs].astype(np.float64)[:, None]
+            sb = a["emb_scale"][outs].astype(np.float64)[None, :]
+            d2 = (sa * sa) * a["emb_sqnorm"][xs].astype(np.float64)[:, None] \
+                + (sb * sb) * a["emb_sqnorm"][outs].astype(np.float64)[None, :] \
+                - 2.0 * (sa * sb) * dot
+            d = np.sqrt(np.maximum(d2, 0.0))
+            with np.errstate(invalid="ignore"):  # rows whose tail slot has mass 0: -inf
+                lp[:, outs] = (log_q[:, k] - math.log(tail_count) - a["accept_gamma"][xs, k]
+                               + self.epsilon / 2 * a["tail_floor"][xs])[:, None] \
+                    - self.epsilon / 2 * d
+        lp[rows[:, None], a["head_ids"][xs]] = log_q[:, :k] - a["accept_gamma"][xs, :k]
+        m = lp.max(axis=1, keepdims=True)
+        lp -= m + np.log(np.exp(lp - m).sum(axis=1, keepdims=True))
+        keep = a["keep_row"][xs].astype(bool)
+        if keep.any():  # SanText+ non-sensitive input: sanitized w.p. p, kept w.p. 1 - p
+            kr = rows[keep]
+            lp[kr] += math.log(self.p)
+            if self.p < 1:
+                lp[kr, xs[kr]] = np.logaddexp(lp[kr, xs[kr]], math.log1p(-self.p))
+        return lp
 
     def probabilities(self, xs) -> np.ndarray:
         return np.exp(self.log_probabilities(xs))

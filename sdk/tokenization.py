@@ -15,6 +15,11 @@ from tokenizers import Tokenizer
 
 from .errors import InputError
 
+# Texts longer than this are encoded in pieces cut at whitespace (the tokenizers split on
+# whitespace first, so the ids are the same), which bounds the library's per-character bookkeeping
+# (about 125 bytes per character: a 10 MB document would take 1.3 GB and 14 s in one piece).
+PIECE_CHARS = 1 << 16
+
 # BERT decoder clean-up (the space a WordPiece join leaves before punctuation and contractions)
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
             (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
@@ -43,11 +48,19 @@ class TextTokenizer:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InputError(f"document {i} is {type(t).__name__}, not str")
+        pieces, owner = [], []
+        for i, t in enumerate(texts):
+            for piece in _split_at_whitespace(t, PIECE_CHARS):
+                pieces.append(piece)
+                owner.append(i)
         try:
-            encs = self._tok.encode_batch(texts, add_special_tokens=False)
+            encs = self._tok.encode_batch(pieces, add_special_tokens=False)
         except Exception:  # the library's message may quote the text: never re-raise it
             raise InputError("the tokenizer could not process the input") from None
-        return [np.asarray(e.ids, dtype=np.int32) for e in encs]
+        ids: list[list[np.ndarray]] = [[] for _ in texts]
+        for i, e in zip(owner, encs):
+            ids[i].append(np.asarray(e.ids, dtype=np.int32))
+        return [np.concatenate(parts) if len(parts) != 1 else parts[0] for parts in ids]
 
     def decode(self, ids: np.ndarray) -> str:
         text = "".join(self._pieces[np.asarray(ids, dtype=np.int64)].tolist()).lstrip(" ")
@@ -58,3 +71,18 @@ class TextTokenizer:
 
     def decode_batch(self, batch: list[np.ndarray]) -> list[str]:
         return [self.decode(ids) for ids in batch]
+
+
+def _split_at_whitespace(text: str, limit: int) -> list[str]:
+    """Pieces of at most about ``limit`` characters, each cut just after a whitespace character
+    (a text with no whitespace for longer than ``limit`` is cut there: one very long "word")."""
+    if len(text) <= limit:
+        return [text]
+    pieces, start = [], 0
+    while len(text) - start > limit:
+        cut = max(text.rfind(" ", start, start + limit), text.rfind("\n", start, start + limit))
+        cut = start + limit if cut <= start else cut + 1
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
