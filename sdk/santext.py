@@ -44,8 +44,10 @@ _ARRAYS = ("emb_q", "emb_scale", "outputs", "head_ids", "alias_threshold", "alia
 class Sanitizer:
     """Sanitize text with SanText / SanText+ from a verified bundle. Use :meth:`load`."""
 
-    def __init__(self, bundle, *, seed: int | None = None, backend: str = "auto") -> None:
+    def __init__(self, bundle, *, seed: int | None = None, backend: str = "auto",
+                 ledger=None) -> None:
         self._bundle = bundle
+        self.ledger = ledger
         self.manifest: dict = bundle.manifest
         a = {name: bundle.array(name) for name in _ARRAYS}
         params = self.manifest.get("params", {})
@@ -78,14 +80,18 @@ class Sanitizer:
 
     @classmethod
     def load(cls, path: str | Path, *, trusted_keys=None, allow_unsigned: bool = False,
-             seed: int | None = None, backend: str = "auto") -> "Sanitizer":
+             seed: int | None = None, backend: str = "auto", ledger=None) -> "Sanitizer":
         """Verify (signature, key, hashes) and memory-map a SanText(+) bundle.
 
         ``seed`` makes the output reproducible for tests and is **not private** (warns).
+        ``ledger`` (an :class:`ldptext.ledger.Ledger`) is charged before any output is returned:
+        each ``sanitize_batch`` call is one release of the sum of its documents' worst-case ε
+        (``report.document_epsilon``), each ``sample_ids`` call one of n_ids·(ε·D_max + ε₀); a
+        refused charge raises ``BudgetExceededError`` and nothing is returned.
         """
         bundle = read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
                              expect_mechanism=("santext", "santext+"))
-        return cls(bundle, seed=seed, backend=backend)
+        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
 
     def _validate(self, a: dict) -> None:
         """Semantic checks beyond the signed hashes (a validly signed but inconsistent bundle is
@@ -175,6 +181,15 @@ class Sanitizer:
     # -- sampling ----------------------------------------------------------------------------
     def sample_ids(self, ids) -> np.ndarray:
         """Sanitize token ids (the primitive): one independent draw per id."""
+        out = self._sample(ids)
+        self._charge(out.size * (self.epsilon * self.d_max + self.epsilon0), f"santext ids x{out.size}")
+        return out
+
+    def _charge(self, epsilon: float, label: str) -> None:
+        if self.ledger is not None and epsilon > 0:
+            self.ledger.charge(epsilon, 0.0, label=label)
+
+    def _sample(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise InputError("token ids must be integers")
@@ -208,11 +223,14 @@ class Sanitizer:
         encoded = self.tokenizer.encode_batch(texts)
         lengths = [e.size for e in encoded]
         flat = np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)
-        out = self.sample_ids(flat)
+        out = self._sample(flat)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
-        return [Sanitized(text=t, report=self.privacy_report(n), n_tokens=n)
-                for t, n in zip(decoded, lengths)]
+        results = [Sanitized(text=t, report=self.privacy_report(n), n_tokens=n)
+                   for t, n in zip(decoded, lengths)]
+        self._charge(sum(r.report.document_epsilon for r in results),
+                     f"santext batch of {len(results)} documents")
+        return results
 
     # -- exact realised distribution ---------------------------------------------------------
     def log_probabilities(self, xs, *, chunk: int = 256) -> np.ndarray:

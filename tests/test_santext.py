@@ -193,3 +193,21 @@ def test_sanitize_batch_keeps_order_and_reports(tiny):
     emb = np.asarray(tiny.embeddings, dtype=np.float64)[tiny.valid_input]
     true_dmax = max(np.linalg.norm(emb - e, axis=1).max() for e in emb)
     assert true_dmax <= tiny.d_max <= true_dmax * (1 + 1e-9)  # rounded outward, but tight
+
+
+def test_ledger_is_charged_before_output_and_refuses_over_budget(tiny, tmp_path):
+    import os
+    from ldptext.errors import BudgetExceededError
+    from ldptext.ledger import Ledger
+    per_token = tiny.epsilon * tiny.d_max + tiny.epsilon0
+    ledger = Ledger(tmp_path / "l.ledger", budget=5.5 * per_token, key=os.urandom(32))
+    san = load_seeded(tiny._bundle.path, ledger=ledger)
+    res = san.sanitize_batch(["w1 w2", "w3 w4 w5"])
+    assert [r.n_tokens for r in res] == [2, 3]
+    assert ledger.spent()[0] == pytest.approx(5 * per_token)
+    with pytest.raises(BudgetExceededError):
+        san.sanitize("w1")  # 6 tokens would exceed 5.5
+    with pytest.raises(BudgetExceededError):
+        san.sample_ids(np.array([1]))
+    assert ledger.spent()[0] == pytest.approx(5 * per_token)  # refused releases cost nothing
+    assert san.sanitize("").n_tokens == 0  # an empty release costs nothing and is allowed
