@@ -53,8 +53,10 @@ class TextTokenizer:
             for piece in _split_at_whitespace(t, PIECE_CHARS):
                 pieces.append(piece)
                 owner.append(i)
+        # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
         try:
-            encs = self._tok.encode_batch(pieces, add_special_tokens=False)
+            encs = encode(pieces, add_special_tokens=False)
         except Exception:  # the library's message may quote the text: never re-raise it
             raise InputError("the tokenizer could not process the input") from None
         ids: list[list[np.ndarray]] = [[] for _ in texts]
