@@ -40,6 +40,10 @@ def run(args) -> int:
     san = Sanitizer.load(bundle)
     print(f"loaded {bundle} in {1000 * (time.perf_counter() - t0):.0f} ms "
           f"(signed by key {san._bundle.key_id})\n")
+    if san.mechanism == "santext+":
+        print(f"SanText+: the {100 * (1 - san.w):.0f}% most frequent words (public wordfreq list) are "
+              f"non-sensitive and kept unchanged with probability {1 - san.p:.1f}; every other "
+              f"word is replaced by a sample. See README, 'What is and is not protected'.\n")
     lines = [l for l in Path(args.input).read_text(encoding="utf-8").splitlines() if l.strip()]
     for original, result in zip(lines, san.sanitize_batch(lines)):
         print(f"original : {original}")
