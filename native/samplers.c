@@ -29,16 +29,15 @@ uint64_t ldp_uniform_u64(ldp_chacha *g, uint64_t n) {
 
 int ldp_bernoulli(ldp_chacha *g, double p) {
     /* U uniform in [0,1) is drawn 64 bits at a time and compared with p's binary expansion, which
-     * is exact: scaling by 2^64 (ldexp) and taking floor/fraction of a double lose nothing. */
+     * is exact: multiplying by 2^64 and splitting into integer and fractional parts lose nothing
+     * (a double below 2^64 has an integer part of at most 53 significant bits). */
     double rest = p;
     if (!(p > 0.0)) return 0;
     if (p >= 1.0) return 1;
     for (;;) {
-        double scaled = ldexp(rest, 64);
-        double chunk = floor(scaled);
-        /* rest < 1, so chunk <= 2^64 - 2048: representable, the conversion is exact */
-        uint64_t c = (uint64_t)chunk, u;
-        rest = scaled - chunk;
+        double scaled = rest * 18446744073709551616.0; /* 2^64, exact scaling */
+        uint64_t c = (uint64_t)scaled, u;             /* truncation = floor for scaled >= 0 */
+        rest = scaled - (double)c;
         u = ldp_next_u64(g);
         if (u < c) return 1;
         if (u > c) return 0;
