@@ -62,7 +62,7 @@ def test_manifest_states_a_tolerance_at_most_1e9(tiny):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sampler_realises_the_distribution_chi_square(tiny, backend, tmp_path):
     san = load_seeded(tiny._bundle.path, seed=11, backend=backend)
-    n = 1_000_000 if backend == "native" else 300_000
+    n = 1_000_000
     rows = [int(np.flatnonzero(san.sensitive)[0]), int(np.flatnonzero(san.valid_input)[-1])]
     if san.mechanism == "santext+":
         rows.append(int(np.flatnonzero(san.valid_input & ~san.sensitive)[0]))
