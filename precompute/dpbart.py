@@ -61,6 +61,8 @@ class DPBartBuildConfig:
     max_sentences: int | None = None
     eval_sentences: int = 200
     freeze_encoder: bool = False        # train the decoder only (cheaper; for quick CPU builds)
+    cross_lr_mult: float = 1.0          # learning-rate multiplier of the cross-attention parameters
+    corrupt: float = 0.15               # denoising: fraction of input tokens masked or deleted
     seed: int = 0
 
     def validate(self) -> None:
@@ -85,7 +87,7 @@ class DPBartBuildConfig:
         """Hash of the settings that determine the trained weights (checkpoints of another config are
         never resumed)."""
         keys = ("model", "public_corpus", "seq_len", "clip", "steps", "base_steps", "batch_size", "lr",
-                "max_sentences", "seed", "eval_sentences", "freeze_encoder")
+                "max_sentences", "seed", "eval_sentences", "freeze_encoder", "cross_lr_mult", "corrupt")
         return hashlib.sha256(json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -160,7 +162,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
                 state.losses["base"] = train_stage(
                     adapter, train_ids, cfg.seq_len, steps=base_steps, clip=TRAIN_CLIP, batch_size=cfg.batch_size,
                     lr=cfg.lr, seed=cfg.seed, desc="base (denoising AE)", progress=progress, device=device,
-                    freeze_encoder=cfg.freeze_encoder)
+                    freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt)
         elif name == "clip":
             stats = estimate_clip(adapter, train_ids, cfg.seq_len, device=device)
             state.clip_stats = stats
@@ -176,14 +178,14 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=TRAIN_CLIP, pruned=state.pruned,
                 batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed + r,
                 desc=f"prune round {r} ({len(state.pruned)} pruned)", progress=progress, device=device,
-                freeze_encoder=cfg.freeze_encoder)
+                freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt)
         elif name.startswith("prplus"):
             scale = training_noise_scale(cfg, adapter.hidden_size, len(final_pruned(cfg, state)), state.clip)
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=state.clip, pruned=final_pruned(cfg, state),
                 noise=TrainNoise(cfg.mechanism, scale), batch_size=cfg.batch_size, lr=cfg.lr, corrupt=0.0,
                 seed=cfg.seed + 1000, desc=f"pr+ noisy training (ε={cfg.epsilon:g})", progress=progress,
-                device=device, freeze_encoder=cfg.freeze_encoder)
+                device=device, freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult)
         state.stage = name
         state.wall[name] = time.time() - t0
         ck.save(name, adapter, state)

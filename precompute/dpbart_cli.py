@@ -39,6 +39,8 @@ def register(targets) -> None:
     p.add_argument("--use-round", type=int, default=None, help="ship the indices of this round (default rounds-1)")
     p.add_argument("--max-sentences", type=int, default=None, help="use at most N public sentences")
     p.add_argument("--freeze-encoder", action="store_true", help="train the decoder only (quick CPU builds)")
+    p.add_argument("--cross-lr-mult", type=float, default=1.0, help="learning-rate multiplier for cross-attention")
+    p.add_argument("--corrupt", type=float, default=0.15, help="denoising: fraction of input tokens masked/deleted")
     p.add_argument("--eval-sentences", type=int, default=200, help="held-out public sentences for the BLEU check")
     p.add_argument("--quantize", choices=["int8", "none"], default="int8")
     p.add_argument("--threads", type=int, default=None, help="torch / ONNX Runtime CPU threads")
@@ -75,7 +77,7 @@ def run(args) -> int:
         base_steps=args.base_steps, batch_size=args.batch_size, lr=args.lr, prune_rounds=args.prune_rounds,
         use_round=args.use_round, quantize=None if args.quantize == "none" else args.quantize,
         max_sentences=args.max_sentences, seed=args.seed, freeze_encoder=args.freeze_encoder,
-        eval_sentences=args.eval_sentences)
+        eval_sentences=args.eval_sentences, cross_lr_mult=args.cross_lr_mult, corrupt=args.corrupt)
     try:
         cfg.validate()
     except ValueError as e:

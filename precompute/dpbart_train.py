@@ -122,7 +122,8 @@ def estimate_clip(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: i
 def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, steps: int, clip: float,
                 pruned: list[int] | None = None, noise: TrainNoise | None = None, batch_size: int = 16,
                 lr: float = 1e-4, corrupt: float = 0.15, seed: int = 0, desc: str = "train",
-                progress: bool = True, device: torch.device | None = None, freeze_encoder: bool = False) -> float:
+                progress: bool = True, device: torch.device | None = None, freeze_encoder: bool = False,
+                cross_lr_mult: float = 1.0) -> float:
     """Train ``steps`` steps of the denoising autoencoder on public sentences; returns the mean loss of
     the last 10 % of steps. Clip / prune / noise sit exactly where the runtime puts them."""
     from tqdm.auto import tqdm
@@ -132,7 +133,12 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
     # optional: keep the (public, pretrained) encoder fixed and train only the decoder: ~2x cheaper steps
     for p in adapter.encoder().parameters():
         p.requires_grad_(not freeze_encoder)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    # the cross-attention is the part that must learn most (random or warm-started): optionally a
+    # larger learning rate there
+    cross = [p for n, p in model.named_parameters() if p.requires_grad and _is_cross(n)]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and not _is_cross(n)]
+    opt = torch.optim.AdamW([{"params": rest, "lr": lr}, {"params": cross, "lr": lr * cross_lr_mult}],
+                            weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.05, 1 - s / max(1, steps)))
     g = torch.Generator().manual_seed(seed)
@@ -162,6 +168,10 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         p.requires_grad_(True)
     model.eval()
     return sum(losses[-tail:]) / len(losses[-tail:]) if losses else math.nan
+
+
+def _is_cross(name: str) -> bool:
+    return any(k in name for k in ("crossattention", "encoder_attn", "EncDecAttention"))
 
 
 @torch.no_grad()
