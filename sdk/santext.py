@@ -32,13 +32,13 @@ import numpy as np
 from . import alias as _alias
 from ._fallback import row_sqnorms
 from .bundle import read_bundle
-from .errors import BundleIntegrityError, InputError, ParameterError
+from .errors import BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator
 from .tokenization import TextTokenizer
 
-_ARRAYS = ("emb_q", "emb_scale", "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma",
-           "tail_floor", "keep_row", "sensitive", "valid_input")
+_ARRAYS = ("emb_q", "emb_scale", "outputs", "head_ids", "alias_threshold", "alias_index",
+           "accept_gamma", "tail_floor", "keep_row", "sensitive", "valid_input")
 
 
 class Sanitizer:
@@ -50,15 +50,18 @@ class Sanitizer:
         self.ledger = ledger
         self.manifest: dict = bundle.manifest
         a = {name: bundle.array(name) for name in _ARRAYS}
-        params = self.manifest.get("params", {})
         self.mechanism: str = bundle.mechanism
-        self.epsilon: float = float(params["epsilon"])
-        self.p: float | None = params.get("p")
-        self.w: float | None = params.get("w")
-        self.epsilon0: float = float(params.get("epsilon0", 0.0))
-        self.head_size: int = int(params["head_size"])
-        self.d_max: float = float(self.manifest["privacy"]["d_max"])
-        self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
+        try:
+            params = self.manifest["params"]
+            self.epsilon: float = float(params["epsilon"])
+            self.p: float | None = None if params.get("p") is None else float(params["p"])
+            self.w: float | None = None if params.get("w") is None else float(params["w"])
+            self.epsilon0: float = float(params.get("epsilon0", 0.0))
+            self.head_size: int = int(params["head_size"])
+            self.d_max: float = float(self.manifest["privacy"]["d_max"])
+            self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
+        except (KeyError, TypeError, ValueError):
+            raise BundleFormatError("SanText manifest lacks or malforms a required field") from None
         self._validate(a)
         self.outputs: np.ndarray = a["outputs"]
         self.sensitive: np.ndarray = a["sensitive"]
@@ -101,12 +104,12 @@ class Sanitizer:
         if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
             raise BundleIntegrityError("bundle p is not in (0, 1]")
         v, dim = a["emb_q"].shape if a["emb_q"].ndim == 2 else (0, 0)
-        shapes = {"emb_scale": (v,), "outputs": (a["outputs"].shape[0],), "head_ids": (v, self.head_size),
-                  "alias_threshold": (v, self.head_size + 1),
+        shapes = {"emb_scale": (v,), "outputs": (a["outputs"].shape[0],),
+                  "head_ids": (v, self.head_size), "alias_threshold": (v, self.head_size + 1),
                   "alias_index": (v, self.head_size + 1), "accept_gamma": (v, self.head_size + 1),
                   "tail_floor": (v,), "keep_row": (v,), "sensitive": (v,), "valid_input": (v,)}
-        dtypes = {"emb_q": np.int8, "emb_scale": np.float32, "outputs": np.int32, "head_ids": np.int32,
-                  "alias_threshold": np.uint32, "alias_index": np.uint16,
+        dtypes = {"emb_q": np.int8, "emb_scale": np.float32, "outputs": np.int32,
+                  "head_ids": np.int32, "alias_threshold": np.uint32, "alias_index": np.uint16,
                   "accept_gamma": np.float64, "tail_floor": np.float64, "keep_row": np.uint8,
                   "sensitive": np.bool_, "valid_input": np.bool_}
         for name, dt in dtypes.items():
@@ -128,6 +131,10 @@ class Sanitizer:
         if (a["head_ids"] < 0).any() or (a["head_ids"] >= v).any() \
                 or (np.diff(a["head_ids"], axis=1) <= 0).any():
             raise BundleIntegrityError("head ids are out of range or not strictly increasing")
+        is_out = np.zeros(v, dtype=bool)
+        is_out[out] = True
+        if not is_out[a["head_ids"]].all() or (is_out & ~a["valid_input"]).any():
+            raise BundleIntegrityError("a head candidate or an output is outside the output domain")
         if (a["alias_index"] > self.head_size).any():
             raise BundleIntegrityError("alias table values are out of range")
         gamma = a["accept_gamma"]
