@@ -93,6 +93,7 @@ class DPBartReport:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["sigma"], d["b"] = self.sigma, self.b
         return d
 
     def summary(self) -> str:

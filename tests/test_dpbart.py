@@ -58,7 +58,9 @@ def test_rewrite_returns_text_and_a_complete_report(bundles):
     assert rep.total_epsilon == 500.0 and rep.total_delta == 1e-5
     lap = rw.rewrite("the cat", epsilon=2.0, mechanism="laplace").report
     assert lap.delta == 0.0 and lap.total_delta == 0.0 and lap.b == pytest.approx(2 * lap.clip * lap.n / 2.0)
-    json.dumps(r.report.to_dict())
+    d = r.report.to_dict()
+    assert d["sigma"] == rep.scale and d["b"] is None and d["n"] == rep.n
+    json.dumps(d)
 
 
 def test_long_inputs_split_truncate_refuse_and_compose(bundles):
