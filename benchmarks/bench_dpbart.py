@@ -2,6 +2,7 @@
 same decoding settings (greedy or beam 1, fixed max length, clip + prune + the same discrete noise),
 plus bundle size vs fp32 and reconstruction BLEU at ε = ∞. Prints a table. One run, same machine.
 
+    ldptext precompute dpbart ... --keep-work --out minilm.ldpb
     python benchmarks/bench_dpbart.py --bundle minilm.ldpb --checkpoint-dir minilm.ldpb.work \
         [--model minilm-bert2bert] [--docs 64] [--batch 8] [--threads 1] [--epsilon 500 --delta 1e-5]
 

@@ -348,7 +348,8 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key=Non
         if cfg.quantize == "int8":
             qdir = Path(tmp) / "int8"
             qdir.mkdir()
-            qgraphs = {k: quantize_int8(v, qdir / v.name) for k, v in graphs.items()}
+            qgraphs = {k: quantize_int8(v, qdir / v.name, keep_ffn_output_fp32=(k == "encoder"))
+                       for k, v in graphs.items()}
         check_docs = eval_ids[: min(16, len(eval_ids))]
         checks = onnx_checks(adapter, graphs, qgraphs, check_docs, cfg.seq_len, state.clip, pruned, max_len)
         bleu = reconstruction_bleu(adapter, eval_ids, cfg.seq_len, state.clip, pruned, max_len)

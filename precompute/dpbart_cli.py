@@ -49,6 +49,8 @@ def register(targets) -> None:
     p.add_argument("--passphrase-env", default=None, help="environment variable holding the key's passphrase")
     p.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
     p.add_argument("--work-dir", default=None, help="stage checkpoints (default OUT.work)")
+    p.add_argument("--keep-work", action="store_true",
+                   help="keep the stage checkpoints after success (the benchmark loads the PyTorch weights there)")
     p.add_argument("--out", required=True, help="bundle file to write")
     p.set_defaults(func=run)
 
@@ -87,6 +89,11 @@ def run(args) -> int:
     path, summary = build_dpbart_bundle(args.out, cfg, sign_key=sign_key, passphrase=passphrase,
                                         work_dir=args.work_dir, progress=sys.stderr.isatty(),
                                         log=lambda m: print(m, file=sys.stderr))
+    if not args.keep_work:
+        import shutil
+        from pathlib import Path
+
+        shutil.rmtree(Path(args.work_dir) if args.work_dir else Path(str(path) + ".work"), ignore_errors=True)
     print(json.dumps({"bundle": str(path), "bytes": summary["bundle_bytes"], "clip": summary["clip"],
                       "n_pruned": summary["n_pruned"], "wall_s": round(summary["total_wall_s"], 1),
                       "reconstruction_bleu_eps_inf": round(summary["reconstruction_bleu_eps_inf"], 2),

@@ -137,14 +137,33 @@ def export_onnx(adapter: Seq2SeqAdapter, out_dir: str | Path, seq_len: int) -> d
     return paths
 
 
-def quantize_int8(src: str | Path, dst: str | Path) -> Path:
+#: feed-forward output projections (BERT ``output.dense``, BART ``fc2``, T5 ``wo``): their inputs carry the
+#: outlier activations after GELU/ReLU, and dynamic int8 there causes most of the encoder-output error
+_FFN_OUTPUT_PATTERNS = ("/output/dense/", "/fc2/", "/wo/")
+
+
+def ffn_output_nodes(path: str | Path) -> list[str]:
+    """Names of the MatMul nodes of the feed-forward output projections of a graph."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [n.name for n in graph.node if n.op_type == "MatMul" and "attention" not in n.name
+            and any(p in n.name + "/" for p in _FFN_OUTPUT_PATTERNS)]
+
+
+def quantize_int8(src: str | Path, dst: str | Path, *, keep_ffn_output_fp32: bool = False) -> Path:
     """int8 dynamic quantization (weights int8 per output channel, activations quantized on the fly).
 
     Per-channel weights halve the mean encoder-output error of MiniLM compared with per-tensor
-    (measured: mean |Δ| after clipping at C = 0.2 is 0.019 vs 0.038)."""
+    (measured: mean |Δ| after clipping at C = 0.2 is 0.019 vs 0.038). ``keep_ffn_output_fp32`` leaves the
+    feed-forward output projections in fp32 (used for the encoder, whose output is what gets clipped and
+    noised: mean |Δ| 0.013 and max 0.25 instead of 0.4 = 2C, for ~45 % more encoder bytes).
+    """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    exclude = ffn_output_nodes(src) if keep_ffn_output_fp32 else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
+                         nodes_to_exclude=exclude)
     return Path(dst)

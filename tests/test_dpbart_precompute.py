@@ -261,3 +261,17 @@ def test_freeze_encoder_trains_only_the_decoder():
     assert all(torch.equal(a, b) for a, b in zip(enc_before, adapter.encoder().parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(dec_before, adapter.model.decoder.parameters()))
     assert all(p.requires_grad for p in adapter.encoder().parameters())
+
+
+def test_encoder_ffn_output_projections_can_stay_fp32(exported, tmp_path):
+    import onnx
+
+    from ldptext.precompute.dpbart_export import ffn_output_nodes, quantize_int8
+
+    _, graphs, _ = exported
+    names = ffn_output_nodes(graphs["encoder"])
+    assert names
+    out = quantize_int8(graphs["encoder"], tmp_path / "enc.onnx", keep_ffn_output_fp32=True)
+    nodes = {n.name: n.op_type for n in onnx.load(str(out)).graph.node}
+    assert all(nodes.get(n) == "MatMul" for n in names)
+    assert any(t == "MatMulInteger" for t in nodes.values())
