@@ -95,7 +95,11 @@ def test_noise_comes_from_the_csprng_and_is_reproducible_only_when_seeded(bundle
     from ldptext.dpbart import Rewriter
     from ldptext.rng import Generator
 
-    rw = Rewriter.load(bundles["int8"], allow_unsigned=True, threads=1)
+    from ldptext.bundle import UnsignedBundleWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsignedBundleWarning)
+        rw = Rewriter.load(bundles["int8"], allow_unsigned=True, threads=1)
     assert isinstance(rw._rng, Generator) and not rw._rng.seeded
     from ldptext.noise import calibrate
 
@@ -227,6 +231,7 @@ def test_non_text_input_raises_input_error(bundles):
         rw.rewrite_batch("a string", epsilon=1.0, delta=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_missing_corrupt_unsigned_and_foreign_bundles_are_refused(bundles, tmp_path):
     from ldptext.bundle import write_bundle
     from ldptext.dpbart import Rewriter
