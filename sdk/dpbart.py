@@ -115,7 +115,8 @@ class Rewriter:
     """DP-BART rewriter over a signed ``dpbart`` bundle. Create with :meth:`load`."""
 
     def __init__(self, *, sessions: dict, tokenizer, config: dict, pruned: np.ndarray, rng, manifest: dict,
-                 key_id: str | None) -> None:
+                 key_id: str | None, ledger=None) -> None:
+        self.ledger = ledger
         self._enc, self._init, self._dec = sessions["encoder"], sessions["decoder_init"], sessions["decoder"]
         self._tok = tokenizer
         self._cfg = config
@@ -142,8 +143,12 @@ class Rewriter:
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: bool = False,
-             seed: int | None = None, threads: int | None = None) -> "Rewriter":
+             seed: int | None = None, threads: int | None = None, ledger=None) -> "Rewriter":
         """Verify and load a ``dpbart`` bundle (signature, key trust, hashes: ``ldptext.bundle``).
+
+        ``ledger`` (an :class:`ldptext.ledger.Ledger`) is charged before any output is returned:
+        each ``rewrite_batch`` call is one release of Σ k·ε and Σ k·δ over its documents (k chunks
+        each); a refused charge raises ``BudgetExceededError`` and nothing is returned.
 
         ``seed`` makes the noise reproducible (tests only: NOT private, warns ``SeededModeWarning``).
         ``threads``: ONNX Runtime intra-op threads (default: its own choice).
@@ -193,7 +198,7 @@ class Rewriter:
         tok.no_truncation()
         rng = Generator(seed=seed) if seed is not None else Generator()
         return cls(sessions=sessions, tokenizer=tok, config=cfg, pruned=pruned, rng=rng,
-                   manifest=b.manifest, key_id=b.key_id)
+                   manifest=b.manifest, key_id=b.key_id, ledger=ledger)
 
     @property
     def pruned(self) -> np.ndarray:
@@ -230,9 +235,14 @@ class Rewriter:
         per_doc: list[list[str]] = [[] for _ in texts]
         for owner, out in zip(owners, outputs):
             per_doc[owner].append(out)
-        return [Rewritten(" ".join(s for s in parts if s),
-                          self._report(calib, len(parts), truncated[i], beam))
-                for i, parts in enumerate(per_doc)]
+        results = [Rewritten(" ".join(s for s in parts if s),
+                             self._report(calib, len(parts), truncated[i], beam))
+                   for i, parts in enumerate(per_doc)]
+        if self.ledger is not None and any(r.report.chunks for r in results):
+            self.ledger.charge(sum(r.report.total_epsilon for r in results),
+                               min(1.0, sum(r.report.total_delta for r in results)),
+                               label=f"dpbart batch of {len(results)} documents")
+        return results
 
     # ------------------------------------------------------------------ internals
     def _check(self, epsilon, delta, mechanism, beam, long):

@@ -339,3 +339,18 @@ def test_cli_rewrite_rejects_bad_epsilon_and_missing_bundle(bundles, tmp_path):
     r = _cli(["rewrite", "--bundle", str(tmp_path / "nope.ldpb"), "--epsilon", "1", "--delta", "1e-5", "-"],
              stdin=b"x\n")
     assert r.returncode == 2 and b"not found" in r.stderr
+
+
+def test_ledger_records_every_chunk_and_refuses_over_budget(bundles, tmp_path):
+    import os
+    from ldptext.errors import BudgetExceededError
+    from ldptext.ledger import Ledger
+    ledger = Ledger(tmp_path / "l.ledger", budget=10.0, delta_budget=1e-3, key=os.urandom(32))
+    rw = load(bundles["int8"], ledger=ledger)
+    long_doc = " ".join(["the cat sat on the mat"] * 4)  # several chunks of L tokens
+    res = rw.rewrite_batch(["the cat", long_doc], epsilon=2.0, mechanism="laplace")
+    k = sum(r.report.chunks for r in res)
+    assert k >= 3 and ledger.spent()[0] == pytest.approx(2.0 * k)
+    with pytest.raises(BudgetExceededError):
+        rw.rewrite(long_doc, epsilon=2.0, mechanism="laplace")  # would exceed 10
+    assert ledger.spent()[0] == pytest.approx(2.0 * k)

@@ -1,12 +1,11 @@
 """``ldptext rewrite``: DP-BART rewriting, one document per line in, one rewritten line out, same order,
-streaming. Input must be UTF-8; a bad line stops the run with its line number, never its text."""
+streaming (input handling in ``_io.py``: UTF-8 only, a bad line is reported by number, never echoed)."""
 from __future__ import annotations
 
-import json
 import math
-import sys
 
-from ..errors import InputError, ParameterError
+from ..errors import ParameterError
+from ._io import process
 
 BATCH = 16
 
@@ -38,15 +37,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _decode(raw: bytes, lineno: int) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"input line {lineno} is not valid UTF-8") from None
-    text = text[:-1] if text.endswith("\n") else text
-    return text[:-1] if text.endswith("\r") else text
-
-
 def run(args) -> int:
     from ..dpbart import Rewriter
 
@@ -57,31 +47,5 @@ def run(args) -> int:
                        seed=args.seed, threads=args.threads)
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long)
     rw.rewrite_batch([], **opts)  # validate the parameters before reading any input
-    if args.input == "-":
-        stream = sys.stdin.buffer
-    else:
-        try:
-            stream = open(args.input, "rb")
-        except OSError as e:
-            raise InputError(f"cannot open input file: {e.strerror}") from None
-    out = sys.stdout
-    with stream:
-        batch: list[str] = []
-        for lineno, raw in enumerate(stream, 1):
-            batch.append(_decode(raw, lineno))
-            if len(batch) >= BATCH:
-                _emit(rw, batch, out, args.json, opts)
-                batch = []
-        if batch:
-            _emit(rw, batch, out, args.json, opts)
+    process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH)
     return 0
-
-
-def _emit(rw, batch, out, as_json: bool, opts) -> None:
-    results = rw.rewrite_batch(batch, **opts)
-    if as_json:
-        out.write("".join(json.dumps({"text": r.text, "report": r.report.to_dict()}, ensure_ascii=False) + "\n"
-                          for r in results))
-    else:
-        out.write("".join(r.text.replace("\n", " ") + "\n" for r in results))
-    out.flush()
