@@ -32,6 +32,8 @@ def torch_greedy_with_cache(adapter, z, max_len: int):
     import torch
     from transformers.modeling_outputs import BaseModelOutput
 
+    from ldptext.precompute.dpbart_train import append_step
+
     sp = adapter.special
     b = z.shape[0]
     enc = BaseModelOutput(last_hidden_state=z)
@@ -44,12 +46,7 @@ def torch_greedy_with_cache(adapter, z, max_len: int):
                             use_cache=True, return_dict=True)
         past = res.past_key_values
         nxt = res.logits[:, -1].argmax(-1)
-        for r in range(b):
-            if not done[r]:
-                if int(nxt[r]) == sp.eos:
-                    done[r] = True
-                else:
-                    out[r].append(int(nxt[r]))
+        append_step(out, done, nxt, sp.eos)
         if bool(done.all()):
             break
         tok = torch.where(done, torch.full_like(nxt, sp.eos), nxt)[:, None]

@@ -191,6 +191,16 @@ def prune_round(adapter: Seq2SeqAdapter, pruned: list[int], quantile: float = 0.
 
 
 @torch.no_grad()
+def append_step(out: list[list[int]], done, nxt, eos: int) -> None:
+    """One greedy step: append each unfinished row's token, or mark the row finished at ``eos``."""
+    for r in range(len(out)):
+        if not done[r]:
+            if int(nxt[r]) == eos:
+                done[r] = True
+            else:
+                out[r].append(int(nxt[r]))
+
+
 def greedy_decode_torch(adapter: Seq2SeqAdapter, z: torch.Tensor, max_len: int) -> list[list[int]]:
     """Reference greedy decoding in PyTorch (full recompute each step; for checks and BLEU)."""
     sp = adapter.special
@@ -200,12 +210,7 @@ def greedy_decode_torch(adapter: Seq2SeqAdapter, z: torch.Tensor, max_len: int) 
     out = [[] for _ in range(b)]
     for _ in range(max_len):
         nxt = adapter.decode_logits(z, cur)[:, -1].argmax(-1)
-        for r in range(b):
-            if not done[r]:
-                if int(nxt[r]) == sp.eos:
-                    done[r] = True
-                else:
-                    out[r].append(int(nxt[r]))
+        append_step(out, done, nxt, sp.eos)
         if bool(done.all()):
             break
         nxt = torch.where(done, torch.full_like(nxt, sp.eos), nxt)
