@@ -2,22 +2,57 @@
 #include "santext_sampler.h"
 #include "samplers.h"
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Exact integer <qa, qb> and |qb|^2 over n int8 codes. */
+static void int8_dot_norm(const int8_t *qa, const int8_t *qb, int32_t n, int32_t *dot_out,
+                          int32_t *norm_out) {
+    int32_t dot = 0, norm = 0, i = 0;
+#if defined(__SSE2__)
+    /* 16 codes per step: sign-extend to int16, multiply-add pairs into int32 lanes (pmaddwd).
+     * The compiler's own vectorisation of the plain loop widens to int32 first and needs ~3x the
+     * instructions; this function is most of the sampler's work. Results are identical. */
+    __m128i vdot = _mm_setzero_si128(), vnorm = _mm_setzero_si128();
+    int32_t lanes[4];
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(qa + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(qb + i));
+        __m128i a_lo = _mm_srai_epi16(_mm_unpacklo_epi8(a, a), 8);
+        __m128i a_hi = _mm_srai_epi16(_mm_unpackhi_epi8(a, a), 8);
+        __m128i b_lo = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+        __m128i b_hi = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        vdot = _mm_add_epi32(vdot, _mm_add_epi32(_mm_madd_epi16(a_lo, b_lo),
+                                                 _mm_madd_epi16(a_hi, b_hi)));
+        vnorm = _mm_add_epi32(vnorm, _mm_add_epi32(_mm_madd_epi16(b_lo, b_lo),
+                                                   _mm_madd_epi16(b_hi, b_hi)));
+    }
+    _mm_storeu_si128((__m128i *)lanes, vdot);
+    dot = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    _mm_storeu_si128((__m128i *)lanes, vnorm);
+    norm = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+#endif
+    for (; i < n; i++) {
+        dot += (int32_t)qa[i] * (int32_t)qb[i];
+        norm += (int32_t)qb[i] * (int32_t)qb[i];
+    }
+    *dot_out = dot;
+    *norm_out = norm;
+}
 
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
     /* d^2 = s_a^2 |q_a|^2 + s_b^2 |q_b|^2 - 2 s_a s_b <q_a, q_b>. The integer dot product is exact
-     * (|q| <= 127, so |dot| < 2^31 for dim < 133,000) and vectorises; s_a * s_b and s_a^2 are
-     * exact in double (float32 mantissas), leaving three roundings in the combination. */
+     * (|q| <= 127, so |dot| < 2^31 for dim < 133,000); s_a * s_b and s_a^2 are exact in double
+     * (float32 mantissas), leaving three roundings in the combination. |q_b|^2 is recomputed
+     * rather than read from emb_sqnorm: b is a random row, and the extra cache miss costs more
+     * than the multiply-adds (same value, checked at load). */
     const int8_t *qa = t->emb_q + (size_t)a * (size_t)t->dim;
     const int8_t *qb = t->emb_q + (size_t)b * (size_t)t->dim;
     const double sa = (double)t->emb_scale[a], sb = (double)t->emb_scale[b];
-    int32_t dot = 0, nb = 0, i;
+    int32_t dot, nb;
     double d2;
-    /* |q_b|^2 is recomputed here rather than read from emb_sqnorm: b is a random row, and the
-     * extra cache miss costs more than the multiply-adds (same value, checked at load) */
-    for (i = 0; i < t->dim; i++) {
-        dot += (int32_t)qa[i] * (int32_t)qb[i];
-        nb += (int32_t)qb[i] * (int32_t)qb[i];
-    }
+    int8_dot_norm(qa, qb, t->dim, &dot, &nb);
     d2 = (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)nb -
          2.0 * (sa * sb) * (double)dot;
     return d2 > 0.0 ? sqrt(d2) : 0.0;

@@ -211,3 +211,18 @@ def test_ledger_is_charged_before_output_and_refuses_over_budget(tiny, tmp_path)
         san.sample_ids(np.array([1]))
     assert ledger.spent()[0] == pytest.approx(5 * per_token)  # refused releases cost nothing
     assert san.sanitize("").n_tokens == 0  # an empty release costs nothing and is allowed
+
+
+@pytest.mark.parametrize("dim", [7, 16, 50, 384])
+def test_native_distance_is_bitwise_the_documented_formula(tmp_path, dim):
+    """The sampler's distance (SIMD integer dot product) equals the numpy mirror bit for bit, for
+    dimensions on and off the 16-code vector width."""
+    from ldptext._fallback import metric_distances
+    san = load_seeded(build_tiny_bundle(tmp_path / "d.ldpb", n=30, dim=dim, head_size=4))
+    a = san._a
+    xs, ys = np.meshgrid(np.arange(san.n_rows), np.arange(san.n_rows))
+    ref = metric_distances(a["emb_q"], a["emb_scale"], a["emb_sqnorm"], xs.ravel(), ys.ravel())
+    got = np.array([san._table.distance(int(x), int(y)) for x, y in zip(xs.ravel(), ys.ravel())])
+    assert np.array_equal(got, ref)
+    exact = np.linalg.norm(san.embeddings[xs.ravel()] - san.embeddings[ys.ravel()], axis=1)
+    assert np.allclose(got, exact, rtol=1e-12, atol=1e-7)
