@@ -1,6 +1,9 @@
 /* ChaCha20 keystream generator (RFC 8439). Plain C99, no platform calls. */
 #include "chacha20.h"
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define ROTL(v, n) (((v) << (n)) | ((v) >> (32 - (n))))
 #define QR(a, b, c, d)                      \
@@ -35,26 +38,63 @@ void ldp_chacha_init(ldp_chacha *g, const uint8_t key[32], uint64_t stream) {
     for (i = 0; i < 8; i++) g->key[i] = load32_le(key + 4 * i);
     g->counter = 0;
     g->stream = stream;
-    g->used = 16;
+    g->used = 64;
     g->bitbuf = 0;
     g->bits = 0;
 }
 
-static void refill(ldp_chacha *g) {
-    uint32_t in[16];
+static void block_input(const ldp_chacha *g, uint64_t counter, uint32_t in[16]) {
     in[0] = 0x61707865u; in[1] = 0x3320646eu; in[2] = 0x79622d32u; in[3] = 0x6b206574u;
     memcpy(in + 4, g->key, sizeof g->key);
-    in[12] = (uint32_t)g->counter;
-    in[13] = (uint32_t)(g->counter >> 32);
+    in[12] = (uint32_t)counter;
+    in[13] = (uint32_t)(counter >> 32);
     in[14] = (uint32_t)g->stream;
     in[15] = (uint32_t)(g->stream >> 32);
-    ldp_chacha20_block(in, g->block);
-    g->counter++;
-    g->used = 0;
 }
 
+#if defined(__SSE2__)
+/* Four consecutive blocks at once, one block per 32-bit SIMD lane: the same arithmetic as
+ * ldp_chacha20_block (tests compare the two), about three times fewer instructions. */
+#define ROTV(v, n) _mm_or_si128(_mm_slli_epi32((v), (n)), _mm_srli_epi32((v), 32 - (n)))
+#define QRV(a, b, c, d)                                                                    \
+    x[a] = _mm_add_epi32(x[a], x[b]); x[d] = _mm_xor_si128(x[d], x[a]); x[d] = ROTV(x[d], 16); \
+    x[c] = _mm_add_epi32(x[c], x[d]); x[b] = _mm_xor_si128(x[b], x[c]); x[b] = ROTV(x[b], 12); \
+    x[a] = _mm_add_epi32(x[a], x[b]); x[d] = _mm_xor_si128(x[d], x[a]); x[d] = ROTV(x[d], 8);  \
+    x[c] = _mm_add_epi32(x[c], x[d]); x[b] = _mm_xor_si128(x[b], x[c]); x[b] = ROTV(x[b], 7)
+
+static void refill(ldp_chacha *g) {
+    uint32_t in[4][16], lanes[4];
+    __m128i s[16], x[16];
+    int i, l;
+    for (l = 0; l < 4; l++) block_input(g, g->counter + (uint64_t)l, in[l]);
+    for (i = 0; i < 16; i++)
+        s[i] = x[i] = _mm_set_epi32((int)in[3][i], (int)in[2][i], (int)in[1][i], (int)in[0][i]);
+    for (i = 0; i < 10; i++) {
+        QRV(0, 4, 8, 12); QRV(1, 5, 9, 13); QRV(2, 6, 10, 14); QRV(3, 7, 11, 15);
+        QRV(0, 5, 10, 15); QRV(1, 6, 11, 12); QRV(2, 7, 8, 13); QRV(3, 4, 9, 14);
+    }
+    for (i = 0; i < 16; i++) {
+        _mm_storeu_si128((__m128i *)lanes, _mm_add_epi32(x[i], s[i]));
+        for (l = 0; l < 4; l++) g->block[16 * l + i] = lanes[l];
+    }
+    g->counter += 4;
+    g->used = 0;
+}
+#else
+static void refill(ldp_chacha *g) {
+    uint32_t in[16];
+    int l;
+    for (l = 0; l < 4; l++) {
+        block_input(g, g->counter + (uint64_t)l, in);
+        ldp_chacha20_block(in, g->block + 16 * l);
+    }
+    g->counter += 4;
+    g->used = 0;
+}
+#endif
+
 uint32_t ldp_next_u32(ldp_chacha *g) {
-    if (g->used >= 16) refill(g);
+    if (g->used >= 64) refill(g);
     return g->block[g->used++];
 }
 

@@ -14,8 +14,8 @@ typedef struct {
     uint32_t key[8];
     uint64_t counter;   /* block counter */
     uint64_t stream;    /* nonce */
-    uint32_t block[16]; /* current keystream block */
-    unsigned used;      /* 32-bit words of block already consumed (16 = empty) */
+    uint32_t block[64]; /* current keystream: 4 consecutive blocks */
+    unsigned used;      /* 32-bit words of block already consumed (64 = empty) */
     uint64_t bitbuf;    /* buffered random bits for single-bit draws */
     unsigned bits;      /* number of valid bits in bitbuf */
 } ldp_chacha;
