@@ -34,12 +34,12 @@ demo: setup native
 bench: setup native
 	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py
 
-# DP-BART: build the MiniLM stand-in bundle once (about 10 minutes on two cores), then compare the
+# DP-BART: build the MiniLM stand-in bundle once (about 20 minutes on two cores), then compare the
 # int8 ONNX runtime with PyTorch fp32 eager
 bench-dpbart: setup native
 	test -f $(CACHE)/minilm-dpbart.ldpb || $(VENV)/bin/ldptext precompute dpbart \
 	  --model minilm-bert2bert --public-corpus wiki-sample --variant pr --seq-len 20 --clip auto \
-	  --base-steps 900 --steps 100 --prune-rounds 1 --batch-size 8 --lr 3e-4 --cross-lr-mult 10 \
+	  --base-steps 2400 --steps 150 --prune-rounds 1 --batch-size 8 --lr 3e-4 --cross-lr-mult 10 \
 	  --freeze-encoder --keep-work --out $(CACHE)/minilm-dpbart.ldpb
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
