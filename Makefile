@@ -40,7 +40,7 @@ bench-dpbart: setup native
 	test -f $(CACHE)/minilm-dpbart.ldpb || $(VENV)/bin/ldptext precompute dpbart \
 	  --model minilm-bert2bert --public-corpus wiki-sample --variant pr --seq-len 20 --clip auto \
 	  --base-steps 2400 --steps 150 --prune-rounds 1 --batch-size 8 --lr 3e-4 --cross-lr-mult 10 \
-	  --freeze-encoder --keep-work --out $(CACHE)/minilm-dpbart.ldpb
+	  --corrupt 0.0 --freeze-encoder --eval-sentences 100 --keep-work --out $(CACHE)/minilm-dpbart.ldpb
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
 
