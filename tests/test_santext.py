@@ -226,3 +226,28 @@ def test_native_distance_is_bitwise_the_documented_formula(tmp_path, dim):
     assert np.array_equal(got, ref)
     exact = np.linalg.norm(san.embeddings[xs.ravel()] - san.embeddings[ys.ravel()], axis=1)
     assert np.allclose(got, exact, rtol=1e-12, atol=1e-7)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forked_child_sanitizes_with_a_different_stream(tiny, backend):
+    """A Sanitizer loaded before fork() must not give the child the parent's random stream."""
+    import os
+    from ldptext.santext import Sanitizer
+    san = Sanitizer.load(tiny._bundle.path, backend=backend)
+    ids = np.tile(np.flatnonzero(tiny.valid_input), 20)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, san.sample_ids(ids).astype(np.int32).tobytes())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while len(data) < ids.size * 4:
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    child = np.frombuffer(data, dtype=np.int32)
+    assert child.size == ids.size and not np.array_equal(child, san.sample_ids(ids))
