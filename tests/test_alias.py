@@ -35,10 +35,13 @@ def test_invalid_masses_are_rejected():
 def test_sampling_a_table_through_the_native_santext_path_matches_masses():
     """Uniform column + threshold test, as native/santext_sampler.c does, reproduced with the
     generator's primitives: the empirical law equals mass / (S·2^32)."""
-    from ldptext.rng import Generator
+    import warnings
+    from ldptext.rng import Generator, SeededModeWarning
     mass = alias.integer_masses(np.log(np.array([[0.6, 0.3, 0.07, 0.03]])))
     thr, ali = alias.build_tables(mass)
-    g = Generator()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        g = Generator(seed=12)  # reproducible: a statistical test must not be flaky
     n = 400_000
     col = g.uniform_int(4, n)
     u = np.frombuffer(g.random_bytes(4 * n), dtype="<u4")

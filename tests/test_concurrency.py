@@ -136,7 +136,9 @@ def test_concurrent_draws_keep_the_exact_distribution(san):
     if (~big).any():  # merge the rare outputs into one cell
         obs = np.append(obs, counts[support][~big].sum())
         exp = np.append(exp, expected[~big].sum())
-    assert stats.chisquare(obs, exp).pvalue > 1e-4
+    # unseeded (private) streams interleaved by the scheduler: not reproducible, so a threshold
+    # that a correct sampler fails only once in a million runs
+    assert stats.chisquare(obs, exp).pvalue > 1e-6
 
 
 # ---- odd input through the library ---------------------------------------------------------
