@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.ldptext-setup
 CACHE   ?= $(HOME)/.cache/ldptext
 DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
 
-.PHONY: setup native test demo bench bench-dpbart clean
+.PHONY: setup native test demo bench bench-dpbart evaluate clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,12 @@ bench-dpbart: setup native
 	  --corrupt 0.0 --freeze-encoder --eval-sentences 100 --keep-work --out $(CACHE)/minilm-dpbart.ldpb
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
+
+# The Rotten Tomatoes sweep of the README (about 4 minutes on two cores)
+evaluate: setup native
+	$(VENV)/bin/ldptext evaluate --data rotten-tomatoes --mechanism santext,santext+ \
+	  --embeddings glove-6b-50d --vocab-size 20000 --epsilon 1,2,3 --p 0.3 --w 0.9 \
+	  --baselines none,random,cmp --seeds 3 --cache-dir $(CACHE)/evaluate --out eval-rt
 
 clean:
 	rm -rf build $(VENV) sdk/_native*.so
