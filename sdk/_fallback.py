@@ -228,19 +228,24 @@ class FallbackGenerator:
         return cand
 
 
+def distance_from_dot(sa, na, sb, nb, dot) -> np.ndarray:
+    """sqrt(max(0, s_a²·|q_a|² + s_b²·|q_b|² − 2·s_a·s_b·<q_a, q_b>)) with the float64 operations of
+    ``ldp_distance`` (native/santext_sampler.c) in the same order, so results agree bit for bit.
+    Arguments broadcast (pairs, or rows × outputs); integer arguments must be exact."""
+    sa = np.asarray(sa, dtype=np.float64)
+    sb = np.asarray(sb, dtype=np.float64)
+    d2 = (sa * sa) * np.asarray(na, dtype=np.float64) + (sb * sb) * np.asarray(nb, dtype=np.float64) \
+        - 2.0 * (sa * sb) * np.asarray(dot, dtype=np.float64)
+    return np.sqrt(np.maximum(d2, 0.0))
+
+
 def metric_distances(emb_q: np.ndarray, scale: np.ndarray, sqnorm: np.ndarray, a: np.ndarray,
                      b: np.ndarray) -> np.ndarray:
-    """Distances of rows a[i], b[i] exactly as ``ldp_distance`` in native/santext_sampler.c
-    computes them (exact integer dot product, then the same float64 operations in the same
-    order)."""
+    """Distances of rows a[i], b[i] exactly as the C sampler computes them."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     dot = np.einsum("ij,ij->i", emb_q[a].astype(np.int32), emb_q[b].astype(np.int32))
-    sa = scale[a].astype(np.float64)
-    sb = scale[b].astype(np.float64)
-    d2 = (sa * sa) * sqnorm[a].astype(np.float64) + (sb * sb) * sqnorm[b].astype(np.float64) \
-        - 2.0 * (sa * sb) * dot.astype(np.float64)
-    return np.sqrt(np.maximum(d2, 0.0))
+    return distance_from_dot(scale[a], sqnorm[a], scale[b], sqnorm[b], dot)
 
 
 def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import alias as _alias
-from ._fallback import row_sqnorms
+from ._fallback import distance_from_dot, row_sqnorms
 from .bundle import read_bundle
 from .errors import BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
@@ -263,12 +263,8 @@ class Sanitizer:
             # in any summation order (float64 beyond that); then the sampler's float64 formula
             dt = np.float32 if a["emb_q"].shape[1] < 1040 else np.float64
             dot = (a["emb_q"][xs].astype(dt) @ a["emb_q"][outs].astype(dt).T).astype(np.float64)
-            sa = a["emb_scale"][xs].astype(np.float64)[:, None]
-            sb = a["emb_scale"][outs].astype(np.float64)[None, :]
-            d2 = (sa * sa) * a["emb_sqnorm"][xs].astype(np.float64)[:, None] \
-                + (sb * sb) * a["emb_sqnorm"][outs].astype(np.float64)[None, :] \
-                - 2.0 * (sa * sb) * dot
-            d = np.sqrt(np.maximum(d2, 0.0))
+            d = distance_from_dot(a["emb_scale"][xs][:, None], a["emb_sqnorm"][xs][:, None],
+                                  a["emb_scale"][outs][None, :], a["emb_sqnorm"][outs][None, :], dot)
             with np.errstate(invalid="ignore"):  # rows whose tail slot has mass 0: -inf
                 lp[:, outs] = (log_q[:, k] - math.log(tail_count) - a["accept_gamma"][xs, k]
                                + self.epsilon / 2 * a["tail_floor"][xs])[:, None] \
