@@ -52,7 +52,7 @@ def test_realised_distribution_equals_formula_for_every_row(tiny):
     logp = tiny.log_probabilities(rows)
     worst = max(max_rel_error(logp[i], reference_log_probs(tiny, x)) for i, x in enumerate(rows))
     assert worst <= 1e-9
-    assert worst <= max(tiny.tolerance, 1e-12) * 10
+    assert worst <= tiny.tolerance  # the bundle's stated numeric tolerance holds as stated
 
 
 def test_manifest_states_a_tolerance_at_most_1e9(tiny):
