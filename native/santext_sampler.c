@@ -159,16 +159,11 @@ static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t 
     return r < 0 ? r : (r == PROPOSED_HEAD);
 }
 
-int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
-    int r = start(g, t, x, y);
-    while (r == 0) r = resume(g, t, x, y);
-    return r < 0 ? -r : LDP_OK;
-}
-
 /* Many tokens at once, interleaved: up to PIPELINE tokens wait on a prefetched tail candidate
- * while the others proceed, so memory latency overlaps. Each token still runs exactly the
- * procedure of ldp_santext_sample on its own fresh random draws, so every output has the same
- * distribution and the outputs are independent; only the order of draws from the stream differs. */
+ * while the others proceed, so memory latency overlaps. Each token still runs exactly the same
+ * procedure (start(), then resume() until final) on its own fresh random draws, so every output
+ * has the same distribution and the outputs are independent; only the order of draws from the
+ * stream differs. */
 #define PIPELINE 16
 
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,

@@ -43,7 +43,6 @@ enum {
 /* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
-int ldp_santext_sample(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y);
 /* Samples n ids; on error returns the code and stores the failing position in *failed_at. */
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
                             int32_t *ys, size_t n, size_t *failed_at);
