@@ -42,4 +42,7 @@ class Sanitized:
 
     text: str
     report: PrivacyReport
-    n_tokens: int
+
+    @property
+    def n_tokens(self) -> int:
+        return self.report.n_tokens

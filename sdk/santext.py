@@ -233,7 +233,7 @@ class Sanitizer:
         out = self._sample(flat)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
-        results = [Sanitized(text=t, report=self.privacy_report(n), n_tokens=n)
+        results = [Sanitized(text=t, report=self.privacy_report(n))
                    for t, n in zip(decoded, lengths)]
         self._charge(sum(r.report.document_epsilon for r in results),
                      f"santext batch of {len(results)} documents")
