@@ -51,7 +51,7 @@ evaluate: setup native
 	  --baselines none,random,cmp --seeds 3 --cache-dir $(CACHE)/evaluate --out eval-rt
 
 clean:
-	rm -rf build $(VENV) sdk/_native*.so
+	rm -rf build $(VENV) sdk/ldptext/_native*.so
 
 # AddressSanitizer + UBSan build of the C extension (issue 5). The instrumented module goes into a
 # copy of the package under build/asan/pkg (PYTHONPATH puts it before the editable install), so
@@ -64,7 +64,7 @@ ASAN_DIR   := build/asan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
 test-asan: setup
 	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)/pkg
-	cp -r sdk $(ASAN_DIR)/pkg/ldptext && rm -f $(ASAN_DIR)/pkg/ldptext/_native*.so
+	cp -r sdk/ldptext $(ASAN_DIR)/pkg/ldptext && rm -f $(ASAN_DIR)/pkg/ldptext/_native*.so
 	$${CC:-cc} -shared -fPIC -std=c99 -Wall -Wextra -Wno-unused-parameter $(ASAN_FLAGS) -Inative \
 	  -I"$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" native/*.c \
 	  -o $(ASAN_DIR)/pkg/ldptext/_native$$($(VPY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')

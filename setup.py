@@ -1,5 +1,10 @@
-"""Build and install ldptext: the runtime SDK (sdk/), the precompute stage (precompute/) and the
-C extension ldptext._native (native/).
+"""Build and install ldptext. One rule from import to file: under each top-level folder the disk
+path equals the import path.
+
+* ``sdk/ldptext/``                  the runtime (``import ldptext``): what ships to a device;
+* ``precompute/ldptext_precompute/`` the offline side (``import ldptext_precompute``): bundle building
+  per mechanism, evaluation, the demo; it imports the runtime, never the reverse;
+* ``native/``                       the C extension ``ldptext._native``.
 
 The runtime needs only numpy, tokenizers, safetensors, cryptography and onnxruntime. Everything heavy
 (torch, transformers, embeddings, frequency lists) lives in the ``precompute`` extra.
@@ -28,11 +33,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    package_dir={"ldptext": "sdk", "ldptext.precompute": "precompute"},
-    # every sub-package under sdk/ and precompute/ is installed (commands, evaluation, ...)
-    packages=["ldptext", "ldptext.precompute"]
-    + [f"ldptext.{p}" for p in find_packages("sdk")]
-    + [f"ldptext.precompute.{p}" for p in find_packages("precompute")],
+    package_dir={"ldptext": "sdk/ldptext", "ldptext_precompute": "precompute/ldptext_precompute"},
+    packages=find_packages("sdk") + find_packages("precompute"),
     ext_modules=[native],
     install_requires=[
         "numpy>=1.24",
@@ -55,5 +57,9 @@ setup(
         "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66"],
         "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10"],
     },
-    entry_points={"console_scripts": ["ldptext=ldptext.cli:main"]},
+    entry_points={
+        "console_scripts": ["ldptext=ldptext.cli:main"],
+        # the offline sub-commands (precompute, evaluate, demo), found by ldptext.cli at run time
+        "ldptext.commands": ["offline=ldptext_precompute.cli:register"],
+    },
 )

@@ -32,7 +32,7 @@ def torch_greedy_with_cache(adapter, z, max_len: int):
     import torch
     from transformers.modeling_outputs import BaseModelOutput
 
-    from ldptext.precompute.dpbart_train import append_step
+    from ldptext_precompute.dpbart.train import append_step
 
     sp = adapter.special
     b = z.shape[0]
@@ -73,10 +73,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from ldptext.bundle import read_bundle
     from ldptext.dpbart import Rewriter
-    from ldptext.evaluation.utility import bleu_tokenize, corpus_bleu
+    from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu
     from ldptext.noise import calibrate, privatize
-    from ldptext.precompute.dpbart_data import load_public_corpus, split_holdout
-    from ldptext.precompute.dpbart_model import load_model
+    from ldptext_precompute.dpbart.data import load_public_corpus, split_holdout
+    from ldptext_precompute.dpbart.model import load_model
     from ldptext.rng import Generator
 
     warnings.simplefilter("ignore")

@@ -100,7 +100,7 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
     from ldptext.rng import SeededModeWarning
     from ldptext.santext import Sanitizer
 

@@ -3,7 +3,7 @@
  *
  * The generator never reads the OS itself: Python passes 32 bytes from os.urandom() (or, in the
  * explicit seeded mode for tests, a key derived from the seed). Fork safety is handled by the
- * caller, which rekeys in the child (see sdk/rng.py). */
+ * caller, which rekeys in the child (see sdk/ldptext/rng.py). */
 #ifndef LDPTEXT_CHACHA20_H
 #define LDPTEXT_CHACHA20_H
 

@@ -7,7 +7,7 @@
  *   tail slot   -> y uniform over outputs \ head(x),
  *                  gamma = accept_gamma[x][K] + eps/2 * (d(x, y) - tail_floor[x]),
  * and on rejection everything restarts. Precompute chose accept_gamma so that the accepted output has
- * Pr[y] ∝ exp(-eps * d(x, y) / 2) exactly (sdk/alias.py, precompute/santext_build.py). */
+ * Pr[y] ∝ exp(-eps * d(x, y) / 2) exactly (sdk/ldptext/alias.py, precompute/ldptext_precompute/santext/build.py). */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 

@@ -19,7 +19,7 @@ def ldptext_home(tmp_path_factory):
 
 def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
     """Generated word-level embeddings: words w0..w{n-1} with Gaussian vectors."""
-    from ldptext.precompute.embeddings import from_word_vectors
+    from ldptext_precompute.santext.embeddings import from_word_vectors
 
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(n)]
@@ -30,7 +30,7 @@ def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
 def build_tiny_bundle(path, *, n=60, dim=8, seed=0, epsilon=2.0, mechanism="santext",
                       p=0.3, w=0.7, head_size=8, scale=1.0, **kwargs):
     """A small signed bundle over generated embeddings (frequencies: earlier words more frequent)."""
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
 
     emb = random_word_embeddings(n, dim, seed, scale)
     freqs = np.linspace(1.0, 0.0, len(emb.vocab))

@@ -32,7 +32,7 @@ def tiny_bert2bert(seed: int = 0, hidden: int = 32, layers: int = 2):
     """A random EncoderDecoderModel (BERT encoder + BERT decoder with cross-attention) and its adapter."""
     from transformers import BertConfig, EncoderDecoderConfig, EncoderDecoderModel
 
-    from ldptext.precompute.dpbart_model import Seq2SeqAdapter, bert2bert_special, configure_bert2bert
+    from ldptext_precompute.dpbart.model import Seq2SeqAdapter, bert2bert_special, configure_bert2bert
 
     torch.manual_seed(seed)
     tj = tiny_tokenizer_json()
@@ -53,7 +53,7 @@ def tiny_bart(seed: int = 0, hidden: int = 32):
     """A random 1+1-layer BART and its adapter."""
     from transformers import BartConfig, BartForConditionalGeneration
 
-    from ldptext.precompute.dpbart_model import Seq2SeqAdapter, SpecialIds
+    from ldptext_precompute.dpbart.model import Seq2SeqAdapter, SpecialIds
 
     torch.manual_seed(seed)
     tj = tiny_tokenizer_json(("<s>", "<unk>", "</s>", "<pad>", "<mask>"))
@@ -82,7 +82,7 @@ def tiny_sentences(n: int = 120, seed: int = 0) -> list[str]:
 def build_tiny_bundle(path, *, family: str = "bert2bert", variant: str = "pr", quantize: str | None = "int8",
                       seq_len: int = 10, steps: int = 0, sign_key=False, seed: int = 0, **cfg_kwargs):
     """A dpbart bundle over a tiny random model (no training unless ``steps``); returns (path, summary, adapter)."""
-    from ldptext.precompute.dpbart import DPBartBuildConfig, build_dpbart_bundle
+    from ldptext_precompute.dpbart.build import DPBartBuildConfig, build_dpbart_bundle
 
     adapter = tiny_bert2bert(seed) if family == "bert2bert" else tiny_bart(seed)
     cfg = DPBartBuildConfig(model=adapter.source, public_corpus="tiny", variant=variant, seq_len=seq_len,

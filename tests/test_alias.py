@@ -1,4 +1,4 @@
-"""Integer alias tables (sdk/alias.py): the masses a stored table realises are exactly the masses
+"""Integer alias tables (sdk/ldptext/alias.py): the masses a stored table realises are exactly the masses
 it was built from, every positive slot stays reachable, and the sampler draws from them."""
 import numpy as np
 import pytest

@@ -77,7 +77,7 @@ def test_precompute_rejects_bad_parameters_without_writing(tmp_path, bad):
 
 
 def test_python_api_parameter_errors():
-    from ldptext.precompute.santext_build import check_parameters
+    from ldptext_precompute.santext.build import check_parameters
     for eps in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ParameterError):
             check_parameters(eps, "santext", None, None)

@@ -31,7 +31,7 @@ SECRETS = ["hunter2", "Zürich", "東京", "Привет", "🙂", "x" * 5000, "
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
     """A tiny signed SanText+ bundle built from generated 8-d embeddings (about 2 s)."""
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
     d = tmp_path_factory.mktemp("concurrency")
     rng = np.random.default_rng(0)
     with open(d / "emb.txt", "w") as f:

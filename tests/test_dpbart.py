@@ -179,7 +179,7 @@ def test_pruned_coordinates_are_exactly_zero_in_every_release(bundles):
 
 # ------------------------------------------------------------------------------ property 5: equivalence
 def test_rewriter_greedy_at_eps_inf_matches_pytorch(bundles):
-    from ldptext.precompute.dpbart_train import greedy_decode_torch, make_batch, privatize_torch, tokenize_corpus
+    from ldptext_precompute.dpbart.train import greedy_decode_torch, make_batch, privatize_torch, tokenize_corpus
 
     adapter = bundles["adapter"]
     rw = load(bundles["fp32"])

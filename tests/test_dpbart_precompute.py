@@ -29,7 +29,7 @@ def _one_thread():
 
 @pytest.fixture(scope="module", params=["bert2bert", "bart"])
 def exported(request, tmp_path_factory):
-    from ldptext.precompute.dpbart_export import export_onnx, quantize_int8
+    from ldptext_precompute.dpbart.export import export_onnx, quantize_int8
 
     adapter = tiny_bert2bert() if request.param == "bert2bert" else tiny_bart()
     d = tmp_path_factory.mktemp(f"onnx_{request.param}")
@@ -40,7 +40,7 @@ def exported(request, tmp_path_factory):
 
 
 def _batch(adapter, n=6, seq_len=10):
-    from ldptext.precompute.dpbart_train import make_batch, tokenize_corpus
+    from ldptext_precompute.dpbart.train import make_batch, tokenize_corpus
 
     return make_batch(adapter, tokenize_corpus(adapter, tiny_sentences(n, seed=3), seq_len), seq_len)
 
@@ -81,8 +81,8 @@ def test_onnx_fp32_encoder_matches_pytorch(exported):
 
 
 def test_onnx_fp32_greedy_decoding_matches_pytorch_at_eps_inf(exported):
-    from ldptext.precompute.dpbart import _ort_greedy
-    from ldptext.precompute.dpbart_train import greedy_decode_torch, privatize_torch
+    from ldptext_precompute.dpbart.build import _ort_greedy
+    from ldptext_precompute.dpbart.train import greedy_decode_torch, privatize_torch
 
     adapter, graphs, _ = exported
     b = _batch(adapter)
@@ -95,7 +95,7 @@ def test_onnx_fp32_greedy_decoding_matches_pytorch_at_eps_inf(exported):
 
 def test_decoder_with_past_logits_equal_full_recompute_logits(exported):
     """Step-by-step along a fixed token path (a random model may stop at once under greedy)."""
-    from ldptext.precompute.dpbart_export import decoder_layout
+    from ldptext_precompute.dpbart.export import decoder_layout
 
     adapter, graphs, _ = exported
     b = _batch(adapter, n=3)
@@ -131,7 +131,7 @@ def test_int8_graphs_stay_within_stated_tolerance(exported):
 
 
 def test_pruning_round_selects_neurons_below_the_25_percent_quantile_of_remaining():
-    from ldptext.precompute.dpbart_train import neuron_scores, prune_round
+    from ldptext_precompute.dpbart.train import neuron_scores, prune_round
 
     adapter = tiny_bert2bert(hidden=32)
     w = adapter.first_cross_key_weight()
@@ -154,7 +154,7 @@ def test_bart_cross_attention_key_is_the_first_decoder_layer():
 
 
 def test_training_applies_clip_prune_and_noise_where_the_runtime_does():
-    from ldptext.precompute.dpbart_train import TrainNoise, privatize_torch
+    from ldptext_precompute.dpbart.train import TrainNoise, privatize_torch
 
     z = torch.randn(4, 10, 32) * 3
     pruned = torch.tensor([1, 5, 9])
@@ -170,7 +170,7 @@ def test_training_applies_clip_prune_and_noise_where_the_runtime_does():
 
 
 def test_training_stage_lowers_the_loss_and_estimate_clip_reports_statistics():
-    from ldptext.precompute.dpbart_train import estimate_clip, tokenize_corpus, train_stage
+    from ldptext_precompute.dpbart.train import estimate_clip, tokenize_corpus, train_stage
 
     adapter = tiny_bert2bert(seed=1)
     ids = tokenize_corpus(adapter, tiny_sentences(60), 10)
@@ -201,7 +201,7 @@ def test_pipeline_builds_a_signed_bundle_and_resumes(tmp_path):
     assert b.manifest["provenance"]["onnx_checks"]["fp32_greedy_identical_fraction"] == 1.0
     # resume: every stage is checkpointed, a second run retrains nothing
     logs = []
-    from ldptext.precompute.dpbart import DPBartBuildConfig, build_dpbart_bundle
+    from ldptext_precompute.dpbart.build import DPBartBuildConfig, build_dpbart_bundle
 
     cfg = DPBartBuildConfig(model=adapter.source, public_corpus="tiny", variant="pr+", epsilon=100.0, delta=1e-5,
                             seq_len=10, steps=2, base_steps=2, prune_rounds=2, batch_size=8, eval_sentences=16)
@@ -212,7 +212,7 @@ def test_pipeline_builds_a_signed_bundle_and_resumes(tmp_path):
 
 
 def test_public_corpus_file_and_wiki_markup_cleaning(tmp_path):
-    from ldptext.precompute.dpbart_data import load_public_corpus, strip_wiki_markup
+    from ldptext_precompute.dpbart.data import load_public_corpus, strip_wiki_markup
 
     f = tmp_path / "public.txt"
     f.write_text("The cat sat on the mat. The dog ran home!\nA bird flew.\n", encoding="utf-8")
@@ -250,7 +250,7 @@ def test_cli_rejects_pr_plus_without_epsilon(tmp_path):
 
 
 def test_freeze_encoder_trains_only_the_decoder():
-    from ldptext.precompute.dpbart_train import tokenize_corpus, train_stage
+    from ldptext_precompute.dpbart.train import tokenize_corpus, train_stage
 
     adapter = tiny_bert2bert(seed=2)
     ids = tokenize_corpus(adapter, tiny_sentences(30), 10)
@@ -266,7 +266,7 @@ def test_freeze_encoder_trains_only_the_decoder():
 def test_encoder_ffn_output_projections_can_stay_fp32(exported, tmp_path):
     import onnx
 
-    from ldptext.precompute.dpbart_export import ffn_output_nodes, quantize_int8
+    from ldptext_precompute.dpbart.export import ffn_output_nodes, quantize_int8
 
     _, graphs, _ = exported
     names = ffn_output_nodes(graphs["encoder"])

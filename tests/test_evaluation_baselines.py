@@ -5,10 +5,10 @@ import warnings
 import numpy as np
 import pytest
 
-from ldptext.evaluation.baselines import (CMPMechanism, cmp_noise, gamma_integer_shape,
+from ldptext_precompute.evaluation.baselines import (CMPMechanism, cmp_noise, gamma_integer_shape,
                                           random_replacement, standard_normal,
                                           uniform_open_closed)
-from ldptext.evaluation.utility import bleu_tokenize, corpus_bleu, train_and_score
+from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu, train_and_score
 from ldptext.rng import Generator, SeededModeWarning
 
 

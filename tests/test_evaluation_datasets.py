@@ -4,7 +4,7 @@ import json
 import pytest
 
 from ldptext.errors import InputError
-from ldptext.evaluation.datasets import load_dataset, load_table, split_indices
+from ldptext_precompute.evaluation.datasets import load_dataset, load_table, split_indices
 
 
 def test_split_is_deterministic_stratified_and_disjoint():

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from ldptext.evaluation.attacks import empirical_attack_success
-from ldptext.evaluation.metrics import (dense_log_prob_rows, effective_support_size,
+from ldptext_precompute.evaluation.attacks import empirical_attack_success
+from ldptext_precompute.evaluation.metrics import (dense_log_prob_rows, effective_support_size,
                                         profile_identity, profile_mechanism, profile_uniform,
                                         renyi_entropy_bits, summarize)
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("ldptext.santext")
-santext_build = pytest.importorskip("ldptext.precompute.santext_build")
+santext_build = pytest.importorskip("ldptext_precompute.santext.build")
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
-from ldptext.evaluation.mechanisms import realised_agreement, santext_log_prob_rows  # noqa: E402
-from ldptext.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
+from ldptext_precompute.evaluation.mechanisms import realised_agreement, santext_log_prob_rows  # noqa: E402
+from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
 
 WORDS = ("the a and of is it this film movie good great fine bad awful poor plot actor story "
          "love hate boring funny dull superb").split()

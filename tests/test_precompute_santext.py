@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import build_tiny_bundle, load_seeded, random_word_embeddings
-from ldptext.precompute.knn import compute_neighbours, exact_distances
-from ldptext.precompute.santext_build import dequantize, quantize_int8
+from ldptext_precompute.santext.knn import compute_neighbours, exact_distances
+from ldptext_precompute.santext.build import dequantize, quantize_int8
 
 
 def test_torch_and_numpy_neighbour_search_agree():
@@ -45,7 +45,7 @@ def test_quantized_metric_is_exact_in_float64():
 
 
 def test_glove_text_and_npy_files_build_bundles(tmp_path):
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
     emb = random_word_embeddings(30, 6, seed=2)
     words = emb.vocab[:-1]
     txt = tmp_path / "vectors.txt"
@@ -63,7 +63,7 @@ def test_glove_text_and_npy_files_build_bundles(tmp_path):
 
 def test_bad_embedding_files_give_clear_errors(tmp_path):
     from ldptext.errors import ParameterError
-    from ldptext.precompute.embeddings import load_embeddings
+    from ldptext_precompute.santext.embeddings import load_embeddings
     with pytest.raises(ParameterError, match="does not exist"):
         load_embeddings(str(tmp_path / "missing.txt"))
     bad = tmp_path / "bad.txt"

@@ -15,7 +15,7 @@ def glove_cache(tmp_path_factory):
 
 
 def glove_bundle(tmp_path_factory, cache, epsilon, mechanism="santext", vocab=3000):
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
     path = tmp_path_factory.mktemp("g") / f"glove-{mechanism}-{epsilon:g}.ldpb"
     return build_santext_bundle(path, embeddings="glove-6b-50d", vocab_size=vocab, epsilon=epsilon,
                                 mechanism=mechanism, head_size=32, cache_dir=cache, progress=False)
@@ -56,7 +56,7 @@ def test_santext_plus_on_glove_keeps_frequent_words_with_probability_1_minus_p(
 
 
 def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
-    from ldptext.precompute.santext_build import build_santext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
     path = tmp_path_factory.mktemp("m") / "minilm.ldpb"
     build_santext_bundle(path, embeddings="minilm-wordpiece", epsilon=20.0, mechanism="santext",
                          head_size=32, progress=False)

@@ -39,7 +39,7 @@ def register(targets) -> None:
 def run(args) -> int:
     import os
 
-    from .santext_build import build_santext_bundle
+    from .build import build_santext_bundle
 
     passphrase = None
     if args.passphrase_env:

@@ -2,7 +2,7 @@
 
 The Bayes-optimal attacker knows the mechanism exactly and a **public** prior over words, and guesses
 ``x̂(y) = argmax_x Pr[M(x)=y] · π(x)`` for each released token y. Its exact success probability is
-computed with the other privacy metrics in :func:`ldptext.evaluation.metrics.profile_mechanism` (the
+computed with the other privacy metrics in :func:`ldptext_precompute.evaluation.metrics.profile_mechanism` (the
 decoder ``x̂`` for every output, and succ(x) per input). This module supplies the public prior and the
 empirical check on an actual sanitized sample.
 

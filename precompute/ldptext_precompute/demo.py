@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..santext import Sanitizer
+    from ldptext.santext import Sanitizer
 
     cache = Path(args.cache)
     tag = f"{args.embeddings}-{args.vocab_size}-{args.mechanism}-eps{args.epsilon:g}"
@@ -33,7 +33,7 @@ def run(args) -> int:
         tag += f"-w{args.w:g}-p{args.p:g}"
     bundle = cache / f"demo-{tag}.ldpb"
     if not bundle.exists():
-        from ldptext.precompute.santext_build import build_santext_bundle
+        from ldptext_precompute.santext.build import build_santext_bundle
 
         print(f"building {bundle.name} (first run only) ...", flush=True)
         t0 = time.perf_counter()

@@ -13,7 +13,7 @@ Modules:
 * :mod:`.runner`    the sweep over mechanisms, ε and seeds; ``results.json`` and ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).
 
-Entry point: :func:`ldptext.evaluation.runner.evaluate` (re-exported here lazily).
+Entry point: :func:`ldptext_precompute.evaluation.runner.evaluate` (re-exported here lazily).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ __all__ = ["evaluate", "EvaluationConfig"]
 
 
 def __getattr__(name: str):
-    # Lazy so that ``import ldptext.evaluation.metrics`` does not pull the runner's imports.
+    # Lazy so that ``import ldptext_precompute.evaluation.metrics`` does not pull the runner's imports.
     if name in __all__:
         from . import runner
         return getattr(runner, name)

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .dpbart_data import load_public_corpus, split_holdout
-from .dpbart_model import Seq2SeqAdapter, content_capacity, load_model
-from .dpbart_train import (TrainNoise, device_for_training, estimate_clip, greedy_decode_torch, prune_round,
+from .data import load_public_corpus, split_holdout
+from .model import Seq2SeqAdapter, content_capacity, load_model
+from .train import (TrainNoise, device_for_training, estimate_clip, greedy_decode_torch, prune_round,
                            tokenize_corpus, train_stage)
 
 VARIANTS = ("clv", "pr", "pr+")
@@ -215,7 +215,7 @@ def training_noise_scale(cfg: DPBartBuildConfig, hidden: int, n_pruned: int, cli
 def onnx_checks(adapter: Seq2SeqAdapter, graphs: dict[str, Path], qgraphs: dict[str, Path] | None,
                 contents: list[list[int]], seq_len: int, clip: float, pruned: list[int], max_len: int) -> dict:
     """PyTorch ↔ ONNX fp32 (and int8) agreement on encoder outputs and on greedy decoding at ε = ∞."""
-    from .dpbart_train import make_batch, privatize_torch
+    from .train import make_batch, privatize_torch
 
     b = make_batch(adapter, contents, seq_len)
     model = adapter.model.to("cpu").eval()
@@ -249,7 +249,7 @@ def _session(path):
 
 
 def _ort_greedy(graphs: dict[str, Path], z: np.ndarray, adapter: Seq2SeqAdapter, max_len: int) -> list[list[int]]:
-    from .dpbart_export import decoder_layout
+    from .export import decoder_layout
 
     init, dec = _session(graphs["decoder_init"]), _session(graphs["decoder"])
     lay = decoder_layout(adapter)
@@ -279,9 +279,9 @@ def reconstruction_bleu(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_
                         pruned: list[int], max_len: int) -> float:
     """Corpus BLEU (0–100) of greedy reconstructions at ε = ∞ (clip + prune, no noise) against the
     (truncated) held-out public sentences."""
-    from ldptext.evaluation.utility import bleu_tokenize, corpus_bleu
+    from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu
 
-    from .dpbart_train import make_batch, privatize_torch
+    from .train import make_batch, privatize_torch
 
     hyps, refs = [], []
     pr = torch.tensor(pruned, dtype=torch.long)
@@ -319,7 +319,7 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key=Non
     from ldptext import keys as _keys
     from ldptext.bundle import write_bundle
 
-    from .dpbart_export import decoder_layout, export_onnx, quantize_int8
+    from .export import decoder_layout, export_onnx, quantize_int8
 
     cfg.validate()
     t_start = time.time()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rng import Generator
+from ldptext.rng import Generator
 
 __all__ = [
     "uniform_open_closed",

@@ -1,5 +1,5 @@
 """``ldptext precompute dpbart``: build a signed DP-BART bundle (CLV / PR / PR+) from a public seq2seq
-model and public text. Parses arguments and calls :func:`ldptext.precompute.dpbart.build_dpbart_bundle`."""
+model and public text. Parses arguments and calls :func:`ldptext_precompute.dpbart.build.build_dpbart_bundle`."""
 from __future__ import annotations
 
 import argparse
@@ -67,7 +67,7 @@ def run(args) -> int:
             raise ParameterError("--variant pr+ needs --epsilon (and --delta for the Gaussian mechanism)")
         validate_privacy_parameters(args.epsilon, args.delta, args.mechanism)
 
-    from .dpbart import DPBartBuildConfig, build_dpbart_bundle
+    from .build import DPBartBuildConfig, build_dpbart_bundle
 
     if args.threads:
         import torch

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import LdptextError, ParameterError
+from ldptext.errors import LdptextError, ParameterError
 from . import metrics as M
 from .attacks import empirical_attack_success, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
@@ -127,7 +127,7 @@ def _rank(tag: str, ids: np.ndarray) -> np.ndarray:
 
 
 def _generator(cfg: EvaluationConfig, seed_index: int, stream: str):
-    from ..rng import Generator, SeededModeWarning
+    from ldptext.rng import Generator, SeededModeWarning
     if not cfg.reproducible:
         return Generator()
     seed = _seed_int(cfg, seed_index, stream)
@@ -143,7 +143,7 @@ def _seed_int(cfg: EvaluationConfig, seed_index: int, stream: str) -> int:
 
 def _seeded_sanitizer(cfg: EvaluationConfig, path: Path, seed_index: int, stream: str):
     """A Sanitizer on the same bundle drawing from this seed's stream (or OS-keyed)."""
-    from ..santext import Sanitizer
+    from ldptext.santext import Sanitizer
     seed = _seed_int(cfg, seed_index, stream) if cfg.reproducible else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # unsigned / seeded-mode warnings: stated in the results
@@ -189,9 +189,9 @@ def _bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: fl
 def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict:
     """Build (or reuse from the cache) one unsigned evaluation bundle per (mechanism, ε) and load
     it. The bundles are built here and never leave this machine, hence unsigned."""
-    from ..santext import Sanitizer
-    from ..precompute import santext_build
-    from ..precompute.embeddings import load_embeddings
+    from ldptext.santext import Sanitizer
+    from ..santext import build as santext_build
+    from ..santext.embeddings import load_embeddings
 
     loaded = None
     bundles = {}

@@ -292,14 +292,28 @@ class Rewriter:
 
     def encode_noised(self, chunks: Sequence[Sequence[int]], calib: _noise.NoiseCalibration) -> np.ndarray:
         """Encoder → clip → prune → discrete noise: the private release z̃ of shape (B, L, d)."""
+        return _noise.privatize(self.encoder_outputs(chunks), calib, self._rng, pruned=self._pruned)
+
+    def encoder_outputs(self, chunks: Sequence[Sequence[int]]) -> np.ndarray:
+        """Raw encoder output z of shape (B, L, d), float32, one encoder run **per chunk**.
+
+        Each chunk runs alone because the int8 graph quantizes activations dynamically
+        (``DynamicQuantizeLinear`` takes one scale from the whole input tensor): in a shared batch,
+        another document would change this chunk's z and so its release, breaking the
+        per-document guarantee.
+        """
         ids, mask = self.encoder_inputs(chunks)
-        z = self._enc.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-        return _noise.privatize(z, calib, self._rng, pruned=self._pruned)
+        out = np.empty((len(chunks), self.seq_len, self.hidden), dtype=np.float32)
+        for r in range(len(chunks)):
+            out[r] = self._enc.run(None, {"input_ids": ids[r:r + 1], "attention_mask": mask[r:r + 1]})[0][0]
+        return out
 
     def _run_chunks(self, chunks, calib, beam) -> list[str]:
         z = self.encode_noised(chunks, calib)
+        # one chunk at a time, as in the encoder: the int8 decoder graphs also quantize
+        # activations with a scale taken from the whole batch
         if beam == 1:
-            seqs = self._greedy(z)
+            seqs = [self._greedy(z[i:i + 1])[0] for i in range(z.shape[0])]
         else:
             seqs = [self._beam(z[i:i + 1], beam) for i in range(z.shape[0])]
         return [self._tok.decode([int(t) for t in s], skip_special_tokens=True) for s in seqs]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .dpbart_model import Seq2SeqAdapter, content_capacity, encoder_input
+from .model import Seq2SeqAdapter, content_capacity, encoder_input
 
 
 def device_for_training() -> torch.device:

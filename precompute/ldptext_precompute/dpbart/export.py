@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .dpbart_model import Seq2SeqAdapter
+from .model import Seq2SeqAdapter
 
 OPSET = 17
 

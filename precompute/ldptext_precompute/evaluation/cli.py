@@ -1,10 +1,10 @@
 """``ldptext evaluate``: the privacy–utility sweep (SPEC §6). Parses arguments and calls
-:func:`ldptext.evaluation.runner.evaluate`; see that module for what is measured."""
+:func:`ldptext_precompute.evaluation.runner.evaluate`; see that module for what is measured."""
 from __future__ import annotations
 
 import argparse
 
-from ..errors import ParameterError
+from ldptext.errors import ParameterError
 
 
 def _floats(text: str) -> list[float]:
@@ -63,7 +63,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..evaluation.runner import EvaluationConfig, command_line, evaluate
+    from .runner import EvaluationConfig, command_line, evaluate
 
     if args.vocab_size is not None and args.vocab_size < 0:
         raise ParameterError("--vocab-size must be >= 0")

@@ -1,15 +1,20 @@
 """The ``ldptext`` command. A thin shell over the library: every module in ``ldptext.commands``
 that defines ``register(subparsers)`` adds its sub-command; commands parse arguments and call the
-library. Errors are printed as one line (never with input text) and exit with status 2."""
+library. Offline commands (``precompute``, ``evaluate``, ``demo``) come from the ``ldptext.commands``
+entry point group (the ``ldptext_precompute`` package), so the runtime never imports the offline side.
+Errors are printed as one line (never with input text) and exit with status 2."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import pkgutil
 import sys
+from importlib.metadata import entry_points
 
 from . import commands
 from .errors import LdptextError
+
+PLUGIN_GROUP = "ldptext.commands"  # entry points: register(subparsers) functions
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         if hasattr(module, "register"):
             module.register(sub)
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        plugin.load()(sub)
     return parser
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import InputError
+from ldptext.errors import InputError
 
 __all__ = ["Dataset", "load_dataset", "load_table", "rotten_tomatoes_path", "load_rotten_tomatoes",
            "split_indices", "BUILTIN_DATASETS"]

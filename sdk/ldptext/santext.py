@@ -15,7 +15,7 @@ Documents: tokens are sanitized independently, so two documents of the same leng
 case n·(ε·D_max + ε₀). The number of tokens is not hidden. Out-of-vocabulary words map to the
 bundle's ``<unk>`` / ``[UNK]`` input row and are sanitized from it; special tokens are never output.
 
-Sampling is exact (see ``precompute/santext_build.py`` and ``native/santext_sampler.c``): the realised
+Sampling is exact (see ``precompute/ldptext_precompute/santext/build.py`` and ``native/santext_sampler.c``): the realised
 probabilities equal the formula up to the float64 tolerance stated in the report, with every output
 keeping a positive probability at any ε. Randomness comes from :class:`ldptext.rng.Generator`.
 
@@ -156,7 +156,7 @@ class Sanitizer:
     @property
     def embeddings(self) -> np.ndarray:
         """The metric embedding, float64 [V, m]: exactly the values distances are computed from
-        (per-row float32 scale × int8 code, see ``precompute/santext_build.quantize_int8``)."""
+        (per-row float32 scale × int8 code, see ``ldptext_precompute.santext.build.quantize_int8``)."""
         if self._embeddings is None:
             a = self._a
             e = a["emb_scale"].astype(np.float64)[:, None] * a["emb_q"].astype(np.float64)

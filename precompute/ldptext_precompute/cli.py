@@ -1,0 +1,24 @@
+"""The offline sub-commands of ``ldptext``: ``precompute <target>``, ``evaluate`` and ``demo``.
+
+The runtime CLI (``ldptext.cli``) never imports this package; it finds :func:`register` through the
+``ldptext.commands`` entry point declared in ``setup.py``, so a device install without the offline
+side simply has no such commands.
+"""
+from __future__ import annotations
+
+from . import demo
+from .dpbart import cli as dpbart_cli
+from .evaluation import cli as evaluation_cli
+from .santext import cli as santext_cli
+
+PRECOMPUTE_TARGETS = (santext_cli, dpbart_cli)
+
+
+def register(sub) -> None:
+    """Add ``precompute`` (one target per mechanism), ``evaluate`` and ``demo`` to ``sub``."""
+    parser = sub.add_parser("precompute", help="build a bundle from public embeddings or a model")
+    targets = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
+    for module in PRECOMPUTE_TARGETS:
+        module.register(targets)
+    evaluation_cli.register(sub)
+    demo.register(sub)
