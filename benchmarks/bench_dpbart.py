@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from ldptext.bundle import read_bundle
     from ldptext.dpbart import Rewriter
-    from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu
+    from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
     from ldptext.noise import calibrate, privatize
     from ldptext_precompute.dpbart.data import load_public_corpus, split_holdout
     from ldptext_precompute.dpbart.model import load_model

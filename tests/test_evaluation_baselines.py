@@ -8,7 +8,8 @@ import pytest
 from ldptext_precompute.evaluation.baselines import (CMPMechanism, cmp_noise, gamma_integer_shape,
                                           random_replacement, standard_normal,
                                           uniform_open_closed)
-from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu, train_and_score
+from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
+from ldptext_precompute.evaluation.utility import train_and_score
 from ldptext.rng import Generator, SeededModeWarning
 
 

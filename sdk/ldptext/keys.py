@@ -207,3 +207,12 @@ def developer_key() -> Ed25519PrivateKey:
     key = load_private_key(priv)
     trust(key.public_key())
     return key
+
+
+def build_signing_key(sign_key) -> "Ed25519PrivateKey | str | os.PathLike | None":
+    """What precompute signs a new bundle with: ``None`` means the local developer key
+    (:func:`developer_key`), ``False`` an unsigned development bundle, anything else (a key object or
+    a PEM path) is passed on to :func:`ldptext.bundle.write_bundle`."""
+    if sign_key is None:
+        return developer_key()
+    return None if sign_key is False else sign_key

@@ -279,7 +279,7 @@ def reconstruction_bleu(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_
                         pruned: list[int], max_len: int) -> float:
     """Corpus BLEU (0–100) of greedy reconstructions at ε = ∞ (clip + prune, no noise) against the
     (truncated) held-out public sentences."""
-    from ldptext_precompute.evaluation.utility import bleu_tokenize, corpus_bleu
+    from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
 
     from .train import make_batch, privatize_torch
 
@@ -386,7 +386,7 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key=Non
         "numeric_tolerance": {"onnx_vs_torch": checks},
     }
     manifest = _jsonable(manifest)
-    key = _keys.developer_key() if sign_key is None else (None if sign_key is False else sign_key)
+    key = _keys.build_signing_key(sign_key)
     path = write_bundle(out, mechanism="dpbart", arrays={"pruned": np.asarray(pruned, dtype=np.int64)},
                         manifest=manifest, blobs=blobs, sign_key=key, passphrase=passphrase)
     summary["total_wall_s"] = time.time() - t_start

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ldptext.commands.keys import add_signing_options, signing_from_args
+
 
 def _clip(text: str):
     if text == "auto":
@@ -45,9 +47,7 @@ def register(targets) -> None:
     p.add_argument("--quantize", choices=["int8", "none"], default="int8")
     p.add_argument("--threads", type=int, default=None, help="torch / ONNX Runtime CPU threads")
     p.add_argument("--seed", type=int, default=0, help="seed of the (public-data) training")
-    p.add_argument("--sign-key", default=None, help="Ed25519 private key (PEM); default: the local developer key")
-    p.add_argument("--passphrase-env", default=None, help="environment variable holding the key's passphrase")
-    p.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
+    add_signing_options(p)
     p.add_argument("--work-dir", default=None, help="stage checkpoints (default OUT.work)")
     p.add_argument("--keep-work", action="store_true",
                    help="keep the stage checkpoints after success (the benchmark loads the PyTorch weights there)")
@@ -57,7 +57,6 @@ def register(targets) -> None:
 
 def run(args) -> int:
     import json
-    import os
 
     from ldptext.errors import ParameterError
     from ldptext.noise import validate_privacy_parameters
@@ -84,9 +83,7 @@ def run(args) -> int:
         cfg.validate()
     except ValueError as e:
         raise ParameterError(str(e)) from None
-    passphrase = os.environ.get(args.passphrase_env, "").encode() or None if args.passphrase_env else None
-    sign_key = False if args.unsigned else args.sign_key
-    path, summary = build_dpbart_bundle(args.out, cfg, sign_key=sign_key, passphrase=passphrase,
+    path, summary = build_dpbart_bundle(args.out, cfg, **signing_from_args(args),
                                         work_dir=args.work_dir, progress=sys.stderr.isatty(),
                                         log=lambda m: print(m, file=sys.stderr))
     if not args.keep_work:

@@ -8,7 +8,7 @@ Modules:
 * :mod:`.metrics`   exact privacy metrics from a mechanism's realised distribution (seed 000 §2.5.5):
   N_x, S_x, S_y*, Rényi entropies H₀, H₁, H₂, H∞, and the Bayes-optimal token-inversion attack;
 * :mod:`.baselines` the comparison mechanisms: unsanitized, uniform random replacement, CMP/FBDD;
-* :mod:`.utility`   downstream classifier (TF-IDF + logistic regression) and corpus BLEU;
+* :mod:`.utility`   downstream classifier (TF-IDF + logistic regression);
 * :mod:`.datasets`  CSV / JSONL loaders and the built-in Rotten Tomatoes corpus;
 * :mod:`.runner`    the sweep over mechanisms, ε and seeds; ``results.json`` and ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).

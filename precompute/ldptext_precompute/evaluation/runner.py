@@ -42,7 +42,8 @@ from .attacks import empirical_attack_success, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
 from .datasets import Dataset, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
-from .utility import CLASSIFIER_DESCRIPTION, bleu_tokenize, corpus_bleu, train_and_score
+from ..bleu import bleu_tokenize, corpus_bleu
+from .utility import CLASSIFIER_DESCRIPTION, train_and_score
 
 __all__ = ["EvaluationConfig", "evaluate", "MECHANISMS", "BASELINES"]
 

@@ -179,6 +179,6 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     }
     blobs = {"tokenizer.json": emb.tokenizer_json.encode("utf-8"),
              "vocab.json": _emb.vocab_json(emb.vocab)}
-    key = _keys.developer_key() if sign_key is None else (None if sign_key is False else sign_key)
+    key = _keys.build_signing_key(sign_key)
     return _bundle.write_bundle(out, mechanism=mechanism, arrays=arrays, manifest=manifest,
                                 blobs=blobs, sign_key=key, passphrase=passphrase)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ldptext.commands.keys import add_signing_options, signing_from_args
+
 
 def _positive_float(text: str) -> float:
     try:
@@ -26,10 +28,7 @@ def register(targets) -> None:
     p.add_argument("--vocab-size", type=int, default=None,
                    help="word-level embeddings: keep the N most frequent words (GloVe default 50000)")
     p.add_argument("--head-size", type=int, default=64, help="alias-table head size K")
-    p.add_argument("--sign-key", default=None,
-                   help="Ed25519 private key (PEM); default: the local developer key")
-    p.add_argument("--passphrase-env", default=None, help="environment variable holding the key's passphrase")
-    p.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
+    add_signing_options(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
     p.add_argument("--out", required=True, help="bundle file to write")
@@ -37,18 +36,12 @@ def register(targets) -> None:
 
 
 def run(args) -> int:
-    import os
-
     from .build import build_santext_bundle
 
-    passphrase = None
-    if args.passphrase_env:
-        passphrase = os.environ.get(args.passphrase_env, "").encode() or None
-    sign_key = False if args.unsigned else args.sign_key
     path = build_santext_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism,
         p=args.p, w=args.w, vocab_size=args.vocab_size, head_size=args.head_size,
-        sign_key=sign_key, passphrase=passphrase, device=args.device, cache_dir=args.cache_dir,
+        **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
         progress=sys.stderr.isatty())
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -23,6 +23,20 @@ def add_passphrase_options(parser: argparse.ArgumentParser) -> None:
                        help="read the key's passphrase from this environment variable")
 
 
+def add_signing_options(parser: argparse.ArgumentParser) -> None:
+    """``--sign-key``, the passphrase options and ``--unsigned``: how every builder signs its bundle."""
+    parser.add_argument("--sign-key", default=None,
+                        help="Ed25519 private key (PEM); default: the local developer key")
+    add_passphrase_options(parser)
+    parser.add_argument("--unsigned", action="store_true", help="write an unsigned development bundle")
+
+
+def signing_from_args(args) -> dict:
+    """``sign_key`` and ``passphrase`` keyword arguments for a bundle builder, from
+    :func:`add_signing_options` (``sign_key=False`` asks for an unsigned bundle)."""
+    return {"sign_key": False if args.unsigned else args.sign_key, "passphrase": read_passphrase(args)}
+
+
 def read_passphrase(args) -> bytes | None:
     """The passphrase named by --passphrase-file / --passphrase-env, or None."""
     if getattr(args, "passphrase_file", None):
