@@ -37,7 +37,6 @@ import mmap
 import os
 import stat
 import struct
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from . import keys as _keys
+from .fileio import atomic_path
 from .errors import (BundleError, BundleFormatError, BundleIntegrityError, SignatureError,
                      UnknownKeyError, UnsignedBundleError)
 
@@ -171,24 +171,8 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename durable too
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
     return path
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from .errors import KeyFileError
+from .fileio import write_bytes_atomic
 
 PublicKeyLike = "Ed25519PublicKey | bytes | str | os.PathLike"
 
@@ -144,18 +144,7 @@ def trust(key) -> Path:
     data = (base64.b64encode(public_bytes(pub)).decode() + "\n").encode()
     if path.is_file() and path.read_bytes() == data:
         return path
-    # atomic: a reader never sees a half-written key file
-    fd, tmp = tempfile.mkstemp(prefix=".trust.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, data, mode=0o644)  # a reader never sees a half-written key file
     return path
 
 

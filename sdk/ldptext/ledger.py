@@ -47,7 +47,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from filelock import FileLock, Timeout
 
 from .errors import BudgetExceededError, LedgerError, ParameterError
+from .fileio import temporary_pattern, write_bytes_atomic
 
 __all__ = ["Ledger", "Receipt", "KEYRING_SERVICE"]
 
@@ -397,48 +397,16 @@ class Ledger:
         plain = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
         nonce = os.urandom(NONCE_SIZE)  # random 96-bit nonces: fine far beyond 2^32 writes/key
         blob = MAGIC + nonce + self._aead.encrypt(nonce, plain, MAGIC)
-        directory = self.path.parent
         self._remove_stale_temporaries()
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+            write_bytes_atomic(self.path, blob, checkpoint=_crash_point)
         except OSError as e:
             raise LedgerError(f"cannot write ledger {self.path}: {e.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-                f.flush()
-                _crash_point("tmp-written")
-                os.fsync(f.fileno())
-            _crash_point("tmp-synced")
-            os.replace(tmp, self.path)
-            _crash_point("renamed")
-            _fsync_dir(directory)
-            _crash_point("dir-synced")
-        except OSError as e:
-            Path(tmp).unlink(missing_ok=True)
-            raise LedgerError(f"cannot write ledger {self.path}: {e.strerror}") from None
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
     def _remove_stale_temporaries(self) -> None:
         """Temporary files left by a writer that crashed (we hold the lock: none is live)."""
         try:
-            for p in self.path.parent.glob(f".{glob.escape(self.path.name)}.*.tmp"):
+            for p in self.path.parent.glob(temporary_pattern(glob.escape(self.path.name))):
                 p.unlink(missing_ok=True)
         except OSError:
             pass
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable: fsync the directory entry (POSIX; a no-op where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
