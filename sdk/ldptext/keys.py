@@ -29,10 +29,12 @@ def ldptext_home() -> Path:
 
 
 def trust_dir() -> Path:
+    """The local trust store: one ``<key id>.pub`` file per trusted key."""
     return ldptext_home() / "trusted_keys"
 
 
 def public_bytes(key: Ed25519PublicKey) -> bytes:
+    """The 32 raw bytes of an Ed25519 public key."""
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -87,6 +89,7 @@ class InsecureKeyFileWarning(UserWarning):
 
 
 def load_private_key(path: str | os.PathLike, passphrase: bytes | None = None) -> Ed25519PrivateKey:
+    """Load a PEM Ed25519 private key; refuses files other users can read or write."""
     try:
         data = Path(path).read_bytes()
         mode = os.stat(path).st_mode

@@ -139,6 +139,7 @@ class Receipt:
 
     @property
     def remaining_epsilon(self) -> float:
+        """ε left in the budget right after this release (rounded down)."""
         return max(0.0, _round_down(Fraction(self.budget_epsilon) - Fraction(self.spent_epsilon)))
 
 

@@ -1,0 +1,1 @@
+"""SanText / SanText+ bundle building: embeddings, public frequencies, neighbour search, exact sampler tables."""

@@ -21,6 +21,7 @@ _HIDDEN = ("format", "format_version", "mechanism", "arrays")
 
 
 def register(sub) -> None:
+    """Add ``bundle sign|verify|inspect`` to the sub-command parser ``sub``."""
     parser = sub.add_parser("bundle", help="sign, verify or inspect a bundle")
     actions = parser.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
 
@@ -49,6 +50,7 @@ def register(sub) -> None:
 
 
 def run_sign(args) -> int:
+    """``ldptext bundle sign``: (re-)sign a bundle; returns the exit status."""
     key = _keys.load_private_key(args.key, read_passphrase(args))
     path = _bundle.sign_bundle(args.file, key, out=args.out, force=args.force)
     print(f"signed {path} with key {_keys.key_id(key.public_key())}")
@@ -56,6 +58,7 @@ def run_sign(args) -> int:
 
 
 def run_verify(args) -> int:
+    """``ldptext bundle verify``: full verification as a runtime does it; returns the exit status."""
     b = _bundle.read_bundle(args.file, trusted_keys=args.trusted_key,
                             allow_unsigned=args.allow_unsigned)
     who = f"signed by trusted key {b.key_id}" if b.signed else "UNSIGNED (allowed explicitly)"
@@ -129,6 +132,7 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
 
 
 def inspect_data(path, trusted_keys=None) -> dict:
+    """Everything ``bundle inspect`` shows of the bundle at ``path``, as a JSON-ready dict."""
     b, info = _bundle.open_unverified(path)
     try:
         trusted = info.signed and any(_keys.public_bytes(k) == info.public_key
@@ -160,6 +164,7 @@ def _fmt_bytes(n: int) -> str:
 
 
 def run_inspect(args) -> int:
+    """``ldptext bundle inspect``: print the manifest, arrays and privacy parameters."""
     data = inspect_data(args.file, args.trusted_key)
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=True))

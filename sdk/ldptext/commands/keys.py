@@ -16,6 +16,7 @@ from ..errors import KeyFileError
 
 
 def add_passphrase_options(parser: argparse.ArgumentParser) -> None:
+    """``--passphrase-file`` / ``--passphrase-env`` (never the passphrase itself on the command line)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--passphrase-file", metavar="F",
                        help="read the key's passphrase from this file (first line)")
@@ -57,6 +58,7 @@ def read_passphrase(args) -> bytes | None:
 
 
 def register(sub) -> None:
+    """Add ``keys generate|trust|untrust|list`` to the sub-command parser ``sub``."""
     parser = sub.add_parser("keys", help="signing keys and the local trust store")
     actions = parser.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
 
@@ -80,6 +82,7 @@ def register(sub) -> None:
 
 
 def run_generate(args) -> int:
+    """``ldptext keys generate``: write a new key pair; returns the exit status."""
     passphrase = read_passphrase(args)
     priv, pub = _keys.generate_keypair(args.out, passphrase=passphrase, name=args.name)
     kid = _keys.key_id(_keys.load_public_key(pub))
@@ -92,12 +95,14 @@ def run_generate(args) -> int:
 
 
 def run_trust(args) -> int:
+    """``ldptext keys trust``: add a public key to the local trust store."""
     path = _keys.trust(args.pubfile)
     print(f"trusted key {path.stem} ({path})")
     return 0
 
 
 def run_untrust(args) -> int:
+    """``ldptext keys untrust``: remove a public key from the local trust store."""
     if not _keys.untrust(args.key):
         raise KeyFileError("that key is not in the trust store")
     print("removed")
@@ -105,6 +110,7 @@ def run_untrust(args) -> int:
 
 
 def run_list(args) -> int:
+    """``ldptext keys list``: print the ids of the trusted keys."""
     found = _keys.trusted_public_keys()
     for key in found:
         print(_keys.key_id(key))
