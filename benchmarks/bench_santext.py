@@ -1,6 +1,6 @@
 """SanText performance against the reference approach, measured in one run on this machine.
 
-Reference (the public SanText code, SPEC §7): a dense |V|×|V| softmax matrix and
+Reference (the public SanText code of Yue et al. 2021): a dense |V|×|V| softmax matrix and
 ``np.random.choice(len(row), p=row)`` per token. Ours: the bundle's alias + exact-rejection sampler
 (C extension), single thread. Both use the same 30,522-token MiniLM WordPiece vocabulary, the same
 ε and the same English text (news documents shipped with gensim, ASSETS.md).
@@ -29,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def english_documents(limit: int = 300) -> list[str]:
     import sysconfig
     path = Path(sysconfig.get_paths()["purelib"]) / "gensim/test/test_data/lee_background.cor"
-    return [l.strip() for l in path.read_text(encoding="utf-8").splitlines() if l.strip()][:limit]
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
 
 
 def reference_rows(emb: np.ndarray, rows: np.ndarray, outputs: np.ndarray, eps: float):
@@ -101,7 +101,6 @@ def main() -> int:
     args = ap.parse_args()
 
     from ldptext_precompute.santext.build import build_santext_bundle
-    from ldptext.rng import SeededModeWarning
     from ldptext.santext import Sanitizer
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ldptext-bench-"))

@@ -26,7 +26,6 @@ import argparse
 import base64
 import faulthandler
 import json
-import math
 import os
 import struct
 import sys
@@ -263,9 +262,12 @@ def _quantized_tables() -> bool:
 
 
 QUANTIZED = _quantized_tables()
-TABLE_ARRAY_NAMES = (("emb_q", "emb_scale", "emb_sqnorm") if QUANTIZED else ("embeddings",)) + (
-    "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
-    "keep_row")
+if hasattr(_native, "SANTEXT_TABLE_KEYWORDS"):  # the extension names its keywords: arrays, then 4 scalars
+    TABLE_ARRAY_NAMES = tuple(_native.SANTEXT_TABLE_KEYWORDS[:-4])
+else:  # older builds
+    TABLE_ARRAY_NAMES = (("emb_q", "emb_scale", "emb_sqnorm") if QUANTIZED else ("embeddings",)) + (
+        "outputs", "head_ids", "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
+        "keep_row")
 
 
 def embedding_arrays(emb: np.ndarray) -> dict:

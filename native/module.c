@@ -209,6 +209,13 @@ static PyObject *Generator_discrete_gaussian(GeneratorObject *self, PyObject *ar
 enum { T_EMBQ, T_SCALE, T_SQNORM, T_OUT, T_HEAD, T_THR, T_ALIAS, T_GAMMA, T_FLOOR, T_KEEP,
        T_COUNT };
 
+/* The constructor's keywords: the T_COUNT arrays in enum order, then the scalars. The one list in
+ * C; exposed as _native.SANTEXT_TABLE_KEYWORDS so that a test can pin it to the Python schema
+ * (ldptext.santext_tables.SAMPLER_KEYWORDS), which builds the arguments by these names. */
+static char *table_kwlist[] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs", "head_ids",
+                               "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
+                               "keep_row", "dim", "head_size", "epsilon", "p", NULL};
+
 typedef struct {
     PyObject_HEAD
     ldp_santext_table table;
@@ -223,15 +230,9 @@ static void SantextTable_dealloc(SantextTableObject *self) {
 }
 
 static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs", "head_ids",
-                             "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
-                             "keep_row", "dim", "head_size", "epsilon", "p", NULL};
     PyObject *objs[T_COUNT];
     static const char kinds[T_COUNT] = {'i', 'f', 'i', 'i', 'i', 'u', 'u', 'f', 'f', 'b'};
     static const Py_ssize_t sizes[T_COUNT] = {1, 4, 4, 4, 4, 4, 2, 8, 8, 1};
-    static const char *names[T_COUNT] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs",
-                                         "head_ids", "alias_threshold", "alias_index",
-                                         "accept_gamma", "tail_floor", "keep_row"};
     int dim, k, i;
     double eps, p;
     Py_ssize_t rows, slots;
@@ -241,12 +242,13 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     /* the released views may be freed: a failed re-initialisation must not leave the table
      * pointing at them (n_rows = 0 makes every later draw fail with "outside the domain") */
     memset(&self->table, 0, sizeof(self->table));
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOiidd", kwlist, &objs[0], &objs[1],
-                                     &objs[2], &objs[3], &objs[4], &objs[5], &objs[6], &objs[7],
-                                     &objs[8], &objs[9], &dim, &k, &eps, &p))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOiidd", table_kwlist, &objs[0],
+                                     &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                                     &objs[7], &objs[8], &objs[9], &dim, &k, &eps, &p))
         return -1;
     for (i = 0; i < T_COUNT; i++) {
-        if (get_array(objs[i], &self->views[i], kinds[i], sizes[i], 0, names[i]) != 0) return -1;
+        if (get_array(objs[i], &self->views[i], kinds[i], sizes[i], 0, table_kwlist[i]) != 0)
+            return -1;
         self->n_views++;
     }
     if (dim <= 0 || dim > 130000 || k <= 0 || k >= 65535 || !(eps > 0.0) ||
@@ -440,8 +442,26 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
                                        "ldptext native core: CSPRNG and exact samplers", -1,
                                        module_methods, NULL, NULL, NULL, NULL};
 
+/* SANTEXT_TABLE_KEYWORDS: table_kwlist as a tuple of str */
+static PyObject *table_keywords(void) {
+    Py_ssize_t n = 0, i;
+    PyObject *t;
+    while (table_kwlist[n] != NULL) n++;
+    t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_FromString(table_kwlist[i]);
+        if (s == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
-    PyObject *m;
+    PyObject *m, *kw;
     if (PyType_Ready(&GeneratorType) < 0 || PyType_Ready(&SantextTableType) < 0) return NULL;
     m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
@@ -449,6 +469,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(&SantextTableType);
     if (PyModule_AddObject(m, "Generator", (PyObject *)&GeneratorType) < 0 ||
         PyModule_AddObject(m, "SantextTable", (PyObject *)&SantextTableType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    kw = table_keywords();
+    if (kw == NULL || PyModule_AddObject(m, "SANTEXT_TABLE_KEYWORDS", kw) < 0) {
+        Py_XDECREF(kw);
         Py_DECREF(m);
         return NULL;
     }

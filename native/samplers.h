@@ -2,7 +2,8 @@
  *
  * "Exact" means: the probability of every outcome equals the mathematical formula evaluated at the
  * given float64 parameters, with no further floating-point rounding (Canonne, Kamath, Steinke 2020,
- * "The Discrete Gaussian for Differential Privacy", §5; SPEC §2 items 2-3 and §4). */
+ * "The Discrete Gaussian for Differential Privacy", §5): no exp() that can underflow, no modulo
+ * bias. */
 #ifndef LDPTEXT_SAMPLERS_H
 #define LDPTEXT_SAMPLERS_H
 

@@ -1,4 +1,7 @@
-/* Exact SanText / SanText+ sampler over a bundle's tables (SPEC §2, seed 000 §2.4).
+/* Exact SanText / SanText+ sampler over a bundle's tables (Yue et al. 2021, "Differential Privacy
+ * for Text Analytics via Natural Text Sanitization", as presented in Yue 2023, "Data Synthesis:
+ * Boosting Utility and Privacy in NLP", PhD thesis, §2.4).
+ * Table layout: sdk/ldptext/santext_tables.py.
  *
  * Per input row x the bundle stores a "head" of K candidate outputs and one "tail" slot standing for
  * every other output. A proposal slot is drawn from an integer alias table, then accepted with

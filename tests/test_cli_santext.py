@@ -1,6 +1,5 @@
 """The ``ldptext sanitize`` / ``ldptext precompute santext`` commands: streaming order, JSON
-reports, bad input with clear errors and no partial output, and no raw text in errors or logs
-(issue 2 properties 5 and 7)."""
+reports, bad input with clear errors and no partial output, and no raw text in errors or logs."""
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ def test_sanitize_streams_lines_in_order_with_json_reports(bundle, tmp_path):
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     r = run_cli(["sanitize", "--bundle", str(bundle), "--json", str(src)])
     assert r.returncode == 0, r.stderr
-    out = [json.loads(l) for l in r.stdout.decode().splitlines()]
+    out = [json.loads(line) for line in r.stdout.decode().splitlines()]
     assert len(out) == len(lines)
     assert [o["report"]["n_tokens"] for o in out] == [3] * 30 + [0, 1]
     assert all(MARKER.lower() not in o["text"] for o in out)  # OOV never passes through
@@ -91,7 +90,7 @@ def test_python_api_parameter_errors():
 
 def test_missing_or_corrupted_bundle_is_refused(bundle, tmp_path):
     from ldptext.santext import Sanitizer
-    with pytest.raises(BundleError, match="does not exist"):
+    with pytest.raises(BundleError, match="not found"):
         Sanitizer.load(tmp_path / "nope.ldpb")
     data = bytearray(bundle.read_bytes())
     data[-100] ^= 0x01

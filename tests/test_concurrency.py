@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import warnings
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """Precompute of SanText bundles: the neighbour search (torch path and numpy path agree, the tail
 floor is a rigorous bound), user embedding files, and the bundle's manifest."""
-import json
 
 import numpy as np
 import pytest

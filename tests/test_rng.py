@@ -1,4 +1,4 @@
-"""Properties of the random generator (SPEC §4, §2 items 2-3): CSPRNG streams, fork safety, seeded
+"""Properties of the random generator (private by default, exact samplers): CSPRNG streams, fork safety, seeded
 mode, and exactness of every sampler against float64 / mpmath references."""
 import math
 import os

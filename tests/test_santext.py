@@ -1,4 +1,4 @@
-"""SanText / SanText+ guarantees (SPEC §2, issue 2 properties 1-3, 6): the realised distribution
+"""SanText / SanText+ guarantees (exact sampling, no underflow, specials and OOV): the realised distribution
 equals the formula, the (U)MLDP ratio bound holds for every pair, nothing underflows, specials and
 OOV are handled. References are computed here, independently, in float64 from the embeddings."""
 import math
@@ -14,9 +14,8 @@ BACKENDS = ["native", "fallback"]
 
 
 def reference_log_probs(san, x: int) -> np.ndarray:
-    """Independent float64 reference of SPEC §2 for input x over the whole vocabulary."""
+    """Independent float64 reference of the SanText(+) formula for input x over the whole vocabulary."""
     emb = np.asarray(san.embeddings, dtype=np.float64)
-    v = emb.shape[0]
     d = np.linalg.norm(emb - emb[x], axis=1)
     if san.mechanism == "santext":
         out = ~np.array([t == "<unk>" for t in san.vocab])
@@ -83,7 +82,8 @@ def test_sampler_realises_the_distribution_chi_square(tiny, backend, tmp_path):
 
 def test_umldp_ratio_bound_holds_for_all_pairs(tiny):
     """Pr[M(x)=y] ≤ exp(ε·d(x,x') + ε₀·[x, x' on different sides]) · Pr[M(x')=y] for all x, x' and
-    all protected y (seed 000 Def. 2.3.2/2.3.3), from the realised probabilities."""
+    all protected y (MLDP / UMLDP, Yue 2023, *Data Synthesis*, Def. 2.3.2/2.3.3), from the realised
+    probabilities."""
     rows = np.flatnonzero(tiny.valid_input)
     logp = tiny.log_probabilities(rows)
     emb = np.asarray(tiny.embeddings, dtype=np.float64)[rows]
@@ -121,24 +121,24 @@ def test_unprotected_outputs_come_only_from_themselves(tiny):
 
 
 def test_tail_floor_is_a_lower_bound_of_every_tail_distance(tiny):
-    a = tiny._a
+    a = tiny.tables
     emb = np.asarray(tiny.embeddings, dtype=np.float64)
     outs = np.asarray(tiny.outputs)
     for x in np.flatnonzero(tiny.valid_input):
-        tail = np.setdiff1d(outs, a["head_ids"][x])
+        tail = np.setdiff1d(outs, a.head_ids[x])
         if tail.size == 0:
             continue
         d_ref = np.linalg.norm(emb[tail] - emb[x], axis=1)
         d_sampler = [tiny._table.distance(int(x), int(t)) for t in tail]
-        assert d_ref.min() >= a["tail_floor"][x]
-        assert min(d_sampler) >= a["tail_floor"][x]
+        assert d_ref.min() >= a.tail_floor[x]
+        assert min(d_sampler) >= a.tail_floor[x]
 
 
 def test_every_output_stays_reachable_in_the_sampler(tiny):
     """Every head slot and (when the tail is non-empty) the tail slot has positive proposal mass."""
     from ldptext.alias import realised_masses
-    a = tiny._a
-    mass = realised_masses(a["alias_threshold"], a["alias_index"])
+    a = tiny.tables
+    mass = realised_masses(a.alias_threshold, a.alias_index)
     rows = np.flatnonzero(tiny.valid_input)
     assert (mass[rows, :-1] > 0).all()
     if tiny.outputs.size > tiny.head_size:
@@ -219,9 +219,9 @@ def test_native_distance_is_bitwise_the_documented_formula(tmp_path, dim):
     dimensions on and off the 16-code vector width."""
     from ldptext._fallback import metric_distances
     san = load_seeded(build_tiny_bundle(tmp_path / "d.ldpb", n=30, dim=dim, head_size=4))
-    a = san._a
+    a = san.tables
     xs, ys = np.meshgrid(np.arange(san.n_rows), np.arange(san.n_rows))
-    ref = metric_distances(a["emb_q"], a["emb_scale"], a["emb_sqnorm"], xs.ravel(), ys.ravel())
+    ref = metric_distances(a.emb_q, a.emb_scale, a.emb_sqnorm, xs.ravel(), ys.ravel())
     got = np.array([san._table.distance(int(x), int(y)) for x, y in zip(xs.ravel(), ys.ravel())])
     assert np.array_equal(got, ref)
     exact = np.linalg.norm(san.embeddings[xs.ravel()] - san.embeddings[ys.ravel()], axis=1)
@@ -251,3 +251,82 @@ def test_forked_child_sanitizes_with_a_different_stream(tiny, backend):
     os.waitpid(pid, 0)
     child = np.frombuffer(data, dtype=np.int32)
     assert child.size == ids.size and not np.array_equal(child, san.sample_ids(ids))
+
+
+def test_sanitizer_is_a_runtime_and_exposes_the_signer(tiny):
+    from ldptext.runtime import Runtime
+    assert isinstance(tiny, Runtime)
+    assert tiny.key_id is not None and tiny.key_id == tiny._bundle.key_id
+    assert tiny.per_token_epsilon == tiny.epsilon * tiny.d_max + tiny.epsilon0
+    assert tiny.privacy_report(4).per_token_epsilon == tiny.per_token_epsilon
+
+
+def test_native_table_keywords_are_the_schema_sampler_fields():
+    """The C constructor's keyword list (native/module.c) is the one the schema builds."""
+    from ldptext import _native
+    from ldptext.santext_tables import SAMPLER_KEYWORDS
+    assert _native.SANTEXT_TABLE_KEYWORDS == SAMPLER_KEYWORDS
+
+
+def test_bundle_stores_exactly_the_schema_arrays(tiny):
+    from ldptext.bundle import BLOB_PREFIX
+    from ldptext.santext_tables import STORED_ARRAYS
+    names = {n for n in tiny.manifest["arrays"] if not n.startswith(BLOB_PREFIX)}
+    assert names == set(STORED_ARRAYS)
+
+
+def _corruptions(t):
+    """(name, mutate) pairs: each breaks one rule of the schema."""
+    k = t.head_size
+
+    def with_(name, fn):
+        a = {n: np.array(v) for n, v in t.stored_arrays().items()}
+        a[name] = fn(a[name])
+        return a
+
+    def first_row(fn):
+        def f(x):
+            fn(x)
+            return x
+        return f
+    return [
+        with_("emb_scale", lambda x: x.astype(np.float64)),               # dtype
+        with_("tail_floor", lambda x: x[:-1]),                              # shape
+        with_("alias_index", lambda x: x[:, :k]),                           # shape (K+1 slots)
+        with_("outputs", lambda x: x[::-1].copy()),                         # not increasing
+        with_("head_ids", first_row(lambda x: x.__setitem__((0, 0), -1))),  # out of range
+        with_("alias_index", first_row(lambda x: x.__setitem__((0, 0), k + 1))),
+        with_("accept_gamma", first_row(lambda x: x.__setitem__((0, 0), -1.0))),
+        with_("accept_gamma", lambda x: x + 1.0),                           # not normalised
+        with_("tail_floor", first_row(lambda x: x.__setitem__(0, np.nan))),
+        with_("valid_input", lambda x: np.zeros_like(x)),                   # outputs not inputs
+    ]
+
+
+def test_schema_refuses_inconsistent_tables(tiny):
+    from ldptext.errors import BundleIntegrityError
+    from ldptext.santext_tables import SanTextTables
+    SanTextTables(**tiny.tables.stored_arrays())  # the bundle's own tables pass
+    for arrays in _corruptions(tiny.tables):
+        with pytest.raises(BundleIntegrityError):
+            SanTextTables(**arrays)
+
+
+def test_signed_but_inconsistent_bundle_is_refused_on_load(tmp_path):
+    """Semantic checks beyond the signed hashes: a validly signed SanText bundle that keeps tokens
+    in the clear, or whose manifest head size disagrees with its arrays, is refused."""
+    from ldptext import bundle as B
+    from ldptext import keys
+    from ldptext.errors import BundleIntegrityError
+    san = load_seeded(build_tiny_bundle(tmp_path / "g.ldpb", n=30, head_size=4))
+    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
+    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
+                                                                 "mechanism")}
+    arrays = san.tables.stored_arrays()
+    bad_keep = dict(arrays, keep_row=np.ones_like(arrays["keep_row"]))
+    bad_k = dict(manifest, params=dict(manifest["params"], head_size=5))
+    for i, (a, m) in enumerate([(bad_keep, manifest), (arrays, bad_k)]):
+        path = B.write_bundle(tmp_path / f"bad{i}.ldpb", mechanism="santext", arrays=a, manifest=m,
+                              blobs=blobs, sign_key=keys.build_signing_key(None))
+        with pytest.raises(BundleIntegrityError):
+            load_seeded(path)

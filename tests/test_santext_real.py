@@ -1,6 +1,5 @@
 """Integration tests on the real packaged embeddings (ASSETS.md): GloVe 6B-50d and the MiniLM
 WordPiece vocabulary."""
-import math
 
 import numpy as np
 import pytest

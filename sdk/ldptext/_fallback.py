@@ -10,6 +10,8 @@ import os
 
 import numpy as np
 
+from .santext_tables import SanTextTables
+
 _TWO32 = np.uint64(1 << 32)
 
 
@@ -177,52 +179,52 @@ class FallbackGenerator:
 
     # -- SanText -----------------------------------------------------------------------------
     def santext_sample(self, table: "SantextTable", xs: np.ndarray, ys: np.ndarray) -> None:
-        t = table
-        bad = np.flatnonzero((xs < 0) | (xs >= t.n_rows))
+        a = table.tables
+        bad = np.flatnonzero((xs < 0) | (xs >= table.n_rows))
         if bad.size:
             raise IndexError(f"token id at position {int(bad[0])} is outside the domain")
         ys[:] = -1
         todo = np.arange(xs.size)
-        keep_rows = t.keep_row[xs].astype(bool)
+        keep_rows = a.keep_row[xs].astype(bool)
         if keep_rows.any():  # SanText+: V_N inputs are kept with probability 1 - p
             kr = np.flatnonzero(keep_rows)
-            sanitize = self.bern(np.full(kr.size, t.p))
+            sanitize = self.bern(np.full(kr.size, table.p))
             ys[kr[~sanitize]] = xs[kr[~sanitize]]
             todo = np.setdiff1d(todo, kr[~sanitize], assume_unique=True)
-        k, slots = t.head_size, t.head_size + 1
+        k, slots = table.head_size, table.head_size + 1
         while todo.size:
             x = xs[todo].astype(np.int64)
             slot = self.uniform(slots, todo.size).astype(np.int64)
             u = self._bits.u32(todo.size)
             flat = x * slots + slot
-            slot = np.where(u >= t.alias_threshold.reshape(-1)[flat].astype(np.uint64),
-                            t.alias_index.reshape(-1)[flat].astype(np.int64), slot)
+            slot = np.where(u >= a.alias_threshold.reshape(-1)[flat].astype(np.uint64),
+                            a.alias_index.reshape(-1)[flat].astype(np.int64), slot)
             is_head = slot < k
             gamma = np.empty(todo.size, dtype=np.float64)
             cand = np.empty(todo.size, dtype=np.int64)
             h = np.flatnonzero(is_head)
-            gamma[h] = t.accept_gamma[x[h], slot[h]]
-            cand[h] = t.head_ids[x[h], slot[h]]
+            gamma[h] = a.accept_gamma[x[h], slot[h]]
+            cand[h] = a.head_ids[x[h], slot[h]]
             tl = np.flatnonzero(~is_head)
             if tl.size:
-                if t.outputs.size <= k:
+                if a.outputs.size <= k:
                     raise RuntimeError("sampler invariant violated (corrupted tables)")
-                cand[tl] = self._tail_candidates(t, x[tl])
-                d = metric_distances(t.emb_q, t.emb_scale, t.emb_sqnorm, x[tl], cand[tl])
-                gamma[tl] = t.accept_gamma[x[tl], k] + t.half_epsilon * (d - t.tail_floor[x[tl]])
+                cand[tl] = self._tail_candidates(a, x[tl])
+                d = metric_distances(a.emb_q, a.emb_scale, a.emb_sqnorm, x[tl], cand[tl])
+                gamma[tl] = a.accept_gamma[x[tl], k] + table.half_epsilon * (d - a.tail_floor[x[tl]])
                 if (gamma[tl] < 0).any() or np.isnan(gamma[tl]).any():
                     raise RuntimeError("sampler invariant violated (corrupted tables)")
             acc = self.bern_exp(gamma)
             ys[todo[acc]] = cand[acc]
             todo = todo[~acc]
 
-    def _tail_candidates(self, t: "SantextTable", x: np.ndarray) -> np.ndarray:
+    def _tail_candidates(self, a: SanTextTables, x: np.ndarray) -> np.ndarray:
         """Uniform over outputs minus the row's head, by rejecting head members."""
         cand = np.empty(x.size, dtype=np.int64)
         todo = np.arange(x.size)
         while todo.size:
-            c = t.outputs[self.uniform(t.outputs.size, todo.size).astype(np.int64)]
-            member = (t.head_ids[x[todo]] == c[:, None]).any(axis=1)
+            c = a.outputs[self.uniform(a.outputs.size, todo.size).astype(np.int64)]
+            member = (a.head_ids[x[todo]] == c[:, None]).any(axis=1)
             cand[todo[~member]] = c[~member]
             todo = todo[member]
         return cand
@@ -248,39 +250,23 @@ def metric_distances(emb_q: np.ndarray, scale: np.ndarray, sqnorm: np.ndarray, a
     return distance_from_dot(scale[a], sqnorm[a], scale[b], sqnorm[b], dot)
 
 
-def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:
-    q = emb_q.astype(np.int32)
-    return np.einsum("ij,ij->i", q, q).astype(np.int32)
-
-
 class SantextTable:
-    """Mirror of ``ldptext._native.SantextTable`` (same keyword arguments and checks)."""
+    """Mirror of ``ldptext._native.SantextTable`` over a validated :class:`SanTextTables`.
 
-    def __init__(self, *, emb_q, emb_scale, emb_sqnorm, outputs, head_ids, alias_threshold,
-                 alias_index, accept_gamma, tail_floor, keep_row, dim, head_size, epsilon,
-                 p) -> None:
-        if dim <= 0 or head_size <= 0 or head_size >= 65535 or not epsilon > 0 or not 0 <= p <= 1:
+    The C constructor re-checks every array it borrows because its memory safety depends on it;
+    here the record's own validation (dtypes, shapes, id ranges, exponents) already holds, and numpy
+    indexing is bounds-checked, so only the scalars are checked (same error as the C code).
+    """
+
+    def __init__(self, tables: SanTextTables, *, epsilon: float, p: float) -> None:
+        k = tables.head_size
+        if tables.dim <= 0 or k <= 0 or k >= 65535 or not epsilon > 0 or not 0 <= p <= 1:
             raise ValueError("invalid dim, head_size, epsilon or p")
-        rows = tail_floor.shape[0]
-        slots = head_size + 1
-        if (emb_q.shape != (rows, dim) or emb_scale.shape != (rows,)
-                or emb_sqnorm.shape != (rows,) or head_ids.shape != (rows, head_size)
-                or alias_threshold.shape != (rows, slots) or alias_index.shape != (rows, slots)
-                or accept_gamma.shape != (rows, slots) or keep_row.shape != (rows,)
-                or outputs.shape[0] < head_size):
-            raise ValueError("table arrays have inconsistent sizes")
-        if ((outputs < 0) | (outputs >= rows)).any() or ((head_ids < 0) | (head_ids >= rows)).any() \
-                or (alias_index >= slots).any() or not (accept_gamma >= 0).all() \
-                or not np.array_equal(row_sqnorms(emb_q), emb_sqnorm) \
-                or not (np.isfinite(emb_scale).all() and (emb_scale >= 0).all()) \
-                or not (np.isfinite(tail_floor).all() and (tail_floor >= 0).all()):
-            raise ValueError("table values out of range (ids, alias slots or gammas)")
-        self.emb_q, self.emb_scale, self.emb_sqnorm = emb_q, emb_scale, emb_sqnorm
-        self.outputs, self.head_ids = outputs, head_ids
-        self.alias_threshold, self.alias_index = alias_threshold, alias_index
-        self.accept_gamma, self.tail_floor, self.keep_row = accept_gamma, tail_floor, keep_row
-        self.n_rows, self.head_size = rows, head_size
+        self.tables = tables
+        self.n_rows, self.head_size = tables.n_rows, k
         self.half_epsilon, self.p = epsilon / 2.0, p
 
     def distance(self, a: int, b: int) -> float:
-        return float(metric_distances(self.emb_q, self.emb_scale, self.emb_sqnorm, [a], [b])[0])
+        """Euclidean distance of rows a and b, as the sampler computes it."""
+        t = self.tables
+        return float(metric_distances(t.emb_q, t.emb_scale, t.emb_sqnorm, [a], [b])[0])

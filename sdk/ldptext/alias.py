@@ -19,7 +19,24 @@ def integer_masses(log_weights: np.ndarray, floor_units: int = 1 << 12) -> np.nd
 
     Slots with weight 0 (``-inf``) get mass 0; every other slot gets at least ``floor_units`` so that
     no positive-probability slot becomes unreachable (the sampler's acceptance step corrects the
-    proposal back to the exact target, see ``santext_build``).
+    proposal back to the exact target, see ``ldptext_precompute.santext.build``).
+
+    Parameters
+    ----------
+    log_weights : np.ndarray of float, shape (rows, S)
+        Unnormalised log-weights; ``-inf`` for an impossible slot, at least one finite per row.
+    floor_units : int
+        Smallest mass of a possible slot, in units of 2^-32 of a column.
+
+    Returns
+    -------
+    np.ndarray of int64, shape (rows, S)
+        Non-negative masses, each row summing to exactly ``S · 2^32``.
+
+    Raises
+    ------
+    ValueError
+        A row has no finite weight, or too many slots for the floor.
     """
     lw = np.asarray(log_weights, dtype=np.float64)
     rows, slots = lw.shape
@@ -42,7 +59,25 @@ def integer_masses(log_weights: np.ndarray, floor_units: int = 1 << 12) -> np.nd
 
 
 def build_tables(mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vose's alias construction on exact integer masses. Returns (threshold uint32, alias uint16)."""
+    """Vose's alias construction on exact integer masses.
+
+    Parameters
+    ----------
+    mass : np.ndarray of int64, shape (rows, S)
+        Non-negative masses summing to ``S · 2^32`` per row (:func:`integer_masses`), S < 65536.
+
+    Returns
+    -------
+    threshold : np.ndarray of uint32, shape (rows, S)
+        Keep column j if a uniform 32-bit word is below ``threshold[j]``.
+    alias : np.ndarray of uint16, shape (rows, S)
+        Otherwise take slot ``alias[j]`` (``alias[j] == j`` for a full column).
+
+    Raises
+    ------
+    ValueError
+        Too many slots, or masses that are negative or do not sum to ``S · 2^32``.
+    """
     rows, slots = mass.shape
     if slots >= 1 << 16:
         raise ValueError("at most 65535 slots per row")
@@ -57,13 +92,13 @@ def build_tables(mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         large = [i for i in range(slots) if m[i] >= COLUMN]
         thr, ali = threshold[r], alias[r]
         while small and large:
-            s, l = small.pop(), large[-1]
+            s, big = small.pop(), large[-1]
             thr[s] = m[s]
-            ali[s] = l
-            m[l] -= COLUMN - m[s]
-            if m[l] < COLUMN:
+            ali[s] = big
+            m[big] -= COLUMN - m[s]
+            if m[big] < COLUMN:
                 large.pop()
-                small.append(l)
+                small.append(big)
         for i in large + small:  # exactly COLUMN left (integer conservation): a full column
             if m[i] != COLUMN:
                 raise AssertionError("alias construction lost mass")
@@ -73,7 +108,20 @@ def build_tables(mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def realised_masses(threshold: np.ndarray, alias: np.ndarray) -> np.ndarray:
-    """Exact integer mass (out of ``S·2^32``) that a stored table gives each slot."""
+    """Exact integer mass (out of ``S·2^32``) that a stored table gives each slot.
+
+    Parameters
+    ----------
+    threshold : np.ndarray of uint32, shape (rows, S)
+        Stored thresholds.
+    alias : np.ndarray of int (uint16 in bundles), shape (rows, S)
+        Stored alias slots, each < S.
+
+    Returns
+    -------
+    np.ndarray of int64, shape (rows, S)
+        The proposal probability of slot i is exactly ``mass[i] / (S · 2^32)``.
+    """
     threshold = np.asarray(threshold, dtype=np.int64)
     alias = np.asarray(alias, dtype=np.int64)
     rows, slots = threshold.shape

@@ -229,7 +229,7 @@ def _open_regular(path: Path) -> tuple[mmap.mmap, int]:
         # O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise BundleError(f"bundle {path} does not exist") from None
+        raise BundleError(f"bundle file not found: {path}") from None
     except IsADirectoryError:
         raise BundleError(f"bundle {path} is a directory") from None
     except OSError as e:

@@ -1,4 +1,4 @@
-"""The SDK's only source of randomness for releases (SPEC §4).
+"""The SDK's only source of randomness for releases.
 
 ``Generator()`` is a ChaCha20 stream (C extension) keyed with 32 bytes from ``os.urandom``; where the
 extension is unavailable it falls back to the same algorithms in numpy over ``os.urandom`` bytes.
@@ -9,8 +9,11 @@ Properties:
   :class:`SeededModeWarning` every time one is created;
 * **fork-safe**: a forked child never continues its parent's stream (rekeyed in the child by an
   ``os.register_at_fork`` hook, and by a pid check before every draw);
-* **exact samplers**: uniform integers (Lemire), Bernoulli(p) and Bernoulli(exp(-γ)) for float64
-  parameters, discrete Laplace and discrete Gaussian (Canonne, Kamath, Steinke 2020);
+* **exact samplers**: uniform integers (Lemire 2019, *Fast Random Integer Generation in an
+  Interval*), Bernoulli(p) and Bernoulli(exp(-γ)) for float64 parameters, discrete Laplace and
+  discrete Gaussian (Canonne, Kamath, Steinke 2020, *The Discrete Gaussian for Differential
+  Privacy*), so that no release leaks through floating-point noise (Mironov 2012, *On Significance
+  of the Least Significant Bits for Differential Privacy*);
 * **thread-safe**: every native call holds the GIL; the fallback takes a lock.
 """
 from __future__ import annotations
@@ -20,10 +23,12 @@ import os
 import threading
 import warnings
 import weakref
+from typing import Any
 
 import numpy as np
 
 from . import _fallback
+from .santext_tables import SanTextTables
 
 try:
     from . import _native
@@ -38,6 +43,12 @@ class SeededModeWarning(UserWarning):
 
 
 def native_available() -> bool:
+    """Whether the C extension ``ldptext._native`` was built and imported.
+
+    Returns
+    -------
+    bool
+    """
     return _native is not None
 
 
@@ -64,11 +75,18 @@ class Generator:
 
     Parameters
     ----------
-    seed:
+    seed : int or None
         ``None`` (default) for a private generator keyed from the OS. An integer gives a
         reproducible stream for tests; such output is **not private** and a warning says so.
-    backend:
+    backend : str
         ``"auto"`` (native when built), ``"native"`` or ``"fallback"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown backend.
+    RuntimeError
+        ``backend="native"`` but the extension is not built.
     """
 
     def __init__(self, seed: int | None = None, *, backend: str = "auto") -> None:
@@ -114,11 +132,35 @@ class Generator:
 
     # -- primitives --------------------------------------------------------------------------
     def random_bytes(self, n: int) -> bytes:
+        """Uniformly random bytes from the stream.
+
+        Parameters
+        ----------
+        n : int
+            Number of bytes (≥ 0).
+
+        Returns
+        -------
+        bytes
+            Length ``n``.
+        """
         with self._lock:
             return self._gen().random_bytes(int(n))
 
     def uniform_int(self, n: int, size: int) -> np.ndarray:
-        """Uniform integers on {0, ..., n-1} (exact; Lemire's rejection)."""
+        """Uniform integers on {0, ..., n-1} (exact; Lemire's rejection, never ``x % n``).
+
+        Parameters
+        ----------
+        n : int
+            Number of values, in [1, 2^63].
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (size,)
+        """
         if not 1 <= int(n) <= 2**63:
             raise ValueError("n must be in [1, 2^63] (results are int64)")
         out = np.empty(int(size), dtype=np.int64)
@@ -127,7 +169,19 @@ class Generator:
         return out
 
     def bernoulli(self, p: float, size: int) -> np.ndarray:
-        """Exact Bernoulli(p) draws for a float64 p in [0, 1]."""
+        """Exact Bernoulli(p) draws for a float64 p in [0, 1].
+
+        Parameters
+        ----------
+        p : float
+            Success probability, in [0, 1].
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of bool, shape (size,)
+        """
         p = float(p)
         if not 0.0 <= p <= 1.0:
             raise ValueError("p must be in [0, 1]")
@@ -137,7 +191,20 @@ class Generator:
         return out.view(np.bool_)
 
     def bernoulli_exp(self, gamma, size: int | None = None) -> np.ndarray:
-        """Exact Bernoulli(exp(-γ)) draws, γ ≥ 0 (scalar with ``size``, or an array)."""
+        """Exact Bernoulli(exp(-γ)) draws, γ ≥ 0, for any float64 γ (no exp() that could underflow).
+
+        Parameters
+        ----------
+        gamma : float or array_like of float
+            Exponents, each ≥ 0 and not NaN.
+        size : int, optional
+            With a scalar ``gamma``: the number of draws.
+
+        Returns
+        -------
+        np.ndarray of bool, shape (size,) or (gamma.size,)
+            Flattened when ``gamma`` is an array.
+        """
         g = np.asarray(gamma, dtype=np.float64)
         if size is not None:
             g = np.broadcast_to(g, (int(size),))
@@ -150,28 +217,93 @@ class Generator:
         return out.view(np.bool_)
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
-        """Integers with P(k) ∝ exp(-|k|/scale) (exact; CKS 2020 Alg. 2 with a real scale)."""
+        """Integers with P(k) ∝ exp(-|k|/scale) (exact; CKS 2020 Alg. 2 with a real scale).
+
+        Parameters
+        ----------
+        scale : float
+            Finite and > 0.
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (size,)
+        """
         out = np.empty(int(size), dtype=np.int64)
         with self._lock:
             self._gen().discrete_laplace(float(scale), out)
         return out
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
-        """Integers with P(k) ∝ exp(-k²/(2σ²)) (exact; CKS 2020 Alg. 3)."""
+        """Integers with P(k) ∝ exp(-k²/(2σ²)) (exact; CKS 2020 Alg. 3).
+
+        Parameters
+        ----------
+        sigma : float
+            Finite and > 0.
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (size,)
+        """
         out = np.empty(int(size), dtype=np.int64)
         with self._lock:
             self._gen().discrete_gaussian(float(sigma), out)
         return out
 
-    def santext_sample(self, table, xs: np.ndarray) -> np.ndarray:
-        """Sample one output per input id from a SanText table (see ``ldptext.santext``)."""
+    def santext_sample(self, table: Any, xs: np.ndarray) -> np.ndarray:
+        """One SanText(+) draw per input id, from a table of :meth:`make_santext_table`.
+
+        Parameters
+        ----------
+        table : object
+            The backend's table (``ldptext._native.SantextTable`` or its numpy mirror).
+        xs : np.ndarray of int, shape (n,)
+            Input row ids, each in ``[0, V)``.
+
+        Returns
+        -------
+        np.ndarray of int32, shape (n,)
+            ``ys[i]`` drawn independently with Pr[y | xs[i]] as the table defines it (see
+            :class:`ldptext.santext.Sanitizer` for the distribution and its guarantee).
+
+        Raises
+        ------
+        IndexError
+            An id is outside the table's rows (the message names its position, not its value).
+        """
         xs = np.ascontiguousarray(xs, dtype=np.int32)
         ys = np.empty_like(xs)
         with self._lock:
             self._gen().santext_sample(table, xs, ys)
         return ys
 
-    def make_santext_table(self, **arrays):
-        """Build the backend's table object from a bundle's arrays."""
-        cls = _native.SantextTable if self.backend == "native" else _fallback.SantextTable
-        return cls(**arrays)
+    def make_santext_table(self, tables: SanTextTables, *, epsilon: float, p: float) -> Any:
+        """Build this backend's sampler table over validated SanText(+) tables.
+
+        Parameters
+        ----------
+        tables : SanTextTables
+            The bundle's arrays (borrowed, not copied: keep them alive and unmodified).
+        epsilon : float
+            The metric ε (> 0).
+        p : float
+            SanText+'s probability of sanitizing a non-sensitive token; 1.0 for SanText.
+
+        Returns
+        -------
+        object
+            ``ldptext._native.SantextTable`` (constructed with the schema's keywords,
+            :meth:`SanTextTables.sampler_arguments`) or ``ldptext._fallback.SantextTable``.
+
+        Raises
+        ------
+        ValueError
+            ε or p out of range, or (C extension) an array fails the extension's own checks.
+        """
+        if self.backend == "native":
+            return _native.SantextTable(**tables.sampler_arguments(epsilon=epsilon, p=p))
+        return _fallback.SantextTable(tables, epsilon=float(epsilon), p=float(p))

@@ -9,11 +9,9 @@ refused charge releases nothing.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, runtime_checkable
 
 from .bundle import Bundle, read_bundle
-from .errors import BundleError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -70,10 +68,7 @@ def open_bundle(path: str | os.PathLike, *, mechanisms: Iterable[str],
         Signature, key trust, every array hash, shapes and dtypes verified
         (:func:`ldptext.bundle.read_bundle`); semantic checks are the runtime's own.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise BundleError(f"bundle file not found: {p}")
-    return read_bundle(p, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
+    return read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
                        expect_mechanism=tuple(mechanisms))
 
 

@@ -1,23 +1,27 @@
-"""SanText and SanText+ at runtime: token-level metric LDP (seed 000 §2.4; SPEC §2).
+"""SanText and SanText+ at runtime: token-level metric local differential privacy.
 
-Guarantee (per token, neighbouring relation = any two tokens x, x' of the bundle's input domain):
+Mechanisms of Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*
+(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
+(PhD thesis, Ohio State), §2.4. Guarantee per token, neighbouring relation = any two tokens x, x' of
+the bundle's input domain:
 
-* **SanText** — ε·d(x, x')-MLDP: Pr[M(x)=y] ≤ exp(ε·d(x,x'))·Pr[M(x')=y] for every output y, with
-  d the Euclidean distance of the bundle's metric embedding (seed 000 Theorem 1): the public
-  embedding rounded to int8 codes with a per-row scale, exposed exactly as ``Sanitizer.embeddings``.
-* **SanText+** — (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (seed 000 Theorem 2): for every protected
-  output y ∈ V_P = V_S the bound above holds with an extra ε₀ when x and x' lie on different sides
-  of the split; a non-sensitive token (V_N, the most frequent words by a public list) is released
-  **in the clear with probability 1 − p**.
+* **SanText** — ε·d(x, x')-MLDP (Theorem 1): Pr[M(x)=y] ≤ exp(ε·d(x,x'))·Pr[M(x')=y] for every
+  output y, with d the Euclidean distance of the bundle's metric embedding: the public embedding
+  rounded to int8 codes with a per-row scale, exposed exactly as ``Sanitizer.embeddings``.
+* **SanText+** — (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (Theorem 2): for every protected output
+  y ∈ V_P = V_S the bound above holds with an extra ε₀ when x and x' lie on different sides of the
+  split; a non-sensitive token (V_N, the most frequent words by a public list) is released **in the
+  clear with probability 1 − p**.
 
 Documents: tokens are sanitized independently, so two documents of the same length n are
 ε·Σᵢ d(xᵢ, x'ᵢ)-indistinguishable (+ε₀ per token pair across the split); the report states the worst
 case n·(ε·D_max + ε₀). The number of tokens is not hidden. Out-of-vocabulary words map to the
 bundle's ``<unk>`` / ``[UNK]`` input row and are sanitized from it; special tokens are never output.
 
-Sampling is exact (see ``precompute/ldptext_precompute/santext/build.py`` and ``native/santext_sampler.c``): the realised
-probabilities equal the formula up to the float64 tolerance stated in the report, with every output
-keeping a positive probability at any ε. Randomness comes from :class:`ldptext.rng.Generator`.
+Sampling is exact (tables: :mod:`ldptext.santext_tables`; sampler: ``native/santext_sampler.c`` and
+its numpy mirror): the realised probabilities equal the formula up to the float64 tolerance stated in
+the report, with every output keeping a positive probability at any ε. Randomness comes from
+:class:`ldptext.rng.Generator`.
 
 Thread safety: a ``Sanitizer`` may be shared by threads; draws are serialised on its generator.
 """
@@ -25,32 +29,85 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import os
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
 from . import alias as _alias
-from ._fallback import distance_from_dot, row_sqnorms
-from .bundle import read_bundle
+from . import runtime as _runtime
+from ._fallback import distance_from_dot
+from .bundle import Bundle
 from .errors import BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator
+from .santext_tables import STORED_ARRAYS, SanTextTables
 from .tokenization import TextTokenizer
 
-_ARRAYS = ("emb_q", "emb_scale", "outputs", "head_ids", "alias_threshold", "alias_index",
-           "accept_gamma", "tail_floor", "keep_row", "sensitive", "valid_input")
+if TYPE_CHECKING:  # pragma: no cover
+    from .ledger import Ledger
+
+MECHANISMS = ("santext", "santext+")
 
 
 class Sanitizer:
-    """Sanitize text with SanText / SanText+ from a verified bundle. Use :meth:`load`."""
+    """Sanitize text with SanText / SanText+ from a verified bundle; create one with :meth:`load`.
 
-    def __init__(self, bundle, *, seed: int | None = None, backend: str = "auto",
-                 ledger=None) -> None:
+    Implements :class:`ldptext.runtime.Runtime`.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A verified SanText(+) bundle (:func:`ldptext.runtime.open_bundle`).
+    seed : int or None
+        ``None`` (default) for private randomness; an integer for reproducible, **not private**
+        output (tests and experiments only; warns).
+    backend : str
+        ``"auto"``, ``"native"`` (the C extension) or ``"fallback"`` (numpy).
+    ledger : Ledger or None
+        Charged through :func:`ldptext.runtime.charge` before any output is returned.
+
+    Attributes
+    ----------
+    mechanism : str
+        ``"santext"`` or ``"santext+"``.
+    key_id : str or None
+        Id of the key that signed the bundle (``None`` only for an allowed unsigned bundle).
+    manifest : dict
+        The verified manifest.
+    epsilon, p, w, epsilon0 : float (p, w None for SanText)
+        The metric ε, SanText+'s sanitizing probability p and sensitive fraction w, ε₀ = ln(1/p).
+    d_max : float
+        Upper bound of the largest distance between two valid inputs.
+    tolerance : float
+        Bound on the relative error of every realised probability against the formula.
+    tables : SanTextTables
+        The bundle's validated arrays.
+    outputs : np.ndarray of int32, shape (O,)
+        The output domain (V minus special tokens for SanText, V_S for SanText+).
+    sensitive, valid_input : np.ndarray of bool, shape (V,)
+        V_S, and the rows that may be inputs.
+    n_rows : int
+        V, the number of rows.
+
+    Notes
+    -----
+    Guarantee per token: SanText is ε·d(x, x')-MLDP, SanText+ is (V_S, V_P, ε, ε₀)-UMLDP with
+    ε₀ = ln(1/p); neighbouring relation: any two tokens x, x' of the input domain (documents of equal
+    length: ε·Σᵢ d(xᵢ, x'ᵢ), tokens independent, length not hidden). Yue et al. 2021, *Differential
+    Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
+    Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
+    Theorems 1–2.
+    """
+
+    def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
+                 ledger: "Ledger | None" = None) -> None:
         self._bundle = bundle
         self.ledger = ledger
+        self.key_id: str | None = bundle.key_id
         self.manifest: dict = bundle.manifest
-        a = {name: bundle.array(name) for name in _ARRAYS}
         self.mechanism: str = bundle.mechanism
+        arrays = {name: bundle.array(name) for name in STORED_ARRAYS}  # a missing one: format error
         try:
             params = self.manifest["params"]
             self.epsilon: float = float(params["epsilon"])
@@ -62,104 +119,106 @@ class Sanitizer:
             self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
         except (KeyError, TypeError, ValueError):
             raise BundleFormatError("SanText manifest lacks or malforms a required field") from None
-        self._validate(a)
-        self.outputs: np.ndarray = a["outputs"]
-        self.sensitive: np.ndarray = a["sensitive"]
-        self.valid_input: np.ndarray = a["valid_input"]
-        a["emb_sqnorm"] = row_sqnorms(a["emb_q"])
-        self._a = a
-        self.n_rows: int = int(a["emb_q"].shape[0])
+        self._check_parameters()
+        self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
+        self._check_tables_match_parameters()
+        self.outputs: np.ndarray = self.tables.outputs
+        self.sensitive: np.ndarray = self.tables.sensitive
+        self.valid_input: np.ndarray = self.tables.valid_input
+        self.n_rows: int = self.tables.n_rows
         self._embeddings: np.ndarray | None = None
         self._rng = Generator(seed=seed, backend=backend)
         self._table = self._rng.make_santext_table(
-            emb_q=a["emb_q"], emb_scale=a["emb_scale"], emb_sqnorm=a["emb_sqnorm"],
-            outputs=a["outputs"], head_ids=a["head_ids"],
-            alias_threshold=a["alias_threshold"], alias_index=a["alias_index"],
-            accept_gamma=a["accept_gamma"], tail_floor=a["tail_floor"],
-            keep_row=a["keep_row"], dim=int(a["emb_q"].shape[1]), head_size=self.head_size,
-            epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
+            self.tables, epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
         self._vocab: list[str] | None = None
         self._tokenizer: TextTokenizer | None = None
 
     @classmethod
-    def load(cls, path: str | Path, *, trusted_keys=None, allow_unsigned: bool = False,
-             seed: int | None = None, backend: str = "auto", ledger=None) -> "Sanitizer":
-        """Verify (signature, key, hashes) and memory-map a SanText(+) bundle.
+    def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
+             allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
+             ledger: "Ledger | None" = None) -> "Sanitizer":
+        """Verify (signature, key, hashes, schema) and memory-map a SanText(+) bundle.
 
-        ``seed`` makes the output reproducible for tests and is **not private** (warns).
-        ``ledger`` (an :class:`ldptext.ledger.Ledger`) is charged before any output is returned:
-        each ``sanitize_batch`` call is one release of the sum of its documents' worst-case ε
-        (``report.document_epsilon``), each ``sample_ids`` call one of n_ids·(ε·D_max + ε₀); a
-        refused charge raises ``BudgetExceededError`` and nothing is returned.
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The bundle file.
+        trusted_keys : iterable or None
+            Public keys the signer must be among; ``None`` means the local trust store.
+        allow_unsigned : bool
+            Accept an unsigned development bundle (warns).
+        seed : int or None
+            Reproducible output for tests; **not private** (warns).
+        backend : str
+            ``"auto"``, ``"native"`` or ``"fallback"``.
+        ledger : Ledger or None
+            Charged before any output is returned: each ``sanitize_batch`` call is one release of
+            the sum of its documents' worst-case ε (``report.document_epsilon``), each
+            ``sample_ids`` call one of n_ids · :attr:`per_token_epsilon`; a refused charge raises
+            ``BudgetExceededError`` and nothing is returned.
+
+        Returns
+        -------
+        Sanitizer
+            Ready to sanitize.
+
+        Raises
+        ------
+        BundleError
+            Missing file, bad signature, untrusted key, wrong mechanism, or a corrupted or
+            inconsistent bundle (a ``BundleError`` subclass says which).
+
+        Notes
+        -----
+        Guarantee of every release: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP
+        with ε₀ = ln(1/p) (SanText+), neighbouring relation any two tokens x, x' of the input domain;
+        Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*
+        (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy
+        in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
-        bundle = read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
-                             expect_mechanism=("santext", "santext+"))
+        bundle = _runtime.open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
+                                      allow_unsigned=allow_unsigned)
         return cls(bundle, seed=seed, backend=backend, ledger=ledger)
 
-    def _validate(self, a: dict) -> None:
-        """Semantic checks beyond the signed hashes (a validly signed but inconsistent bundle is
-        still refused)."""
+    def _check_parameters(self) -> None:
+        """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""
         if not (math.isfinite(self.epsilon) and self.epsilon > 0):
             raise BundleIntegrityError("bundle epsilon is not a positive number")
         if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
             raise BundleIntegrityError("bundle p is not in (0, 1]")
-        v, dim = a["emb_q"].shape if a["emb_q"].ndim == 2 else (0, 0)
-        shapes = {"emb_scale": (v,), "outputs": (a["outputs"].shape[0],),
-                  "head_ids": (v, self.head_size), "alias_threshold": (v, self.head_size + 1),
-                  "alias_index": (v, self.head_size + 1), "accept_gamma": (v, self.head_size + 1),
-                  "tail_floor": (v,), "keep_row": (v,), "sensitive": (v,), "valid_input": (v,)}
-        dtypes = {"emb_q": np.int8, "emb_scale": np.float32, "outputs": np.int32,
-                  "head_ids": np.int32, "alias_threshold": np.uint32, "alias_index": np.uint16,
-                  "accept_gamma": np.float64, "tail_floor": np.float64, "keep_row": np.uint8,
-                  "sensitive": np.bool_, "valid_input": np.bool_}
-        for name, dt in dtypes.items():
-            if a[name].dtype != dt:
-                raise BundleIntegrityError(f"array {name!r} has dtype {a[name].dtype}, expected "
-                                           f"{np.dtype(dt)}")
-        for name, shape in shapes.items():
-            if a[name].shape != shape:
-                raise BundleIntegrityError(f"array {name!r} has shape {a[name].shape}, expected "
-                                           f"{shape}")
-        if v == 0 or a["outputs"].size < self.head_size:
-            raise BundleIntegrityError("bundle vocabulary or output domain is empty")
-        if not np.isfinite(a["emb_scale"]).all() or (a["emb_scale"] < 0).any() \
-                or not np.isfinite(a["tail_floor"]).all() or (a["tail_floor"] < 0).any():
-            raise BundleIntegrityError("embeddings or tail bounds are not finite")
-        out = a["outputs"]
-        if (out < 0).any() or (out >= v).any() or (np.diff(out) <= 0).any():
-            raise BundleIntegrityError("output ids are out of range or not strictly increasing")
-        if (a["head_ids"] < 0).any() or (a["head_ids"] >= v).any() \
-                or (np.diff(a["head_ids"], axis=1) <= 0).any():
-            raise BundleIntegrityError("head ids are out of range or not strictly increasing")
-        is_out = np.zeros(v, dtype=bool)
-        is_out[out] = True
-        if not is_out[a["head_ids"]].all() or (is_out & ~a["valid_input"]).any():
-            raise BundleIntegrityError("a head candidate or an output is outside the output domain")
-        if (a["alias_index"] > self.head_size).any():
-            raise BundleIntegrityError("alias table values are out of range")
-        gamma = a["accept_gamma"]
-        if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
-            raise BundleIntegrityError("acceptance exponents are negative or not finite")
-        # precompute makes the smallest exponent of every row 0 (the best-fitting slot is always
-        # accepted); a larger minimum only slows sampling down, exponentially: refuse it
-        tail_slot = gamma[:, -1] if out.size > self.head_size else np.inf
-        if (np.minimum(gamma[:, :-1].min(axis=1), tail_slot) != 0).any():
-            raise BundleIntegrityError("acceptance exponents are not normalised (min per row != 0)")
-        if self.mechanism == "santext" and a["keep_row"].any():
+
+    def _check_tables_match_parameters(self) -> None:
+        """What the tables must agree on with the manifest and the mechanism."""
+        t = self.tables
+        if t.head_size != self.head_size:
+            raise BundleIntegrityError(f"array 'head_ids' has shape {t.head_ids.shape}, expected "
+                                       f"{(t.n_rows, self.head_size)}")
+        if self.mechanism == "santext" and t.keep_row.any():
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
-        # an empty tail must have zero proposal mass, or the sampler would loop
-        if out.size == self.head_size:
-            mass = _alias.realised_masses(a["alias_threshold"], a["alias_index"])
-            if (mass[:, -1] != 0).any():
-                raise BundleIntegrityError("tail slot has mass but the tail is empty")
+
+    @property
+    def per_token_epsilon(self) -> float:
+        """Worst-case LDP level of one token over any two inputs: ε·D_max + ε₀ (ε₀ = 0 for SanText).
+
+        Returns
+        -------
+        float
+            The per-token ε charged to a ledger and stated in every :class:`PrivacyReport`; a
+            document of n tokens costs n times this (sequential composition).
+        """
+        return self.epsilon * self.d_max + self.epsilon0
 
     @property
     def embeddings(self) -> np.ndarray:
-        """The metric embedding, float64 [V, m]: exactly the values distances are computed from
-        (per-row float32 scale × int8 code, see ``ldptext_precompute.santext.build.quantize_int8``)."""
+        """The metric embedding: exactly the values distances are computed from.
+
+        Returns
+        -------
+        np.ndarray of float64, shape (V, m), read-only
+            Per-row float32 scale × int8 code (:meth:`SanTextTables.metric_embedding`).
+        """
         if self._embeddings is None:
-            a = self._a
-            e = a["emb_scale"].astype(np.float64)[:, None] * a["emb_q"].astype(np.float64)
+            e = self.tables.metric_embedding()
             e.flags.writeable = False
             self._embeddings = e
         return self._embeddings
@@ -167,6 +226,12 @@ class Sanitizer:
     # -- vocabulary and tokenization ---------------------------------------------------------
     @property
     def vocab(self) -> list[str]:
+        """The bundle's vocabulary: row i is the token of id i.
+
+        Returns
+        -------
+        list of str, length V
+        """
         if self._vocab is None:
             self._vocab = json.loads(self._bundle.blob("vocab.json").decode("utf-8"))
             if len(self._vocab) != self.n_rows:
@@ -175,28 +240,72 @@ class Sanitizer:
 
     @property
     def tokenizer(self) -> TextTokenizer:
+        """The bundle's tokenizer (loaded on first use)."""
         if self._tokenizer is None:
             self._tokenizer = TextTokenizer(self._bundle.blob("tokenizer.json").decode("utf-8"))
         return self._tokenizer
 
     def tokenize(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` with the bundle's tokenizer (OOV words map to the unknown row).
+
+        Parameters
+        ----------
+        text : str
+            One document.
+
+        Returns
+        -------
+        np.ndarray of int32, shape (n_tokens,)
+        """
         return self.tokenizer.encode(text)
 
     def detokenize(self, ids: np.ndarray) -> str:
+        """Text of token ids with the bundle's tokenizer.
+
+        Parameters
+        ----------
+        ids : np.ndarray of int, shape (n,)
+
+        Returns
+        -------
+        str
+        """
         return self.tokenizer.decode(ids)
 
     # -- sampling ----------------------------------------------------------------------------
-    def sample_ids(self, ids) -> np.ndarray:
-        """Sanitize token ids (the primitive): one independent draw per id."""
+    def sample_ids(self, ids: Any) -> np.ndarray:
+        """Sanitize token ids (the primitive): one independent draw per id.
+
+        Parameters
+        ----------
+        ids : array_like of int, any shape
+            Valid input ids of this bundle (not special tokens).
+
+        Returns
+        -------
+        np.ndarray of int32, same shape as ``ids``
+            Sanitized ids. The ledger (if any) is charged n_ids · :attr:`per_token_epsilon` first.
+
+        Raises
+        ------
+        InputError
+            An id is not an integer, out of range, or a special token (its position is named).
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+
+        Notes
+        -----
+        Per id: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP, ε₀ = ln(1/p) (SanText+);
+        neighbouring relation any two ids x, x' of the input domain; Yue et al. 2021, *Differential
+        Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
+        Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State),
+        §2.4, Theorems 1–2.
+        """
         out = self._sample(ids)
-        self._charge(out.size * (self.epsilon * self.d_max + self.epsilon0), f"santext ids x{out.size}")
+        _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0, f"santext ids x{out.size}")
         return out
 
-    def _charge(self, epsilon: float, label: str) -> None:
-        if self.ledger is not None and epsilon > 0:
-            self.ledger.charge(epsilon, 0.0, label=label)
-
-    def _sample(self, ids) -> np.ndarray:
+    def _sample(self, ids: Any) -> np.ndarray:
         ids = np.asarray(ids)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise InputError("token ids must be integers")
@@ -204,13 +313,35 @@ class Sanitizer:
         bad = (flat < 0) | (flat >= self.n_rows)
         if not bad.any():
             bad = ~self.valid_input[flat]
-        if bad.any():
+        if bad.any():  # the position only: an id can reveal the word
             raise InputError(f"token id at position {int(np.flatnonzero(bad)[0])} is not a valid "
                              f"input of this bundle (out of range or a special token)")
         return self._rng.santext_sample(self._table, flat.astype(np.int32)).reshape(ids.shape)
 
     def privacy_report(self, n_tokens: int) -> PrivacyReport:
-        per_token = self.epsilon * self.d_max + self.epsilon0
+        """What a release of ``n_tokens`` tokens guarantees.
+
+        Parameters
+        ----------
+        n_tokens : int
+            The document's number of tokens (not hidden by the mechanism).
+
+        Returns
+        -------
+        PrivacyReport
+            ε, p, ε₀, D_max, the per-token worst case :attr:`per_token_epsilon`, the document's
+            n_tokens × that, and the numeric tolerance.
+
+        Notes
+        -----
+        Guarantee: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP (SanText+), for
+        any two tokens x, x' of the input domain; a document of n tokens against any other of n
+        tokens: ε·Σᵢ d(xᵢ, x'ᵢ) (+ε₀ per pair across the split), at worst n·(ε·D_max + ε₀). Yue et
+        al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings
+        of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
+        (PhD thesis, Ohio State), §2.4, Theorems 1–2.
+        """
+        per_token = self.per_token_epsilon
         return PrivacyReport(
             mechanism=self.mechanism, notion="UMLDP" if self.mechanism == "santext+" else "MLDP",
             epsilon=self.epsilon, p=self.p, epsilon0=self.epsilon0, d_max=self.d_max,
@@ -219,11 +350,64 @@ class Sanitizer:
             kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None)
 
     def sanitize(self, text: str) -> Sanitized:
-        """Sanitize one document. The result's text may leave the device."""
+        """Sanitize one document; the result's text may leave the device.
+
+        Parameters
+        ----------
+        text : str
+            The private document.
+
+        Returns
+        -------
+        Sanitized
+            The sanitized text (same number of tokens) and its :class:`PrivacyReport`.
+
+        Raises
+        ------
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+
+        Notes
+        -----
+        Each token independently: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with
+        ε₀ = ln(1/p) (SanText+); neighbouring relation any two documents of the same length (the
+        length is not hidden), costing ε·Σᵢ d(xᵢ, x'ᵢ). Yue et al. 2021, *Differential Privacy for
+        Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
+        *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
+        Theorems 1–2.
+        """
         return self.sanitize_batch([text])[0]
 
-    def sanitize_batch(self, texts) -> list[Sanitized]:
-        """Sanitize many documents with one sampler call (same order as the input)."""
+    def sanitize_batch(self, texts: Iterable[str]) -> list[Sanitized]:
+        """Sanitize many documents with one sampler call.
+
+        Parameters
+        ----------
+        texts : iterable of str
+            The private documents (a list, not one string).
+
+        Returns
+        -------
+        list of Sanitized, same length and order as ``texts``
+            The ledger (if any) is charged once, the sum of the documents' ``document_epsilon``,
+            before anything is returned.
+
+        Raises
+        ------
+        InputError
+            ``texts`` is a single string.
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+
+        Notes
+        -----
+        Each token independently: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with
+        ε₀ = ln(1/p) (SanText+); neighbouring relation any two documents of the same length (the
+        length is not hidden), costing ε·Σᵢ d(xᵢ, x'ᵢ). Yue et al. 2021, *Differential Privacy for
+        Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
+        *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
+        Theorems 1–2.
+        """
         if isinstance(texts, str):
             raise InputError("sanitize_batch takes a list of documents, not one string")
         texts = list(texts)
@@ -235,15 +419,39 @@ class Sanitizer:
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
         results = [Sanitized(text=t, report=self.privacy_report(n))
                    for t, n in zip(decoded, lengths)]
-        self._charge(sum(r.report.document_epsilon for r in results),
-                     f"santext batch of {len(results)} documents")
+        _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
+                        f"santext batch of {len(results)} documents")
         return results
 
     # -- exact realised distribution ---------------------------------------------------------
-    def log_probabilities(self, xs, *, chunk: int = 256) -> np.ndarray:
-        """log Pr[M(x) = y] for every y of the vocabulary, as the sampler realises it: computed from
-        the bundle's integer alias tables, acceptance exponents and metric embedding (float64),
-        with the tail distances evaluated by the sampler's own formula."""
+    def log_probabilities(self, xs: Any, *, chunk: int = 256) -> np.ndarray:
+        """The log-probabilities log Pr[M(x) = y] for every y of the vocabulary, as the sampler realises them.
+
+        Computed from the bundle's integer alias tables, acceptance exponents and metric embedding
+        (float64), with the tail distances evaluated by the sampler's own formula. Releases nothing
+        (no randomness, no ledger charge).
+
+        Parameters
+        ----------
+        xs : array_like of int, shape (n,) or scalar
+            Input row ids.
+        chunk : int
+            Rows computed at a time (memory: chunk × V doubles).
+
+        Returns
+        -------
+        np.ndarray of float64, shape (n, V)
+            ``-inf`` where the probability is exactly 0 (special tokens, and for SanText+ V_N
+            outputs other than the input itself).
+
+        Notes
+        -----
+        These rows satisfy Pr[M(x)=y] ≤ exp(ε·d(x, x') (+ε₀ across the split))·Pr[M(x')=y] for any
+        two inputs x, x' and protected y, up to the stated tolerance: SanText's MLDP and SanText+'s
+        UMLDP, Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+        Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility
+        and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
+        """
         xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
         out = np.empty((xs.size, self.n_rows))
         for start in range(0, xs.size, chunk):
@@ -251,8 +459,8 @@ class Sanitizer:
         return out
 
     def _log_probabilities(self, xs: np.ndarray) -> np.ndarray:
-        a, k, outs = self._a, self.head_size, self.outputs
-        mass = _alias.realised_masses(a["alias_threshold"][xs], a["alias_index"][xs])
+        t, k, outs = self.tables, self.head_size, self.outputs
+        mass = _alias.realised_masses(t.alias_threshold[xs], t.alias_index[xs])
         with np.errstate(divide="ignore"):
             log_q = np.log(mass.astype(np.float64))
         rows = np.arange(xs.size)
@@ -261,18 +469,18 @@ class Sanitizer:
         if tail_count > 0:
             # <q_x, q_y> is an integer below 2^24 for dim < 1040, so a float32 product is exact
             # in any summation order (float64 beyond that); then the sampler's float64 formula
-            dt = np.float32 if a["emb_q"].shape[1] < 1040 else np.float64
-            dot = (a["emb_q"][xs].astype(dt) @ a["emb_q"][outs].astype(dt).T).astype(np.float64)
-            d = distance_from_dot(a["emb_scale"][xs][:, None], a["emb_sqnorm"][xs][:, None],
-                                  a["emb_scale"][outs][None, :], a["emb_sqnorm"][outs][None, :], dot)
+            dt = np.float32 if t.dim < 1040 else np.float64
+            dot = (t.emb_q[xs].astype(dt) @ t.emb_q[outs].astype(dt).T).astype(np.float64)
+            d = distance_from_dot(t.emb_scale[xs][:, None], t.emb_sqnorm[xs][:, None],
+                                  t.emb_scale[outs][None, :], t.emb_sqnorm[outs][None, :], dot)
             with np.errstate(invalid="ignore"):  # rows whose tail slot has mass 0: -inf
-                lp[:, outs] = (log_q[:, k] - math.log(tail_count) - a["accept_gamma"][xs, k]
-                               + self.epsilon / 2 * a["tail_floor"][xs])[:, None] \
+                lp[:, outs] = (log_q[:, k] - math.log(tail_count) - t.accept_gamma[xs, k]
+                               + self.epsilon / 2 * t.tail_floor[xs])[:, None] \
                     - self.epsilon / 2 * d
-        lp[rows[:, None], a["head_ids"][xs]] = log_q[:, :k] - a["accept_gamma"][xs, :k]
+        lp[rows[:, None], t.head_ids[xs]] = log_q[:, :k] - t.accept_gamma[xs, :k]
         m = lp.max(axis=1, keepdims=True)
         lp -= m + np.log(np.exp(lp - m).sum(axis=1, keepdims=True))
-        keep = a["keep_row"][xs].astype(bool)
+        keep = t.keep_row[xs].astype(bool)
         if keep.any():  # SanText+ non-sensitive input: sanitized w.p. p, kept w.p. 1 - p
             kr = rows[keep]
             lp[kr] += math.log(self.p)
@@ -280,5 +488,24 @@ class Sanitizer:
                 lp[kr, xs[kr]] = np.logaddexp(lp[kr, xs[kr]], math.log1p(-self.p))
         return lp
 
-    def probabilities(self, xs) -> np.ndarray:
+    def probabilities(self, xs: Any) -> np.ndarray:
+        """Pr[M(x) = y] for every y, as the sampler realises it: ``exp(log_probabilities(xs))``.
+
+        Parameters
+        ----------
+        xs : array_like of int, shape (n,) or scalar
+            Input row ids.
+
+        Returns
+        -------
+        np.ndarray of float64, shape (n, V)
+            Rows sum to 1; zeros exactly where :meth:`log_probabilities` is ``-inf``.
+
+        Notes
+        -----
+        The rows of SanText's ε·d-MLDP / SanText+'s UMLDP (any two inputs x, x'), Yue et al. 2021,
+        *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL),
+        as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis,
+        Ohio State), §2.4, Theorems 1–2.
+        """
         return np.exp(self.log_probabilities(xs))

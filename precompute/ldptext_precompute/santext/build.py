@@ -1,16 +1,25 @@
-"""Build a SanText / SanText+ bundle (SPEC §2, seed 000 §2.4.2–2.4.3).
+"""Build a SanText / SanText+ bundle.
 
-Target, for every input row x over the output domain O (O = V minus special tokens for SanText,
-O = V_S for SanText+):  Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2).
+Mechanisms of Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*
+(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
+(PhD thesis, Ohio State), §2.4 (SanText and SanText+). Target, for every input row x over the output
+domain O (O = V minus special tokens for SanText, O = V_S for SanText+):
+Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2).
 
-Sampling tables (consumed by ``native/santext_sampler.c``): slots 0..K-1 are the K nearest outputs
-("head"), slot K stands for the T = |O| − K others ("tail"). With log-weights
-``W_j = −ε d_j / 2`` for the head and ``W_T = log T − ε·floor/2`` for the tail (floor ≤ every tail
-distance), an integer alias table gives the exact proposal q̂ and the acceptance is
-exp(−γ_j) with ``γ_j = (log q̂_j − W_j) − min_i (log q̂_i − W_i) ≥ 0``. After rejection-and-restart the
-output law is exactly ∝ exp(−ε d/2) — no truncation, and everything stays in log space, so no
-probability underflows whatever ε is. The only rounding is float64 rounding of the γ's, stated in
-the manifest as ``numeric.max_relative_error``.
+Sampling tables (the schema: :class:`ldptext.santext_tables.SanTextTables`; consumed by
+``native/santext_sampler.c``): slots 0..K-1 are the K nearest outputs ("head"), slot K stands for the
+T = |O| − K others ("tail"). With log-weights ``W_j = −ε d_j / 2`` for the head and
+``W_T = log T − ε·floor/2`` for the tail (floor ≤ every tail distance), an integer alias table gives
+the exact proposal q̂ and the acceptance is exp(−γ_j) with
+``γ_j = (log q̂_j − W_j) − min_i (log q̂_i − W_i) ≥ 0``. After rejection-and-restart the output law is
+exactly ∝ exp(−ε d/2) — no truncation, and everything stays in log space, so no probability
+underflows whatever ε is. The only rounding is float64 rounding of the γ's, stated in the manifest as
+``numeric.max_relative_error``.
+
+:func:`build_santext_bundle` is a short sequence of the steps below: load embeddings → public
+frequencies and the sensitive split (:func:`split_domain`) → metric embedding (:func:`quantize_int8`)
+→ neighbours (:func:`ldptext_precompute.santext.knn.cached_neighbours`) → tables
+(:func:`santext_tables`) → manifest (:func:`santext_manifest`) → write (:func:`write_santext_bundle`).
 """
 from __future__ import annotations
 
@@ -18,7 +27,9 @@ import datetime as _dt
 import math
 import platform
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +38,7 @@ from ldptext import alias as _alias
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
 from ldptext.errors import ParameterError
+from ldptext.santext_tables import SanTextTables
 
 from . import embeddings as _emb
 from . import frequency as _freq
@@ -43,6 +55,18 @@ def quantize_int8(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     embeddings rounded to 8 bits per coordinate, ~0.4 % of each vector's largest coordinate). Any
     public embedding defines a valid metric, so the guarantee is unchanged; the sampler reads 4×
     fewer bytes per candidate (it is memory-bound) and the bundle shrinks accordingly.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float, shape (V, m)
+        The public embedding.
+
+    Returns
+    -------
+    codes : np.ndarray of int8, shape (V, m)
+        ``rint(vectors / scale)`` clipped to [-127, 127].
+    scale : np.ndarray of float32, shape (V,)
+        Largest absolute coordinate / 127 per row (1 for a zero row).
     """
     v = np.asarray(vectors, dtype=np.float64)
     top = np.abs(v).max(axis=1)
@@ -52,11 +76,42 @@ def quantize_int8(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Exact float64 values of the metric embedding (float32 × int8 fits a double exactly)."""
+    """Exact float64 values of the metric embedding (float32 × int8 fits a double exactly).
+
+    Parameters
+    ----------
+    q : np.ndarray of int8, shape (V, m)
+        The codes of :func:`quantize_int8`.
+    scale : np.ndarray of float32, shape (V,)
+        The per-row scales.
+
+    Returns
+    -------
+    np.ndarray of float64, shape (V, m)
+        ``scale[:, None] * q``, the values the runtime computes distances from.
+    """
     return scale.astype(np.float64)[:, None] * q.astype(np.float64)
 
 
 def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float | None) -> None:
+    """Refuse mechanism parameters outside their domain.
+
+    Parameters
+    ----------
+    epsilon : float
+        The metric ε: finite and > 0.
+    mechanism : str
+        ``"santext"`` or ``"santext+"``.
+    p : float or None
+        SanText+: probability of sanitizing a non-sensitive token, in (0, 1].
+    w : float or None
+        SanText+: fraction of least frequent valid tokens that are sensitive, in [0, 1].
+
+    Raises
+    ------
+    ParameterError
+        A parameter is out of range (p and w are checked for SanText+ only).
+    """
     if mechanism not in MECHANISMS:
         raise ParameterError(f"mechanism must be one of {MECHANISMS}")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
@@ -68,8 +123,117 @@ def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float |
             raise ParameterError("w must be in [0, 1]")
 
 
-def sampling_tables(nb: Neighbours, n_outputs: int, epsilon: float) -> dict[str, np.ndarray]:
-    """ε-dependent tables from the ε-independent neighbour structure."""
+def check_head_size(head_size: int) -> None:
+    """Refuse an alias-table head size outside [1, 65534] (slots are uint16, K + 1 of them).
+
+    Parameters
+    ----------
+    head_size : int
+        The requested K.
+
+    Raises
+    ------
+    ParameterError
+        Not an integer in [1, 65534].
+    """
+    if not (isinstance(head_size, int) and 1 <= head_size < 65535):
+        raise ParameterError("head size must be an integer in [1, 65534]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DomainSplit:
+    """Inputs, outputs and SanText+'s sensitive split of a vocabulary.
+
+    Attributes
+    ----------
+    sensitive : np.ndarray of bool, shape (V,)
+        V_S (SanText: every valid input).
+    keep_row : np.ndarray of uint8, shape (V,)
+        1 for a non-sensitive valid input of SanText+ (released unchanged with probability 1 − p).
+    outputs : np.ndarray of int32, shape (O,)
+        The output domain, ascending: V minus special tokens (SanText) or V_S minus specials.
+    frequency_source : str or None
+        Where the public frequencies came from (``None`` for SanText, which needs none).
+    """
+
+    sensitive: np.ndarray
+    keep_row: np.ndarray
+    outputs: np.ndarray
+    frequency_source: str | None
+
+
+def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None,
+                 frequencies: np.ndarray | None = None) -> DomainSplit:
+    """The output domain and (SanText+) V_S from a **public** frequency list, never from private text.
+
+    Parameters
+    ----------
+    emb : Embeddings
+        The vocabulary with its special-token and valid-input masks.
+    mechanism : str
+        ``"santext"`` or ``"santext+"``.
+    w : float or None
+        SanText+: the sensitive fraction of least frequent valid tokens.
+    frequencies : np.ndarray of float, shape (V,), optional
+        A public frequency per row; default: the wordfreq list
+        (:func:`ldptext_precompute.santext.frequency.token_frequencies`).
+
+    Returns
+    -------
+    DomainSplit
+
+    Raises
+    ------
+    ParameterError
+        ``frequencies`` has the wrong length, or the output domain is empty.
+    """
+    n_rows = len(emb.vocab)
+    if mechanism == "santext+":
+        freqs = (_freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
+                 if frequencies is None else np.asarray(frequencies, dtype=np.float64))
+        if freqs.shape != (n_rows,):
+            raise ParameterError("frequencies must have one entry per vocabulary row")
+        sensitive = _freq.sensitive_mask(freqs, emb.valid_input, w)
+        keep_row = (emb.valid_input & ~sensitive).astype(np.uint8)
+        output_mask = sensitive & ~emb.special
+        source = _freq.SOURCE if frequencies is None else "caller-supplied"
+    else:
+        sensitive = emb.valid_input.copy()
+        keep_row = np.zeros(n_rows, dtype=np.uint8)
+        output_mask = ~emb.special
+        source = None
+    outputs = np.flatnonzero(output_mask).astype(np.int32)
+    if outputs.size == 0:
+        raise ParameterError("the output domain is empty (w too small?)")
+    return DomainSplit(sensitive=sensitive, keep_row=keep_row, outputs=outputs, frequency_source=source)
+
+
+class Proposal(NamedTuple):
+    """The ε-dependent part of the tables (see the module docstring for the construction)."""
+
+    alias_threshold: np.ndarray  # uint32 (V, K+1)
+    alias_index: np.ndarray      # uint16 (V, K+1)
+    accept_gamma: np.ndarray     # float64 (V, K+1)
+
+
+def sampling_tables(nb: Neighbours, n_outputs: int, epsilon: float) -> Proposal:
+    """ε-dependent tables from the ε-independent neighbour structure.
+
+    Parameters
+    ----------
+    nb : Neighbours
+        Head ids (V, K), head distances (V, K) and tail floors (V,).
+    n_outputs : int
+        |O|; the tail holds ``|O| - K`` outputs.
+    epsilon : float
+        The metric ε.
+
+    Returns
+    -------
+    Proposal
+        ``alias_threshold`` (uint32, (V, K+1)), ``alias_index`` (uint16, (V, K+1)) and
+        ``accept_gamma`` (float64, (V, K+1), minimum 0 per row).
+    """
     rows, k = nb.head_ids.shape
     half = epsilon / 2.0
     tail_count = n_outputs - k
@@ -83,16 +247,65 @@ def sampling_tables(nb: Neighbours, n_outputs: int, epsilon: float) -> dict[str,
         ratio = np.where(mass > 0, log_q - log_w, np.inf)
     gamma = ratio - ratio.min(axis=1, keepdims=True)
     gamma[mass == 0] = 0.0  # never proposed
-    return {"alias_threshold": threshold, "alias_index": alias_index, "accept_gamma": gamma,
-            "tail_floor": nb.tail_floor.astype(np.float64)}
+    return Proposal(alias_threshold=threshold, alias_index=alias_index, accept_gamma=gamma)
+
+
+def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.ndarray,
+                   domain: DomainSplit, nb: Neighbours, epsilon: float) -> SanTextTables:
+    """The bundle's arrays, as the validated schema record.
+
+    Parameters
+    ----------
+    emb_q : np.ndarray of int8, shape (V, m)
+        Metric embedding codes (:func:`quantize_int8`).
+    emb_scale : np.ndarray of float32, shape (V,)
+        Their per-row scales.
+    valid_input : np.ndarray of bool, shape (V,)
+        Rows that may be inputs.
+    domain : DomainSplit
+        Outputs, V_S and the kept rows.
+    nb : Neighbours
+        The neighbour structure over ``domain.outputs``.
+    epsilon : float
+        The metric ε.
+
+    Returns
+    -------
+    SanTextTables
+        Validated on construction (the same checks the runtime applies when loading).
+    """
+    proposal = sampling_tables(nb, int(domain.outputs.size), float(epsilon))
+    return SanTextTables(
+        emb_q=emb_q, emb_scale=emb_scale, outputs=domain.outputs, head_ids=nb.head_ids,
+        alias_threshold=proposal.alias_threshold, alias_index=proposal.alias_index,
+        accept_gamma=proposal.accept_gamma, tail_floor=nb.tail_floor.astype(np.float64),
+        keep_row=domain.keep_row, sensitive=domain.sensitive, valid_input=valid_input)
 
 
 def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray,
                       n_outputs: int) -> float:
-    """Bound on the relative error of any realised probability against the exact formula:
-    float64 rounding of γ (a few operations on numbers of magnitude ≤ ε·D_max/2 + log(S·2^32·T)),
+    """Bound on the relative error of any realised probability against the exact formula.
+
+    Float64 rounding of γ (a few operations on numbers of magnitude ≤ ε·D_max/2 + log(S·2^32·T)),
     of the head distances ((m+2)u relative), and of the runtime's tail distance, whose d² is within
-    E = 8u(|a|²+|b|²) of the truth, so d is within min(√E, E/(2·floor)) (floor ≤ d)."""
+    E = 8u(|a|²+|b|²) of the truth, so d is within min(√E, E/(2·floor)) (floor ≤ d).
+
+    Parameters
+    ----------
+    epsilon : float
+        The metric ε.
+    nb : Neighbours
+        The neighbour structure (head size K, tail floors, D_max).
+    metric_vectors : np.ndarray of float64, shape (V, m)
+        The exact metric embedding (:func:`dequantize`).
+    n_outputs : int
+        |O|.
+
+    Returns
+    -------
+    float
+        The tolerance the manifest states as ``numeric.max_relative_error``.
+    """
     rows, k = nb.head_ids.shape
     dim = metric_vectors.shape[1]
     sq = np.einsum("ij,ij->i", metric_vectors, metric_vectors)
@@ -105,80 +318,163 @@ def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray
                  + (epsilon / 2 * float(dd.max()) if n_outputs > k else 0.0))
 
 
+def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: float | None,
+                     emb: _emb.Embeddings, domain: DomainSplit, nb: Neighbours,
+                     metric_vectors: np.ndarray, started: float) -> dict[str, Any]:
+    """The manifest sections of a SanText(+) bundle (the bundle adds format, mechanism, arrays).
+
+    Parameters
+    ----------
+    mechanism : str
+        ``"santext"`` or ``"santext+"``.
+    epsilon : float
+        The metric ε.
+    p, w : float or None
+        SanText+'s parameters (``None`` for SanText).
+    emb : Embeddings
+        The source embeddings (vocabulary, kind, provenance).
+    domain : DomainSplit
+        Outputs, V_S and the frequency source.
+    nb : Neighbours
+        Head size, D_max and the search backend.
+    metric_vectors : np.ndarray of float64, shape (V, m)
+        The exact metric embedding.
+    started : float
+        ``time.perf_counter()`` at the start of the build.
+
+    Returns
+    -------
+    dict
+        Sections ``params``, ``privacy``, ``vocab``, ``sources``, ``numeric`` and ``build``.
+    """
+    n_outputs = int(domain.outputs.size)
+    return dict(
+        params=dict(epsilon=float(epsilon), p=p, w=w, head_size=int(nb.head_ids.shape[1]),
+                    epsilon0=(math.log(1.0 / p) if mechanism == "santext+" else 0.0)),
+        privacy=dict(d_max=nb.d_max, metric="euclidean over the bundle's int8-quantized embeddings",
+                     quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
+                     notion="UMLDP" if mechanism == "santext+" else "MLDP"),
+        vocab=dict(size=len(emb.vocab), dim=int(emb.vectors.shape[1]), outputs=n_outputs,
+                   sensitive=int(domain.sensitive.sum()), kind=emb.kind),
+        sources=dict(embeddings=emb.source, frequencies=domain.frequency_source),
+        numeric=dict(max_relative_error=numeric_tolerance(float(epsilon), nb, metric_vectors, n_outputs)),
+        build=dict(tool=f"ldptext {ldptext.__version__}", backend=nb.backend,
+                   neighbour_seconds=round(nb.seconds, 3),
+                   seconds=round(time.perf_counter() - started, 3),
+                   created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                   python=platform.python_version()),
+    )
+
+
+def write_santext_bundle(out: str | Path, *, mechanism: str, tables: SanTextTables,
+                         manifest: dict[str, Any], emb: _emb.Embeddings, sign_key: Any = None,
+                         passphrase: bytes | None = None) -> Path:
+    """Write (atomically) and sign the bundle: the tables, the manifest, tokenizer and vocabulary.
+
+    Parameters
+    ----------
+    out : str or Path
+        The bundle file.
+    mechanism : str
+        ``"santext"`` or ``"santext+"``.
+    tables : SanTextTables
+        The arrays (:meth:`SanTextTables.stored_arrays` are written).
+    manifest : dict
+        :func:`santext_manifest`.
+    emb : Embeddings
+        Supplies the ``tokenizer.json`` and ``vocab.json`` blobs.
+    sign_key : key, path, None or False
+        ``None``: the local developer key; ``False``: unsigned (development only).
+    passphrase : bytes or None
+        For an encrypted PEM key.
+
+    Returns
+    -------
+    Path
+        The written bundle.
+    """
+    blobs = {"tokenizer.json": emb.tokenizer_json.encode("utf-8"), "vocab.json": _emb.vocab_json(emb.vocab)}
+    return _bundle.write_bundle(out, mechanism=mechanism, arrays=tables.stored_arrays(), manifest=manifest,
+                                blobs=blobs, sign_key=_keys.build_signing_key(sign_key), passphrase=passphrase)
+
+
 def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                          mechanism: str = "santext+", p: float | None = 0.3, w: float | None = 0.9,
-                         vocab_size: int | None = None, head_size: int = 64, sign_key=None,
+                         vocab_size: int | None = None, head_size: int = 64, sign_key: Any = None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
                          frequencies: np.ndarray | None = None) -> Path:
     """Build and sign a SanText(+) bundle.
 
-    ``sign_key=None`` signs with the local developer key (``ldptext.keys.developer_key``);
-    ``sign_key=False`` writes an unsigned development bundle. ``loaded`` passes embeddings already
-    in memory; ``frequencies`` a public frequency per vocabulary entry (default: wordfreq).
+    Parameters
+    ----------
+    out : str or Path
+        The bundle file to write.
+    embeddings : str
+        ``"glove-6b-50d"``, ``"minilm-wordpiece"``, or a GloVe text / ``.npy`` file
+        (:func:`ldptext_precompute.santext.embeddings.load_embeddings`).
+    epsilon : float
+        The metric ε (> 0).
+    mechanism : str
+        ``"santext"`` or ``"santext+"`` (default).
+    p : float or None
+        SanText+: probability of sanitizing a non-sensitive token, (0, 1]; ignored for SanText.
+    w : float or None
+        SanText+: fraction of least frequent valid tokens that are sensitive, [0, 1]; ignored
+        for SanText.
+    vocab_size : int or None
+        Word-level embeddings: keep the first (most frequent) N words.
+    head_size : int
+        Alias-table head size K (capped at |O|).
+    sign_key : key, path, None or False
+        ``None`` signs with the local developer key (``ldptext.keys.developer_key``); ``False``
+        writes an unsigned development bundle.
+    passphrase : bytes or None
+        For an encrypted PEM key.
+    device : str
+        Neighbour search: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"numpy"``.
+    cache_dir : str or Path or None
+        Reuse the ε-independent neighbour structure here.
+    progress : bool
+        Show a progress bar for the neighbour search.
+    loaded : Embeddings or None
+        Embeddings already in memory (then ``embeddings`` and ``vocab_size`` are unused).
+    frequencies : np.ndarray of float, shape (V,), optional
+        A public frequency per vocabulary row (default: wordfreq).
+
+    Returns
+    -------
+    Path
+        The written bundle.
+
+    Raises
+    ------
+    ParameterError
+        A parameter is out of range, the embeddings are unusable, or the output domain is empty.
+
+    Notes
+    -----
+    The bundle's runtime (:class:`ldptext.santext.Sanitizer`) releases each token ε·d(x, x')-MLDP
+    (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+), for any two tokens x, x' of
+    the input domain: Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+    Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and
+    Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2. Nothing here reads private text.
     """
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     if mechanism == "santext":
         p = w = None
     check_parameters(epsilon, mechanism, p, w)
-    if not (isinstance(head_size, int) and 1 <= head_size < 65535):
-        raise ParameterError("head size must be an integer in [1, 65534]")
+    check_head_size(head_size)
     emb = loaded or _emb.load_embeddings(embeddings, vocab_size)
-    n_rows = len(emb.vocab)
-
-    if mechanism == "santext+":
-        freqs = (_freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
-                 if frequencies is None else np.asarray(frequencies, dtype=np.float64))
-        if freqs.shape != (n_rows,):
-            raise ParameterError("frequencies must have one entry per vocabulary row")
-        sensitive = _freq.sensitive_mask(freqs, emb.valid_input, w)
-        keep_row = (emb.valid_input & ~sensitive).astype(np.uint8)
-        output_mask = sensitive & ~emb.special
-    else:
-        sensitive = emb.valid_input.copy()
-        keep_row = np.zeros(n_rows, dtype=np.uint8)
-        output_mask = ~emb.special
-    outputs = np.flatnonzero(output_mask).astype(np.int32)
-    if outputs.size == 0:
-        raise ParameterError("the output domain is empty (w too small?)")
-    k = min(head_size, int(outputs.size))
-
+    domain = split_domain(emb, mechanism=mechanism, w=w, frequencies=frequencies)
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
-    nb = cached_neighbours(cache_dir, metric_vectors, outputs, emb.valid_input, k,
-                           device=device, progress=progress)
-    tables = sampling_tables(nb, int(outputs.size), float(epsilon))
-
-    arrays = {
-        "emb_q": emb_q, "emb_scale": emb_scale, "outputs": outputs, "head_ids": nb.head_ids,
-        "keep_row": keep_row, "sensitive": sensitive, "valid_input": emb.valid_input,
-        **tables,
-    }
-    dim = emb.vectors.shape[1]
-    quant_err = float(np.abs(metric_vectors - emb.vectors).max())
-    manifest = {
-        "params": {"epsilon": float(epsilon), "p": p, "w": w, "head_size": k,
-                   "epsilon0": (math.log(1.0 / p) if mechanism == "santext+" else 0.0)},
-        "privacy": {"d_max": nb.d_max,
-                    "metric": "euclidean over the bundle's int8-quantized embeddings",
-                    "quantization_max_abs_error": quant_err,
-                    "notion": "UMLDP" if mechanism == "santext+" else "MLDP"},
-        "vocab": {"size": n_rows, "dim": int(dim), "outputs": int(outputs.size),
-                  "sensitive": int(sensitive.sum()), "kind": emb.kind},
-        "sources": {"embeddings": emb.source,
-                    "frequencies": (None if mechanism == "santext" else
-                                    _freq.SOURCE if frequencies is None else "caller-supplied")},
-        "numeric": {"max_relative_error": numeric_tolerance(float(epsilon), nb, metric_vectors,
-                                                            int(outputs.size))},
-        "build": {"tool": f"ldptext {ldptext.__version__}", "backend": nb.backend,
-                  "neighbour_seconds": round(nb.seconds, 3),
-                  "seconds": round(time.perf_counter() - t0, 3),
-                  "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  "python": platform.python_version()},
-    }
-    blobs = {"tokenizer.json": emb.tokenizer_json.encode("utf-8"),
-             "vocab.json": _emb.vocab_json(emb.vocab)}
-    key = _keys.build_signing_key(sign_key)
-    return _bundle.write_bundle(out, mechanism=mechanism, arrays=arrays, manifest=manifest,
-                                blobs=blobs, sign_key=key, passphrase=passphrase)
+    nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,
+                           min(head_size, int(domain.outputs.size)), device=device, progress=progress)
+    tables = santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
+                            domain=domain, nb=nb, epsilon=epsilon)
+    manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,
+                                nb=nb, metric_vectors=metric_vectors, started=started)
+    return write_santext_bundle(out, mechanism=mechanism, tables=tables, manifest=manifest, emb=emb,
+                                sign_key=sign_key, passphrase=passphrase)

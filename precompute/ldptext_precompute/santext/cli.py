@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ldptext.commands.keys import add_signing_options, signing_from_args
 
@@ -14,7 +15,14 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def register(targets) -> None:
+def register(targets: Any) -> None:
+    """Add the ``santext`` target to ``ldptext precompute``.
+
+    Parameters
+    ----------
+    targets : argparse._SubParsersAction
+        The sub-parser collection of ``ldptext precompute``.
+    """
     p = targets.add_parser("santext", help="SanText / SanText+ bundle from embeddings",
                            description="Build a signed SanText(+) bundle (exact sampler tables).")
     p.add_argument("--embeddings", required=True,
@@ -35,7 +43,19 @@ def register(targets) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Build the bundle the options describe (:func:`ldptext_precompute.santext.build.build_santext_bundle`).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of :func:`register`.
+
+    Returns
+    -------
+    int
+        Exit status 0 (errors raise ``ParameterError`` / ``BundleError``, reported by the CLI).
+    """
     from .build import build_santext_bundle
 
     path = build_santext_bundle(

