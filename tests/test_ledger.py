@@ -102,6 +102,30 @@ def test_budget_is_fixed_at_creation(path):
         Ledger(path, budget=2.0, key=b"short")
 
 
+def test_a_ledger_counts_in_one_unit_fixed_at_creation(path):
+    led = Ledger(path, budget=10.0, unit="metric:glove-6b-50d", key=KEY)
+    assert led.unit == "metric:glove-6b-50d"
+    led.charge(2.0, label="doc", unit="metric:glove-6b-50d")
+    for other in ("ldp", "metric:minilm"):  # amounts of other guarantees do not add up
+        with pytest.raises(LedgerError, match="unit"):
+            led.charge(1.0, unit=other)
+    with pytest.raises(LedgerError, match="unit"):
+        led.charge(1.0)                               # the default unit is "ldp"
+    assert led.spent() == (2.0, 0.0) and len(led) == 1  # refused charges record nothing
+    assert Ledger(path, key=KEY).unit == "metric:glove-6b-50d"
+    with pytest.raises(LedgerError, match="unit"):
+        Ledger(path, unit="ldp", key=KEY)             # cannot change it by reopening
+    with pytest.raises(ParameterError):
+        Ledger(path.with_name("x.ledger"), budget=1.0, unit="Bad Unit!", key=KEY)
+
+
+def test_default_unit_is_ldp(path):
+    led = Ledger(path, budget=1.0, key=KEY)
+    assert led.unit == "ldp"
+    led.charge(0.5, unit="ldp")
+    assert led.spent()[0] == 0.5
+
+
 def _flip(path, offset):
     data = bytearray(path.read_bytes())
     data[offset % len(data)] ^= 0x10

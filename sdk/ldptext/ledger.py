@@ -15,6 +15,13 @@ level ``report.document_epsilon`` (n_tokens·(ε·D_max + ε₀)) with δ = 0; f
 (ε, δ), i.e. k·ε and k·δ for a document of k chunks (one charge per document or one per chunk).
 ``with ledger.spend(ε, δ, label=...) as receipt:`` is the same charge as a context manager.
 
+Units: a ledger counts in one ``unit``, fixed when it is created, and every charge names its unit;
+a charge in another unit is refused (:class:`~ldptext.errors.LedgerError`), because amounts of
+different guarantees do not add up. ``"ldp"`` (the default) is (ε, δ)-LDP of whole releases
+(DP-BART). A metric-LDP mechanism charges in ``"metric:<metric id>"``: ε per unit of distance of
+that one metric, which composes by addition only for the same metric (SanText(+) documents
+its unit in :class:`ldptext.Sanitizer`).
+
 Composition rule (basic sequential composition): a sequence of releases that are (εᵢ, δᵢ)-LDP is
 (Σεᵢ, Σδᵢ)-LDP. A release is allowed iff Σε + ε ≤ budget and Σδ + δ ≤ delta_budget. Sums and
 comparisons are exact (rational arithmetic on the float64 values), so rounding can never let a
@@ -47,6 +54,7 @@ import json
 import math
 import numbers
 import os
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,6 +76,8 @@ NONCE_SIZE = 12
 STATE_VERSION = 1
 KEYRING_SERVICE = "ldptext-ledger"
 MAX_LABEL = 200
+DEFAULT_UNIT = "ldp"
+_UNIT = re.compile(r"[a-z0-9][a-z0-9:+._-]{0,63}")
 # Older entries are folded into an exact carried total beyond this many, so a long-lived ledger's
 # file (rewritten on every charge) stays small; the totals are unaffected.
 MAX_ENTRIES = 10_000
@@ -111,6 +121,17 @@ def _round_up(x: Fraction) -> float:
 def _round_down(x: Fraction) -> float:
     f = float(x)
     return math.nextafter(f, -math.inf) if Fraction(f) > x else f
+
+
+def _unit(state: dict) -> str:
+    """The unit a stored state counts in (ledgers written before units existed count in "ldp")."""
+    return state.get("unit", DEFAULT_UNIT)
+
+
+def _check_unit(unit: str) -> str:
+    if not isinstance(unit, str) or not _UNIT.fullmatch(unit):
+        raise ParameterError("unit must be 1-64 characters of a-z, 0-9 and ':+._-' (e.g. 'ldp')")
+    return unit
 
 
 def _check_amount(value, name: str, upper: float = math.inf) -> float:
@@ -182,6 +203,9 @@ class Ledger:
     budget, delta_budget:
         Total ε and δ this ledger may ever spend. Required to create a ledger, recorded in it, and
         must match (or be ``None``) when an existing ledger is opened.
+    unit:
+        What ε counts (see "Units" in the module docstring): ``"ldp"`` when a ledger is created
+        without one; when given for an existing ledger it must match the recorded unit.
     key:
         32-byte AES-256-GCM key; ``None`` uses the OS keyring (see the module docstring).
     create:
@@ -193,8 +217,8 @@ class Ledger:
     """
 
     def __init__(self, path: str | os.PathLike, *, budget: float | None = None,
-                 delta_budget: float | None = None, key: bytes | None = None,
-                 create: bool = True, timeout: float = 60.0) -> None:
+                 delta_budget: float | None = None, unit: str | None = None,
+                 key: bytes | None = None, create: bool = True, timeout: float = 60.0) -> None:
         self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
         if key is None:
             key = _keyring_key(self.path, create and not self.path.exists())
@@ -207,6 +231,7 @@ class Ledger:
         want_eps = None if budget is None else _check_amount(budget, "budget")
         want_delta = None if delta_budget is None else _check_amount(delta_budget, "delta_budget",
                                                                      1.0)
+        want_unit = None if unit is None else _check_unit(unit)
         with self._locked():
             if self.path.exists() or self.path.is_symlink():
                 state = self._read()
@@ -218,6 +243,8 @@ class Ledger:
                 if want_delta is not None and want_delta != stored_delta:
                     raise LedgerError(f"ledger was created with delta_budget {stored_delta:g}, "
                                       f"not {want_delta:g}")
+                if want_unit is not None and want_unit != _unit(state):
+                    raise LedgerError(f"ledger counts in unit {_unit(state)!r}, not {want_unit!r}")
             else:
                 if not create:
                     raise LedgerError(f"ledger {self.path} does not exist (create=False)")
@@ -226,6 +253,7 @@ class Ledger:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 state = {"version": STATE_VERSION, "ledger_id": os.urandom(16).hex(),
                          "created": _now(), "composition": "basic",
+                         "unit": want_unit or DEFAULT_UNIT,
                          "budget": {"epsilon": want_eps, "delta": want_delta or 0.0},
                          "carried": {"epsilon": "0", "delta": "0", "count": 0},
                          "generation": 0, "entries": []}
@@ -233,23 +261,30 @@ class Ledger:
         self.budget: float = float(state["budget"]["epsilon"])
         self.delta_budget: float = float(state["budget"]["delta"])
         self.ledger_id: str = state["ledger_id"]
+        self.unit: str = _unit(state)
 
     # -- the runtime-facing API ---------------------------------------------------------------
-    def charge(self, epsilon: float, delta: float = 0.0, *, label: str = "") -> Receipt:
-        """Record one release of (ε, δ) **before** its output is returned.
+    def charge(self, epsilon: float, delta: float = 0.0, *, label: str = "",
+               unit: str = DEFAULT_UNIT) -> Receipt:
+        """Record one release of (ε, δ) in ``unit`` **before** its output is returned.
 
         Returns a :class:`Receipt` once the spend is durably stored. Raises
         :class:`~ldptext.errors.BudgetExceededError` (nothing recorded; the caller must discard
         the output) if Σε + ε would exceed ``budget`` or Σδ + δ would exceed ``delta_budget``;
         :class:`~ldptext.errors.LedgerError` if the ledger cannot be read, authenticated or
-        written. ``label`` names the kind of release; never put input text in it.
+        written, or if ``unit`` is not the ledger's unit (nothing recorded). ``label`` names the kind
+        of release; never put input text in it.
         """
+        unit = _check_unit(unit)
         eps = _check_amount(epsilon, "epsilon")
         dlt = _check_amount(delta, "delta", 1.0)
         if not isinstance(label, str) or len(label) > MAX_LABEL:
             raise ParameterError(f"label must be a string of at most {MAX_LABEL} characters")
         with self._locked():
             state = self._read()
+            if unit != _unit(state):
+                raise LedgerError(f"ledger counts in unit {_unit(state)!r}; a release in unit {unit!r} "
+                                  f"cannot be added to it")
             spent_eps, spent_delta = self._totals(state)
             budget_eps = Fraction(state["budget"]["epsilon"])
             budget_delta = Fraction(state["budget"]["delta"])
@@ -270,11 +305,12 @@ class Ledger:
                        budget_epsilon=float(budget_eps), budget_delta=float(budget_delta))
 
     @contextmanager
-    def spend(self, epsilon: float, delta: float = 0.0, *, label: str = "") -> Iterator[Receipt]:
+    def spend(self, epsilon: float, delta: float = 0.0, *, label: str = "",
+              unit: str = DEFAULT_UNIT) -> Iterator[Receipt]:
         """``with ledger.spend(ε, δ) as receipt:`` — charges on entry (before the body produces
         output). The spend stays recorded if the body fails: part of the output may already have
         left, and a refund could be abused to release for free."""
-        yield self.charge(epsilon, delta, label=label)
+        yield self.charge(epsilon, delta, label=label, unit=unit)
 
     # -- queries ---------------------------------------------------------------------------------
     def spent(self) -> tuple[float, float]:
@@ -321,7 +357,8 @@ class Ledger:
         return int(state["carried"]["count"]) + len(state["entries"])
 
     def __repr__(self) -> str:
-        return f"Ledger({str(self.path)!r}, budget={self.budget:g}, delta_budget={self.delta_budget:g})"
+        return (f"Ledger({str(self.path)!r}, budget={self.budget:g}, delta_budget={self.delta_budget:g}, "
+                f"unit={self.unit!r})")
 
     # -- storage ----------------------------------------------------------------------------------
     @contextmanager
@@ -390,6 +427,7 @@ class Ledger:
         float(state["budget"]["epsilon"]), float(state["budget"]["delta"])
         _frac(state["carried"]["epsilon"]), _frac(state["carried"]["delta"])
         int(state["carried"]["count"]), int(state["generation"])
+        _check_unit(_unit(state))
         for e in state["entries"]:
             if not (e["epsilon"] >= 0 and e["delta"] >= 0):
                 raise ValueError("negative entry")

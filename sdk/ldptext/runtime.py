@@ -72,11 +72,13 @@ def open_bundle(path: str | os.PathLike, *, mechanisms: Iterable[str],
                        expect_mechanism=tuple(mechanisms))
 
 
-def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str) -> None:
+def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str, *, unit: str = "ldp") -> None:
     """Charge ``ledger`` (if any) for one release, before its output is returned.
 
-    A release that costs nothing (ε = δ = 0, e.g. an empty batch) is not recorded. A refused charge
-    raises :class:`ldptext.errors.BudgetExceededError`; the caller then returns nothing.
+    ``unit`` names what ε counts (see :mod:`ldptext.ledger`, "Units"); a ledger in another unit
+    refuses the charge. A release that costs nothing (ε = δ = 0, e.g. an empty batch) is not
+    recorded. A refused charge raises :class:`ldptext.errors.BudgetExceededError` or
+    :class:`ldptext.errors.LedgerError`; the caller then returns nothing.
     """
     if ledger is not None and (epsilon > 0 or delta > 0):
-        ledger.charge(epsilon, delta, label=label)
+        ledger.charge(epsilon, delta, label=label, unit=unit)
