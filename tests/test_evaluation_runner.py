@@ -76,6 +76,12 @@ def test_sweep_writes_results_report_and_plots(tiny, tmp_path):
         assert by[(m, 1.0)]["utility"]["sanitized_test"]["accuracy"]["std"] >= 0
         assert len(by[(m, 1.0)]["utility"]["original_test"]["macro_f1"]["values"]) == 2
     assert by[("none", None)]["utility"]["bleu"]["mean"] == 1.0
+    # record shapes: CMP has no exact decoder, SanText entries carry their bundle and formula check
+    assert "empirical_attack_success" not in by[("cmp", 1.0)]["utility"]
+    assert set(by[("cmp", 1.0)]["privacy"]) == {"note"} and "bundle" not in by[("random", None)]
+    bundle = by[("santext+", 30.0)]["bundle"]
+    assert bundle["per_token_epsilon"] == pytest.approx(30.0 * bundle["d_max"] + bundle["epsilon0"])
+    assert by[("santext", 1.0)]["privacy"]["formula_vs_realised"]["rows_checked"] == 4
     report = (out / "report.md").read_text()
     for row in ("| Random |", "| CMP (FBDD) |", "| SanText |", "| SanText+ |", "| Unsanitized |"):
         assert row in report

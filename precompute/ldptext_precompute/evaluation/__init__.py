@@ -1,16 +1,26 @@
-"""Privacy–utility evaluation of the sanitization mechanisms (``ldptext evaluate``, SPEC §6).
+"""Privacy–utility evaluation of the sanitization mechanisms (``ldptext evaluate``).
 
 The heavy parts (scikit-learn, matplotlib) are imported inside the functions that need them, and this
 package is never imported by ``ldptext/__init__.py``: the runtime SDK does not depend on it.
 
 Modules:
 
-* :mod:`.metrics`   exact privacy metrics from a mechanism's realised distribution (seed 000 §2.5.5):
-  N_x, S_x, S_y*, Rényi entropies H₀, H₁, H₂, H∞, and the Bayes-optimal token-inversion attack;
-* :mod:`.baselines` the comparison mechanisms: unsanitized, uniform random replacement, CMP/FBDD;
-* :mod:`.utility`   downstream classifier (TF-IDF + logistic regression);
+* :mod:`.metrics`   exact privacy metrics from a mechanism's realised distribution: N_x, S_x, S_y*,
+  Rényi entropies H₀, H₁, H₂, H∞ (Yue et al. 2021, *Differential Privacy for Text Analytics via
+  Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting
+  Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.5.5), and the Bayes-optimal token-inversion
+  attack;
+* :mod:`.attacks`   the attacker's public prior and the empirical check of the attack;
+* :mod:`.mechanisms` the SanText / SanText+ distributions as row functions for :mod:`.metrics`;
+* :mod:`.baselines` the comparison mechanisms: unsanitized, uniform random replacement, CMP/FBDD
+  (Feyisetan et al. 2020, *Privacy- and Utility-Preserving Textual Analysis via Calibrated
+  Multivariate Perturbations* (WSDM));
+* :mod:`.utility`   downstream classifier (TF-IDF + logistic regression); corpus BLEU is
+  :mod:`ldptext_precompute.bleu`;
 * :mod:`.datasets`  CSV / JSONL loaders and the built-in Rotten Tomatoes corpus;
-* :mod:`.runner`    the sweep over mechanisms, ε and seeds; ``results.json`` and ``report.md``;
+* :mod:`.runner`    the sweep over mechanisms, ε and seeds;
+* :mod:`.records`   the records of ``results.json``;
+* :mod:`.report`    ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).
 
 Entry point: :func:`ldptext_precompute.evaluation.runner.evaluate` (re-exported here lazily).

@@ -1,5 +1,8 @@
-"""``ldptext evaluate``: the privacy–utility sweep (SPEC §6). Parses arguments and calls
-:func:`ldptext_precompute.evaluation.runner.evaluate`; see that module for what is measured."""
+"""``ldptext evaluate``: the privacy–utility sweep.
+
+Parses arguments and calls :func:`ldptext_precompute.evaluation.runner.evaluate`; see that module for
+what is measured.
+"""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +26,13 @@ def _baselines(text: str) -> list[str]:
 
 
 def register(sub) -> None:
+    """Add the ``evaluate`` sub-command and its options.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``ldptext`` parser's sub-command registry.
+    """
     p = sub.add_parser(
         "evaluate", help="privacy–utility evaluation over a sweep of epsilon",
         description="Sanitize a labelled data set with SanText / SanText+ and the baselines at "
@@ -63,6 +73,23 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    """Run the sweep described by the parsed options and print where the outputs went.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Options of :func:`register`'s parser.
+
+    Returns
+    -------
+    int
+        Exit status 0.
+
+    Raises
+    ------
+    ParameterError
+        On an invalid option value.
+    """
     from .runner import EvaluationConfig, command_line, evaluate
 
     if args.vocab_size is not None and args.vocab_size < 0:

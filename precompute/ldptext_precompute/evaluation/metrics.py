@@ -1,31 +1,44 @@
-"""Exact privacy metrics of a token-replacement mechanism (seed 000 §2.5.5; SPEC §6).
+"""Exact privacy metrics of a token-replacement mechanism.
 
 A mechanism M over a vocabulary of size V is described by its realised conditional distribution
 ``Pr[M(x) = y]``, given here as a function ``log_prob_rows(xs) -> float64 [len(xs), V]`` (natural log,
-``-inf`` where the probability is exactly zero) — for SanText this is ``Sanitizer.log_probabilities``
-— or as a dense matrix for small vocabularies. Nothing is estimated by sampling: every number below is
-computed from those probabilities.
+``-inf`` where the probability is exactly zero) — for SanText the formula of
+:func:`.mechanisms.santext_log_prob_rows`, checked against ``Sanitizer.log_probabilities`` — or as a
+dense matrix for small vocabularies. Nothing is estimated by sampling: every number below is computed
+from those probabilities.
+
+The metrics are those of Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and
+Privacy in NLP* (PhD thesis, Ohio State), §2.5.5, where N_x and S_x follow the plausible-deniability
+statistics of Feyisetan et al. 2020, *Privacy- and Utility-Preserving Textual Analysis via Calibrated
+Multivariate Perturbations* (WSDM). The paper estimates them from samples; here they are exact.
 
 Per input token x (a row):
 
-* ``N_x = Pr[M(x) = x]`` — the probability that x is released unchanged;
+* ``N_x = Pr[M(x) = x]`` — the probability that x is released unchanged: how often the token itself
+  leaks (higher = less private);
 * ``S_x`` — effective support: the size of the smallest set of outputs whose cumulative probability
-  reaches the threshold τ (default 0.95, stated in every result);
-* Rényi entropies ``H_α(M(x)) = 1/(1-α) · log Σ_y Pr[M(x)=y]^α`` for α = 0 (Hartley, log of the exact
-  support size), 1 (Shannon), 2 (collision) and ∞ (min-entropy, ``-log max_y Pr[M(x)=y]``), in bits.
-  The paper approximates H₀ by log S_x and H∞ by −log N_x; we report the exact values, and log₂ S_x.
+  reaches the threshold τ (default 0.95, stated in every result): how many different outputs x
+  plausibly becomes (higher = more private);
+* Rényi entropies ``H_α(M(x)) = 1/(1-α) · log Σ_y Pr[M(x)=y]^α`` (Rényi 1961, *On Measures of Entropy
+  and Information* (Fourth Berkeley Symposium)) for α = 0 (Hartley, log of the exact support size),
+  1 (Shannon), 2 (collision) and ∞ (min-entropy, ``-log max_y Pr[M(x)=y]``), in bits: the uncertainty
+  of the output given the input (higher = more private). The paper approximates H₀ by log S_x and
+  H∞ by −log N_x; we report the exact values, and log₂ S_x.
 
 Per output token y (a column):
 
 * ``S_y*`` — plausible deniability set size: the size of the smallest set of inputs whose cumulative
   posterior probability, under a uniform prior over the input domain,
-  ``Pr[x | y] = Pr[M(x)=y] / Σ_x' Pr[M(x')=y]``, reaches τ. (The paper estimates it by the number of
-  distinct inputs that were seen mapping to y; the thresholded posterior is its exact counterpart.)
+  ``Pr[x | y] = Pr[M(x)=y] / Σ_x' Pr[M(x')=y]``, reaches τ: how many inputs could plausibly have
+  produced y (higher = more private). (The paper estimates it by the number of distinct inputs that
+  were seen mapping to y; the thresholded posterior is its exact counterpart.)
 
-Bayes-optimal token inversion (SPEC §6): an attacker who knows the mechanism and a public prior π over
-inputs guesses ``x̂(y) = argmax_x Pr[M(x)=y] · π(x)`` for every released token y. Its exact success
+Bayes-optimal token inversion: an attacker who knows the mechanism and a public prior π over inputs
+guesses ``x̂(y) = argmax_x Pr[M(x)=y] · π(x)`` for every released token y. Its exact success
 probability on input x is ``succ(x) = Σ_{y : x̂(y) = x} Pr[M(x)=y]``; the success rate on a data set is
-the token-weighted mean of succ. No other decoder does better on average under π (it is the MAP rule).
+the token-weighted mean of succ: the share of tokens an informed adversary recovers (lower = more
+private). No other decoder does better on average under π (it is the maximum a posteriori rule).
 
 All of this is computed in one pass over the rows, in chunks, so a 50k vocabulary never needs a dense
 V×V matrix in memory; only the selected columns for S_y* are kept (``n_inputs × n_columns``).
@@ -56,8 +69,20 @@ _LOG2E = 1.0 / np.log(2.0)
 
 
 def dense_log_prob_rows(matrix: np.ndarray, *, log: bool = False) -> LogProbRows:
-    """Wrap a dense ``[V, V]`` probability (or log-probability) matrix as a row function (for tests
-    and small vocabularies)."""
+    """Wrap a dense probability (or log-probability) matrix as a row function (tests, small vocabularies).
+
+    Parameters
+    ----------
+    matrix : numpy.ndarray, float, shape (V, V)
+        ``matrix[x, y] = Pr[M(x)=y]`` (or its natural log when ``log``).
+    log : bool, default False
+        Whether ``matrix`` already holds log-probabilities.
+
+    Returns
+    -------
+    callable
+        ``xs -> float64 array of shape (len(xs), V)`` of natural-log probabilities.
+    """
     m = np.asarray(matrix, dtype=np.float64)
     if not log:
         with np.errstate(divide="ignore"):
@@ -68,8 +93,26 @@ def dense_log_prob_rows(matrix: np.ndarray, *, log: bool = False) -> LogProbRows
 def effective_support_size(probs: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
     """Smallest number of entries of each row whose sum reaches ``threshold`` × the row's total.
 
-    ``probs``: float64 ``[n, V]`` non-negative. Rows are renormalised first so that a total of
-    1 − 1e-16 (rounding) cannot make the threshold unreachable. Ties are irrelevant to the count.
+    This is S_x of a row of the mechanism, and S_y* of a column of posteriors (see the module
+    docstring). The threshold is relative to the row's total, so a total of 1 − 1e-16 (rounding) cannot
+    make it unreachable. Ties are irrelevant to the count.
+
+    Parameters
+    ----------
+    probs : numpy.ndarray, float64, shape (n, V)
+        Non-negative weights, one distribution per row (need not be normalised).
+    threshold : float, default 0.95
+        τ in (0, 1].
+
+    Returns
+    -------
+    numpy.ndarray, int64, shape (n,)
+        The effective support size of each row, in [1, V].
+
+    Raises
+    ------
+    ValueError
+        When ``threshold`` is not in (0, 1] or ``probs`` is not 2-D.
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError("threshold must be in (0, 1]")
@@ -86,10 +129,30 @@ def effective_support_size(probs: np.ndarray, threshold: float = DEFAULT_THRESHO
 
 
 def renyi_entropy_bits(log_probs: np.ndarray, alpha: float) -> np.ndarray:
-    """Rényi entropy of order ``alpha`` of each row, in bits (seed 000 §2.5.5, Rényi 1961).
+    """Rényi entropy of order ``alpha`` of each row, in bits.
 
-    ``log_probs``: natural-log probabilities ``[n, V]`` (``-inf`` for zero). α = 0 is the log of the
-    exact support size, α = 1 the Shannon limit, α = inf the min-entropy.
+    The uncertainty of the output given the input (Rényi 1961, *On Measures of Entropy and
+    Information*; used as a privacy metric in Yue 2023, *Data Synthesis: Boosting Utility and Privacy
+    in NLP* (PhD thesis, Ohio State), §2.5.5). α = 0 is the log of the exact support size, α = 1 the
+    Shannon limit, α = inf the min-entropy. This is the reference implementation;
+    :func:`profile_mechanism` computes the same values from one exponentiation per chunk.
+
+    Parameters
+    ----------
+    log_probs : numpy.ndarray, float64, shape (n, V)
+        Natural-log probabilities, ``-inf`` for zero; each row sums to 1.
+    alpha : float
+        Order α ≥ 0 (``numpy.inf`` for the min-entropy).
+
+    Returns
+    -------
+    numpy.ndarray, float64, shape (n,)
+        H_α of each row, in bits.
+
+    Raises
+    ------
+    ValueError
+        When ``alpha < 0``.
     """
     lp = np.asarray(log_probs, dtype=np.float64)
     finite = np.isfinite(lp)
@@ -114,8 +177,30 @@ def renyi_entropy_bits(log_probs: np.ndarray, alpha: float) -> np.ndarray:
 class MechanismProfile:
     """Exact per-token privacy quantities of one mechanism (see the module docstring).
 
-    Arrays indexed by position in ``inputs`` (rows) or ``columns`` (outputs chosen for S_y*).
-    ``decoder`` maps every vocabulary id y to the Bayes attacker's guess (−1 where y is never output).
+    Attributes
+    ----------
+    threshold : float
+        τ of S_x and S_y*.
+    inputs : numpy.ndarray, int64, shape (n,)
+        Vocabulary ids of the input domain; position i of every per-input array is ``inputs[i]``.
+    n_x : numpy.ndarray, float64, shape (n,)
+        N_x = Pr[M(x)=x].
+    s_x : numpy.ndarray, int64, shape (n,)
+        Effective support size S_x at ``threshold``; -1 where not computed.
+    h0, h1, h2, h_inf : numpy.ndarray, float64, shape (n,)
+        Rényi entropies of orders 0, 1, 2 and ∞, in bits.
+    attack_success : numpy.ndarray, float64, shape (n,)
+        succ(x): exact success probability of the Bayes-optimal inversion attack on input x.
+    columns : numpy.ndarray, int64, shape (c,)
+        Output ids for which S_y* was computed.
+    s_y : numpy.ndarray, int64, shape (c,)
+        S_y* of those outputs (0 for an output no input can produce).
+    decoder : numpy.ndarray, int64, shape (V,)
+        The attacker's guess x̂(y) for every vocabulary id y; -1 where y is never output.
+    prior_name : str
+        Name of the attacker's prior.
+    extra : dict
+        Anything else a caller wants to keep with the profile.
     """
 
     threshold: float
@@ -134,7 +219,22 @@ class MechanismProfile:
     extra: dict = field(default_factory=dict)
 
     def row_index(self, token_ids: np.ndarray) -> np.ndarray:
-        """Positions in ``inputs`` of the given vocabulary ids (all must be in the input domain)."""
+        """Positions in ``inputs`` of the given vocabulary ids.
+
+        Parameters
+        ----------
+        token_ids : numpy.ndarray, integer, any shape
+            Vocabulary ids, all in the input domain.
+
+        Returns
+        -------
+        numpy.ndarray, int64, shape of ``token_ids``
+
+        Raises
+        ------
+        ValueError
+            When an id is outside the input domain.
+        """
         lookup = np.full(int(max(self.inputs.max(), np.max(token_ids, initial=0))) + 1, -1,
                          dtype=np.int64)
         lookup[self.inputs] = np.arange(self.inputs.size)
@@ -170,16 +270,42 @@ def profile_mechanism(log_prob_rows: LogProbRows | np.ndarray, inputs: Sequence[
 
     Parameters
     ----------
-    log_prob_rows: ``xs -> float64 [len(xs), V]`` natural-log conditional probabilities (rows sum to
-        1), or a dense ``[V, V]`` log-probability matrix.
-    inputs: the input domain (vocabulary ids whose rows are evaluated; every row the attacker may guess).
-    threshold: τ for S_x and S_y*.
-    prior: public prior over vocabulary ids for the Bayes attack (any non-negative weights; uniform
-        when None).
-    columns: output ids for which S_y* is computed (their full columns are kept in memory; default:
-        none).
-    support_rows: optional boolean mask over ``inputs``: compute S_x (a sort per row, the costliest
-        step) only there; -1 elsewhere. Default: every row.
+    log_prob_rows : callable or numpy.ndarray
+        ``xs -> float64 array of shape (len(xs), V)`` of natural-log conditional probabilities (rows
+        sum to 1), or a dense float64 log-probability matrix of shape (V, V).
+    inputs : array_like of int, shape (n,)
+        The input domain: vocabulary ids whose rows are evaluated (every id the attacker may guess).
+    vocab_size : int, optional
+        V; required with a row function.
+    threshold : float, default 0.95
+        τ for S_x and S_y*.
+    prior : numpy.ndarray, float, shape (V,), optional
+        Public prior over vocabulary ids for the Bayes attack (any non-negative weights with mass on
+        ``inputs``; uniform when None).
+    prior_name : str, default "uniform"
+        Name recorded in the profile.
+    columns : array_like of int, shape (c,), optional
+        Output ids for which S_y* is computed (their full columns, float64 (n, c), are kept in
+        memory; default: none).
+    support_rows : numpy.ndarray, bool, shape (n,), optional
+        Compute S_x (a sort per row, the costliest step) only where True; -1 elsewhere. Default: every
+        row.
+    chunk_size : int, default 256
+        Rows evaluated at once (memory ≈ chunk_size × V float64 arrays).
+    progress : bool, default False
+        Show a progress bar labelled ``desc``.
+    desc : str
+        Progress bar label.
+
+    Returns
+    -------
+    MechanismProfile
+
+    Raises
+    ------
+    ValueError
+        On an empty or non-1-D ``inputs``, a missing ``vocab_size``, an invalid prior or threshold, or
+        rows of the wrong shape.
     """
     if callable(log_prob_rows):
         rows_fn = log_prob_rows
@@ -256,8 +382,26 @@ def profile_mechanism(log_prob_rows: LogProbRows | np.ndarray, inputs: Sequence[
 
 def profile_identity(inputs: np.ndarray, vocab_size: int, *, columns: np.ndarray | None = None,
                      threshold: float = DEFAULT_THRESHOLD) -> MechanismProfile:
-    """The unsanitized release (M(x) = x): N_x = 1, S_x = S_y* = 1, all entropies 0, and the Bayes
-    attack always succeeds (the ceiling)."""
+    """Closed-form profile of the unsanitized release M(x) = x (the ceiling of every leakage metric).
+
+    N_x = 1, S_x = S_y* = 1, all entropies 0, and the Bayes attack always succeeds, whatever the prior.
+
+    Parameters
+    ----------
+    inputs : numpy.ndarray, integer, shape (n,)
+        The input domain.
+    vocab_size : int
+        V.
+    columns : numpy.ndarray, integer, shape (c,), optional
+        Output ids for S_y* (0 for those outside the input domain).
+    threshold : float, default 0.95
+        τ, recorded in the profile.
+
+    Returns
+    -------
+    MechanismProfile
+        With ``prior_name`` "any".
+    """
     inputs = np.asarray(inputs, dtype=np.int64)
     cols = np.zeros(0, dtype=np.int64) if columns is None else np.asarray(columns, dtype=np.int64)
     n = inputs.size
@@ -275,9 +419,32 @@ def profile_uniform(inputs: np.ndarray, outputs: np.ndarray, vocab_size: int, *,
                     prior: np.ndarray | None = None, prior_name: str = "uniform",
                     columns: np.ndarray | None = None,
                     threshold: float = DEFAULT_THRESHOLD) -> MechanismProfile:
-    """Uniform random replacement over ``outputs`` (closed form of :func:`profile_mechanism` for
-    Pr[M(x)=y] = 1/|O|; the two agree, which a test checks). The attacker learns nothing from y and
-    always guesses the prior's mode."""
+    """Closed-form profile of uniform random replacement over ``outputs`` (the floor of leakage).
+
+    The closed form of :func:`profile_mechanism` for Pr[M(x)=y] = 1/|O| (the two agree, which a test
+    checks). The attacker learns nothing from y and always guesses the prior's mode.
+
+    Parameters
+    ----------
+    inputs : numpy.ndarray, integer, shape (n,)
+        The input domain.
+    outputs : numpy.ndarray, integer, shape (k,)
+        The output domain O.
+    vocab_size : int
+        V.
+    prior : numpy.ndarray, float, shape (V,), optional
+        The attacker's prior (uniform when None).
+    prior_name : str, default "uniform"
+        Name recorded in the profile.
+    columns : numpy.ndarray, integer, shape (c,), optional
+        Output ids for S_y* (0 for those outside O).
+    threshold : float, default 0.95
+        τ of S_x and S_y*.
+
+    Returns
+    -------
+    MechanismProfile
+    """
     inputs = np.asarray(inputs, dtype=np.int64)
     outputs = np.asarray(outputs, dtype=np.int64)
     cols = np.zeros(0, dtype=np.int64) if columns is None else np.asarray(columns, dtype=np.int64)
@@ -302,6 +469,19 @@ def summarize(values: np.ndarray, weights: np.ndarray | None = None) -> dict:
 
     Weighted quantiles use the inverse of the weighted empirical CDF (the smallest value whose
     cumulative weight reaches q), so with unit weights they equal numpy's 'inverted_cdf' method.
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n,)
+        The values summarised.
+    weights : array_like of float, shape (n,), optional
+        Non-negative weights (default: 1 each).
+
+    Returns
+    -------
+    dict
+        ``n`` (int), ``weight`` (float, the total weight), ``mean``, ``q25``, ``median``, ``q75``,
+        ``min``, ``max`` (float); for no values, ``n`` = 0 and the statistics None (no ``weight``).
     """
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0:

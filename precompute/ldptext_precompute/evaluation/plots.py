@@ -10,24 +10,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["write_plots"]
+from .report import LABELS
 
+__all__ = ["write_plots", "COLORS"]
+
+#: Line colour of each mechanism (display names: :data:`.report.LABELS`).
 COLORS = {"santext": "tab:blue", "santext+": "tab:green", "cmp": "tab:orange", "random": "tab:gray",
           "none": "black"}
-LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
-          "santext+": "SanText+"}
 
 
 def _series(entries, mech):
+    """The entries of one ε-dependent mechanism, by increasing ε."""
     return sorted((e for e in entries if e["mechanism"] == mech and e["epsilon"] is not None),
                   key=lambda e: e["epsilon"])
 
 
 def _flat(entries, mech):
+    """The entry of an ε-free baseline, or None."""
     return next((e for e in entries if e["mechanism"] == mech and e["epsilon"] is None), None)
 
 
 def write_plots(results: dict, out: Path) -> list[str]:
+    """Draw the three plots of the module docstring from the results.
+
+    Parameters
+    ----------
+    results : dict
+        The ``results.json`` document (:meth:`.records.Results.to_dict`).
+    out : Path
+        Directory the PNG files are written to (overwritten).
+
+    Returns
+    -------
+    list of str
+        The file names written, relative to ``out``.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,66 +1,52 @@
-"""``report.md``: the evaluation's tables in the layout of seed 000 Table 2.1 (rows = mechanisms and
-baselines, columns = ε), then privacy tables, written from ``results.json``'s dictionary."""
+"""``report.md``: the evaluation's tables, written from ``results.json``'s dictionary.
+
+The utility tables follow the layout of Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
+(PhD thesis, Ohio State), Table 2.1 (rows = mechanisms and baselines, columns = ε); the privacy table
+has one row per configuration. The report is a sequence of sections, one function each.
+"""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["write_report", "ROW_ORDER"]
+__all__ = ["write_report", "ROW_ORDER", "LABELS"]
 
+#: Row order of every table (as in Yue 2023, Table 2.1).
 ROW_ORDER = ("random", "cmp", "santext", "santext+", "none")
+#: Display name of each mechanism, in the report and the plots.
 LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
           "santext+": "SanText+"}
-
-
-def _fmt(stat: dict | None, digits: int = 4) -> str:
-    if not stat or stat.get("mean") is None:
-        return "–"
-    if stat.get("std"):
-        return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f}"
-
-
-def _cell(entries: list[dict], mech: str, eps, getter) -> str:
-    for e in entries:
-        if e["mechanism"] == mech and (e["epsilon"] is None or e["epsilon"] == eps):
-            try:
-                return getter(e)
-            except (KeyError, TypeError):
-                return "–"
-    return None
-
-
-def _table(results: dict, title: str, getter) -> list[str]:
-    eps = results["config"]["epsilons"]
-    lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
-             "| --- |" + " --- |" * len(eps)]
-    for mech in ROW_ORDER:
-        cells = [_cell(results["entries"], mech, e, getter) for e in eps]
-        if all(c is None for c in cells):
-            continue
-        lines.append(f"| {LABELS[mech]} | " + " | ".join(c or "–" for c in cells) + " |")
-    return lines + [""]
-
-
-def _q(summary: dict, key: str = "median", digits: int = 4) -> str:
-    v = summary.get(key) if summary else None
-    if v is None:
-        return "–"
-    return f"{v:.{digits}g}"
-
-
-def _iqr(summary: dict, digits: int = 4) -> str:
-    if not summary or summary.get("median") is None:
-        return "–"
-    return f"{summary['median']:.{digits}g} [{summary['q25']:.{digits}g}, {summary['q75']:.{digits}g}]"
+_PAPER = ("Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* "
+          "(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in "
+          "NLP* (PhD thesis, Ohio State)")
 
 
 def write_report(results: dict, path: Path) -> None:
+    """Write ``report.md``: setup, utility and leakage tables, exact privacy metrics, the paper's
+    reference numbers and the plots.
+
+    Parameters
+    ----------
+    results : dict
+        The ``results.json`` document (:meth:`.records.Results.to_dict`).
+    path : Path
+        The file written (overwritten).
+    """
+    lines = (_setup(results) + _utility_tables(results) + _privacy_table(results)
+             + _formula_check(results) + _paper_reference(results) + _plots(results))
+    path.write_text("\n".join(lines))
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+def _setup(results: dict) -> list[str]:
+    """Title, command line and the sweep's setup (data, embeddings, classifier, seeds, BLEU, time)."""
     cfg = results["config"]
     ds = results["dataset"]
     lines = ["# Privacy–utility evaluation", ""]
     if cfg.get("command"):
         lines += ["Command:", "", "```", cfg["command"], "```", ""]
-    lines += [
+    return lines + [
         f"- Data: **{ds['name']}**, {ds['n_train']} training / {ds['n_test']} test documents, "
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
@@ -71,31 +57,39 @@ def write_report(results: dict, path: Path) -> None:
         f"- BLEU: {results['bleu']}.",
         f"- Wall time: {results['timings']['total_s']:.0f} s.", ""]
 
-    def acc(test, metric="accuracy"):
+
+def _utility_tables(results: dict) -> list[str]:
+    """Mechanism × ε tables: accuracy and macro-F1 on sanitized and original test text, BLEU, the exact
+    attack success and the empirical unchanged-token rate.
+    """
+    def score(test: str, metric: str = "accuracy") -> Callable[[dict], str]:
         return lambda e: _fmt(e["utility"][test][metric])
 
-    lines += _table(results, "Accuracy — trained on sanitized text, tested on sanitized text "
-                             "(the setting of seed 000 Table 2.1)", acc("sanitized_test"))
-    lines += _table(results, "Accuracy — trained on sanitized text, tested on original text",
-                    acc("original_test"))
-    lines += _table(results, "Macro-F1 — sanitized test text", acc("sanitized_test", "macro_f1"))
-    lines += _table(results, "Macro-F1 — original test text", acc("original_test", "macro_f1"))
-    lines += _table(results, "BLEU of the sanitized text against its input (high = much of the "
-                             "input survives)", lambda e: _fmt(e["utility"]["bleu"]))
-    lines += _table(results, "Exact Bayes-optimal token-inversion success on the data set's tokens "
-                             "(attacker knows the mechanism; public wordfreq prior)",
-                    lambda e: f"{e['privacy']['attack']['exact_success_rate_dataset']:.4f}")
-    lines += _table(results, "Unchanged-token rate (empirical N_x over the data set's tokens)",
-                    lambda e: _fmt(e["utility"]["unchanged_token_rate"]))
+    return (_table(results, "Accuracy — trained on sanitized text, tested on sanitized text "
+                            "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"))
+            + _table(results, "Accuracy — trained on sanitized text, tested on original text",
+                     score("original_test"))
+            + _table(results, "Macro-F1 — sanitized test text", score("sanitized_test", "macro_f1"))
+            + _table(results, "Macro-F1 — original test text", score("original_test", "macro_f1"))
+            + _table(results, "BLEU of the sanitized text against its input (high = much of the "
+                              "input survives)", lambda e: _fmt(e["utility"]["bleu"]))
+            + _table(results, "Exact Bayes-optimal token-inversion success on the data set's tokens "
+                              "(attacker knows the mechanism; public wordfreq prior)",
+                     lambda e: f"{e['privacy']['attack']['exact_success_rate_dataset']:.4f}")
+            + _table(results, "Unchanged-token rate (empirical N_x over the data set's tokens)",
+                     lambda e: _fmt(e["utility"]["unchanged_token_rate"])))
 
-    thr = cfg["threshold"]
-    lines += [f"**Exact privacy metrics** (seed 000 §2.5.5; S_x and S_y* at cumulative threshold "
-              f"{thr:g}; entropies in bits). *Vocabulary*: median [quartiles] over every valid "
-              f"input token (S_y*: over {cfg['columns']} sampled outputs plus the data set's most "
-              f"frequent). *Data*: median weighted by occurrences in the data set.", "",
-              "| mechanism | ε | N_x vocab | N_x data | S_x vocab | S_x data | S_y* vocab | "
-              "H∞ vocab | H₁ vocab | H₀ vocab |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+def _privacy_table(results: dict) -> list[str]:
+    """One row per configuration with an exact profile: N_x, S_x, S_y*, H∞, H₁, H₀."""
+    cfg = results["config"]
+    lines = [f"**Exact privacy metrics** (Yue 2023, §2.5.5; S_x and S_y* at cumulative threshold "
+             f"{cfg['threshold']:g}; entropies in bits). *Vocabulary*: median [quartiles] over every valid "
+             f"input token (S_y*: over {cfg['columns']} sampled outputs plus the data set's most "
+             f"frequent). *Data*: median weighted by occurrences in the data set.", "",
+             "| mechanism | ε | N_x vocab | N_x data | S_x vocab | S_x data | S_y* vocab | "
+             "H∞ vocab | H₁ vocab | H₀ vocab |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     order = {m: i for i, m in enumerate(ROW_ORDER)}
     for e in sorted(results["entries"], key=lambda e: (order[e["mechanism"]], e["epsilon"] or 0)):
         pv = e.get("privacy", {})
@@ -107,30 +101,92 @@ def write_report(results: dict, path: Path) -> None:
                      f"{_q(dat['n_x'])} | {_iqr(voc['s_x'])} | {_q(dat['s_x'])} | "
                      f"{_iqr(voc.get('s_y_star'))} | {_q(voc['h_inf'])} | {_q(voc['h1'])} | "
                      f"{_q(voc['h0'])} |")
-    lines += ["", "CMP/FBDD has no closed-form output distribution here; its empirical "
-              "unchanged-token rate is in the table above.", ""]
+    return lines + ["", "CMP/FBDD has no closed-form output distribution here; its empirical "
+                    "unchanged-token rate is in the table above.", ""]
 
-    checks = [(e["mechanism"], e["epsilon"], e["privacy"].get("formula_vs_realised"))
-              for e in results["entries"] if e.get("privacy", {}).get("formula_vs_realised")]
-    if checks:
-        worst = max(c[2]["max_rel_diff"] for c in checks)
-        lines += [f"The exact metrics use the SanText formula over the bundle's embeddings; on "
-                  f"{checks[0][2]['rows_checked']} sampled rows per bundle they match "
-                  f"`Sanitizer.log_probabilities` (the sampler's realised distribution) to a "
-                  f"relative difference of at most {worst:.1e}.", ""]
 
+def _formula_check(results: dict) -> list[str]:
+    """How closely the SanText formula behind the exact metrics matches the sampler (if checked)."""
+    checks = [e["privacy"]["formula_vs_realised"] for e in results["entries"]
+              if e.get("privacy", {}).get("formula_vs_realised")]
+    if not checks:
+        return []
+    worst = max(c["max_rel_diff"] for c in checks)
+    return [f"The exact metrics use the SanText formula over the bundle's embeddings; on "
+            f"{checks[0]['rows_checked']} sampled rows per bundle they match "
+            f"`Sanitizer.log_probabilities` (the sampler's realised distribution) to a "
+            f"relative difference of at most {worst:.1e}.", ""]
+
+
+def _paper_reference(results: dict) -> list[str]:
+    """The paper's SST-2 accuracies (``paper_reference_sst2``), for the ordering of mechanisms."""
     ref = results.get("paper_reference_sst2")
-    if ref:
-        lines += ["**Reference: seed 000 Table 2.1** (SST-2, GloVe vocabulary of 14,730 words, BERT "
-                  "fine-tuned on sanitized text and tested on sanitized text). A different corpus, "
-                  "classifier and vocabulary: compare the ordering, not the values.", "",
-                  "| mechanism | ε = 1 | ε = 2 | ε = 3 |", "| --- | --- | --- | --- |"]
-        for mech in ROW_ORDER:
-            lines.append(f"| {LABELS[mech]} | " + " | ".join(f"{ref[mech][k]:.4f}"
-                                                             for k in ("1", "2", "3")) + " |")
-        lines.append("")
-    plots = results.get("plots") or ["utility_vs_epsilon.png", "privacy_vs_epsilon.png",
-                                     "frontier.png"]
-    if cfg.get("plots", True):
-        lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    path.write_text("\n".join(lines))
+    if not ref:
+        return []
+    lines = [f"**Reference: Yue 2023, Table 2.1** ({_PAPER}; SST-2, GloVe vocabulary of 14,730 words, BERT "
+             "fine-tuned on sanitized text and tested on sanitized text). A different corpus, "
+             "classifier and vocabulary: compare the ordering, not the values.", "",
+             "| mechanism | ε = 1 | ε = 2 | ε = 3 |", "| --- | --- | --- | --- |"]
+    for mech in ROW_ORDER:
+        lines.append(f"| {LABELS[mech]} | " + " | ".join(f"{ref[mech][k]:.4f}" for k in ("1", "2", "3")) + " |")
+    return lines + [""]
+
+
+def _plots(results: dict) -> list[str]:
+    """Links to the PNG plots (their default names before they are drawn), unless plots are off."""
+    if not results["config"].get("plots", True):
+        return []
+    plots = results.get("plots") or ["utility_vs_epsilon.png", "privacy_vs_epsilon.png", "frontier.png"]
+    return ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+
+
+# -- table cells --------------------------------------------------------------------------------
+
+def _table(results: dict, title: str, getter: Callable[[dict], str]) -> list[str]:
+    """A mechanism × ε table of ``getter(entry)``; rows without any entry are left out."""
+    eps = results["config"]["epsilons"]
+    lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
+             "| --- |" + " --- |" * len(eps)]
+    for mech in ROW_ORDER:
+        cells = [_cell(results["entries"], mech, e, getter) for e in eps]
+        if all(c is None for c in cells):
+            continue
+        lines.append(f"| {LABELS[mech]} | " + " | ".join(c or "–" for c in cells) + " |")
+    return lines + [""]
+
+
+def _cell(entries: list[dict], mech: str, eps, getter: Callable[[dict], str]) -> str | None:
+    """The cell of (mechanism, ε) — an ε-free baseline fills every column; "–" where the value is
+    missing; None when the mechanism has no entry.
+    """
+    for e in entries:
+        if e["mechanism"] == mech and (e["epsilon"] is None or e["epsilon"] == eps):
+            try:
+                return getter(e)
+            except (KeyError, TypeError):
+                return "–"
+    return None
+
+
+def _fmt(stat: dict | None, digits: int = 4) -> str:
+    """``mean ± std`` of a :class:`.records.MeanStd` dictionary (``mean`` alone when std is 0)."""
+    if not stat or stat.get("mean") is None:
+        return "–"
+    if stat.get("std"):
+        return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f}"
+
+
+def _q(summary: dict, key: str = "median", digits: int = 4) -> str:
+    """One statistic of a :func:`.metrics.summarize` dictionary."""
+    v = summary.get(key) if summary else None
+    if v is None:
+        return "–"
+    return f"{v:.{digits}g}"
+
+
+def _iqr(summary: dict, digits: int = 4) -> str:
+    """``median [q25, q75]`` of a :func:`.metrics.summarize` dictionary."""
+    if not summary or summary.get("median") is None:
+        return "–"
+    return f"{summary['median']:.{digits}g} [{summary['q25']:.{digits}g}, {summary['q75']:.{digits}g}]"

@@ -1,24 +1,38 @@
-"""The privacy–utility sweep behind ``ldptext evaluate`` (SPEC §6; seed 000 §2.5, Table 2.1; seed 001
-§6.4–6.5).
+"""The privacy–utility sweep behind ``ldptext evaluate``.
 
-For each SanText mechanism and ε (one bundle each, built once and cached), and for the baselines
-(unsanitized, uniform random replacement, CMP/FBDD at the same ε):
+It compares SanText and SanText+ (Yue et al. 2021, *Differential Privacy for Text Analytics via
+Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting
+Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4–2.5, whose Table 2.1 lays out the
+comparison) with the baselines of that table: the unsanitized text, uniform random replacement and
+CMP/FBDD (Feyisetan et al. 2020, *Privacy- and Utility-Preserving Textual Analysis via Calibrated
+Multivariate Perturbations* (WSDM)) at the same ε. BLEU against the input is reported as a leakage
+measure as in Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+Methods in NLP* (PhD thesis), §6.4–6.5.
 
-1. **privacy, exact** — one pass over the whole input domain (:func:`.metrics.profile_mechanism`):
-   N_x, S_x, S_y*, H₀/H₁/H₂/H∞ and the Bayes-optimal inversion attack with the public ``wordfreq``
-   prior; summarised over the vocabulary and over the data set's tokens (weighted by occurrences).
-   CMP has no closed-form distribution: only its empirical quantities are reported;
-2. **utility, per seed** — sanitize the training and test text, train the classifier
-   (:mod:`.utility`) on sanitized training text, score it on sanitized and on original test text;
-   BLEU of every sanitized document against its input; the empirical unchanged-token rate and the
-   empirical success of the exact Bayes decoder on the sample drawn;
-3. mean and sample standard deviation (ddof = 1) over seeds.
+:func:`evaluate` is a short sequence of steps, each a function below:
+
+1. **load the data** (:func:`.datasets.load_dataset`);
+2. **bundles** — build (or reuse from the cache) one unsigned bundle per SanText mechanism and ε;
+3. **tokenise** the data set once with the bundles' shared tokenizer, and build the attacker's public
+   ``wordfreq`` prior (:func:`.attacks.wordfreq_prior`);
+4. **privacy, exact** — one pass over the whole input domain per SanText configuration
+   (:func:`.metrics.profile_mechanism`): N_x, S_x, S_y*, H₀/H₁/H₂/H∞ and the Bayes-optimal inversion
+   attack, summarised over the vocabulary and over the data set's tokens (weighted by occurrences);
+   the formula rows are checked against the sampler on a sample of rows;
+5. **privacy of the baselines** — closed forms for the unsanitized and the random release; CMP has no
+   closed-form distribution, so only its empirical quantities are reported;
+6. **utility, per seed** — sanitize the training and test text, train the classifier (:mod:`.utility`)
+   on sanitized training text, score it on sanitized and on original test text; BLEU of every
+   sanitized document against its input; the empirical unchanged-token rate and the empirical success
+   of the exact Bayes decoder on the sample drawn; then mean and sample standard deviation (ddof = 1)
+   over seeds;
+7. **write** ``results.json`` (:class:`.records.Results`: every number, the configuration, versions,
+   timings), ``report.md`` (:mod:`.report`) and PNG plots (:mod:`.plots`).
 
 Seeds: by default each seed uses a seeded :class:`ldptext.rng.Generator` (reproducible experiment
 mode, **not private**; the results say so); ``reproducible=False`` uses OS-keyed generators.
-
-Outputs in ``out``: ``results.json`` (every number, the configuration, versions, timings),
-``report.md`` and PNG plots (:mod:`.plots`). Raw text is never logged.
+Raw text is never logged.
 """
 from __future__ import annotations
 
@@ -30,9 +44,10 @@ import shlex
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -42,26 +57,62 @@ from .attacks import empirical_attack_success, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
 from .datasets import Dataset, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
+from .records import (PRIOR_NAME, BundleInfo, EmpiricalOnlyPrivacy, Entry, MechanismPrivacy, PrivacySummary,
+                      Results, SeedRun, UtilitySummary, privacy_metric_definitions, randomness_description)
 from ..bleu import bleu_tokenize, corpus_bleu
-from .utility import CLASSIFIER_DESCRIPTION, train_and_score
+from .utility import train_and_score
 
-__all__ = ["EvaluationConfig", "evaluate", "MECHANISMS", "BASELINES"]
+__all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES"]
 
 MECHANISMS = ("santext", "santext+")
 BASELINES = ("none", "random", "cmp")
-# seed 000 Table 2.1, SST-2, GloVe, BERT fine-tuned on sanitized train, tested on sanitized test
-PAPER_SST2 = {"random": {1: 0.4986, 2: 0.4986, 3: 0.4986},
-              "cmp": {1: 0.5099, 2: 0.5143, 3: 0.5345},
-              "santext": {1: 0.5101, 2: 0.5838, 3: 0.8374},
-              "santext+": {1: 0.7796, 2: 0.7943, 3: 0.8516},
-              "none": {1: 0.9251, 2: 0.9251, 3: 0.9251}}
-LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
-          "santext+": "SanText+"}
 
 
 @dataclass
 class EvaluationConfig:
-    """Everything the sweep depends on (stored verbatim in ``results.json``)."""
+    """Everything the sweep depends on (stored verbatim in ``results.json``).
+
+    Attributes
+    ----------
+    out : str
+        Output directory.
+    data, text_col, label_col, test : str, str, str, str or None
+        Data set (a file or ``rotten-tomatoes``), its columns and an optional separate test file.
+    mechanisms : list of str
+        SanText mechanisms to evaluate (from :data:`MECHANISMS`).
+    embeddings : str
+        ``glove-6b-50d``, ``minilm-wordpiece`` or a path to a text embedding file.
+    vocab_size : int or None
+        Word-level vocabulary size; None for the embeddings' default (always None for WordPiece).
+    epsilons : list of float
+        The ε of every mechanism and of CMP.
+    p, w : float
+        SanText+ parameters: probability of sanitizing a non-sensitive token, sensitive fraction.
+    baselines : list of str
+        Baselines to evaluate (from :data:`BASELINES`).
+    seeds, seed_base : int
+        Repetitions per configuration and the base of their seeds.
+    reproducible : bool
+        Seeded (reproducible, not private) generators; False for OS-keyed ones.
+    threshold : float
+        τ of S_x and S_y*.
+    columns : int
+        Outputs sampled for S_y* (the data set's most frequent tokens are added).
+    agreement_rows : int
+        Rows of each SanText formula compared with ``Sanitizer.log_probabilities``.
+    test_fraction, split_seed : float, int
+        Deterministic stratified train/test split when there is no separate test file.
+    max_train, max_test : int or None
+        Deterministic stratified subsets, for quick runs.
+    cache_dir : str or None
+        Where bundles are cached (default ``~/.cache/ldptext/evaluate``).
+    head_size : int
+        Bundle head size.
+    progress, plots : bool
+        Progress bars and log lines; PNG plots.
+    command : str or None
+        The command line, for the report.
+    """
 
     out: str = "evaluation"
     data: str = "rotten-tomatoes"
@@ -92,6 +143,14 @@ class EvaluationConfig:
     command: str | None = None      # the command line, for the report
 
     def validate(self) -> None:
+        """Check every parameter (and clear ``vocab_size`` for the fixed WordPiece vocabulary).
+
+        Raises
+        ------
+        ParameterError
+            On an unknown mechanism or baseline, a non-positive or non-finite ε, p or w outside
+            (0, 1], fewer than one seed, a threshold outside (0, 1], or nothing to evaluate.
+        """
         if self.embeddings == "minilm-wordpiece":
             self.vocab_size = None   # a fixed WordPiece vocabulary: no size to choose
         for m in self.mechanisms:
@@ -112,72 +171,245 @@ class EvaluationConfig:
             raise ParameterError("nothing to evaluate")
 
 
-# -- small helpers ------------------------------------------------------------------------------
+# -- the sweep, step by step --------------------------------------------------------------------
 
-def _mean_std(values: Sequence[float]) -> dict:
-    v = np.asarray(values, dtype=np.float64)
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0,
-            "values": [float(x) for x in v]}
+def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
+    """Run the sweep, write ``results.json``, ``report.md`` and the plots; return the results.
 
+    ``evaluate(out="eval", epsilons=[1, 2, 3])`` is the same as ``evaluate(EvaluationConfig(...))``.
 
-def _rank(tag: str, ids: np.ndarray) -> np.ndarray:
-    """Deterministic pseudo-random order of ids (sha256), independent of numpy versions."""
-    keys = [hashlib.sha256(f"{tag}:{int(i)}".encode()).digest() for i in ids]
-    return np.asarray(ids)[np.argsort(np.array(keys, dtype=object), kind="stable")] \
-        if len(keys) else np.asarray(ids)
+    Parameters
+    ----------
+    config : EvaluationConfig, optional
+        The sweep (default: ``EvaluationConfig()``).
+    **overrides
+        Fields of :class:`EvaluationConfig` replacing those of ``config``.
 
+    Returns
+    -------
+    dict
+        The ``results.json`` document (:meth:`.records.Results.to_dict`), before JSON conversion
+        (numbers may be numpy scalars or NaN).
 
-def _generator(cfg: EvaluationConfig, seed_index: int, stream: str):
-    from ldptext.rng import Generator, SeededModeWarning
-    if not cfg.reproducible:
-        return Generator()
-    seed = _seed_int(cfg, seed_index, stream)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededModeWarning)
-        return Generator(seed=seed)
-
-
-def _seed_int(cfg: EvaluationConfig, seed_index: int, stream: str) -> int:
-    return int.from_bytes(hashlib.sha256(
-        f"{cfg.seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
-
-
-def _seeded_sanitizer(cfg: EvaluationConfig, path: Path, seed_index: int, stream: str):
-    """A Sanitizer on the same bundle drawing from this seed's stream (or OS-keyed)."""
-    from ldptext.santext import Sanitizer
-    seed = _seed_int(cfg, seed_index, stream) if cfg.reproducible else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # unsigned / seeded-mode warnings: stated in the results
-        return Sanitizer.load(path, allow_unsigned=True, seed=seed)
-
-
-def _progress(iterable, cfg: EvaluationConfig, **kw):
-    if not cfg.progress:
-        return iterable
-    from tqdm.auto import tqdm
-    return tqdm(iterable, **kw)
-
-
-def _log(cfg: EvaluationConfig, msg: str) -> None:
-    if cfg.progress:
-        from tqdm.auto import tqdm
-        tqdm.write(f"[evaluate] {msg}", file=sys.stderr)
+    Raises
+    ------
+    ParameterError
+        On an invalid configuration (:meth:`EvaluationConfig.validate`).
+    """
+    cfg = _resolve_config(config, overrides)
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    out, cache = _prepare_directories(cfg)
+    with _timed(timings, "load_data_s"):
+        ds = _load_data(cfg)
+    with _timed(timings, "bundles_s"):
+        bundles = _load_bundles(cfg, cache)
+    domain = _TokenDomain.of(next(iter(bundles.values())).sanitizer)
+    with _timed(timings, "tokenize_and_prior_s"):
+        corpus = _Corpus(ds, domain.reference)
+        prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
+    sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles)
+    with _timed(timings, "privacy_profiles_s"):
+        entries = _profile_mechanisms(sweep)
+    entries += _profile_baselines(sweep)
+    with _timed(timings, "utility_s"):
+        _measure_utility(sweep, entries)
+    timings["total_s"] = time.perf_counter() - started
+    return _write_outputs(cfg, _assemble_results(cfg, ds, entries, timings), out)
 
 
-def _versions() -> dict:
-    import importlib.metadata as md
-    out = {"python": platform.python_version()}
-    for pkg in ("ldptext", "numpy", "scikit-learn", "matplotlib", "tokenizers", "wordfreq"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = None
-    return out
+def _resolve_config(config: EvaluationConfig | None, overrides: dict) -> EvaluationConfig:
+    """The configuration to run: ``config`` (or the default) with ``overrides`` applied, validated."""
+    cfg = config or EvaluationConfig()
+    if overrides:
+        cfg = EvaluationConfig(**{**asdict(cfg), **overrides})
+    cfg.validate()
+    return cfg
+
+
+def _prepare_directories(cfg: EvaluationConfig) -> tuple[Path, Path]:
+    """Create (if needed) and return the output directory and the bundle cache."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else Path.home() / ".cache" / "ldptext" / "evaluate"
+    cache.mkdir(parents=True, exist_ok=True)
+    return out, cache
+
+
+def _load_data(cfg: EvaluationConfig) -> Dataset:
+    """Step 1: the labelled train and test text (counts are logged, never text)."""
+    ds = load_dataset(cfg.data, text_col=cfg.text_col, label_col=cfg.label_col, test=cfg.test,
+                      test_fraction=cfg.test_fraction, split_seed=cfg.split_seed,
+                      max_train=cfg.max_train, max_test=cfg.max_test)
+    _log(cfg, f"data: {ds.name}, {len(ds.train_texts)} train / {len(ds.test_texts)} test")
+    return ds
+
+
+def _load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float], _Bundle]:
+    """Step 2: one loaded bundle per (SanText mechanism, ε), in the order of the configuration.
+
+    When no SanText mechanism is evaluated, one SanText bundle at the first ε is still loaded: it gives
+    the baselines their vocabulary, tokenizer and embeddings (and gets no entry of its own).
+    """
+    wanted = cfg if cfg.mechanisms else replace(cfg, mechanisms=["santext"], epsilons=cfg.epsilons[:1])
+    return _load_sanitizers(wanted, cache)
+
+
+def _column_pool(cfg: EvaluationConfig, corpus: _Corpus, domain: _TokenDomain) -> np.ndarray:
+    """The outputs S_y* may be computed for: ``cfg.columns`` outputs in a seeded hash order, plus the
+    data set's ``cfg.columns`` most frequent tokens; int64, sorted.
+    """
+    top_data = np.argsort(-corpus.counts, kind="stable")[:cfg.columns]
+    top_data = top_data[corpus.counts[top_data] > 0]
+    sampled = _rank(f"columns:{cfg.seed_base}", domain.outputs)[:cfg.columns]
+    return np.union1d(sampled, top_data)
+
+
+def _profile_mechanisms(sweep: _Sweep) -> list[Entry]:
+    """Step 4: the exact privacy profile of every evaluated SanText configuration, one entry each."""
+    return [_profile_santext(sweep, mech, eps, bundle)
+            for (mech, eps), bundle in sweep.bundles.items() if mech in sweep.cfg.mechanisms]
+
+
+def _profile_santext(sweep: _Sweep, mech: str, eps: float, bundle: _Bundle) -> Entry:
+    """The exact profile of one SanText bundle from its formula, checked against the sampler."""
+    cfg, domain, san = sweep.cfg, sweep.domain, bundle.sanitizer
+    rows = santext_log_prob_rows(san)
+    started = time.perf_counter()
+    prof = M.profile_mechanism(rows, domain.inputs, domain.vocab_size, threshold=cfg.threshold,
+                               prior=sweep.prior, prior_name=PRIOR_NAME,
+                               columns=np.intersect1d(sweep.column_pool, san.outputs),
+                               progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
+    check_rows = _rank(f"agree:{mech}:{eps}", domain.inputs)[:cfg.agreement_rows]
+    agreement = realised_agreement(san, rows, check_rows) if cfg.agreement_rows else None
+    summary = PrivacySummary.of(prof, sweep.corpus.counts)
+    privacy = MechanismPrivacy(summary=summary, formula_vs_realised=agreement,
+                               seconds=time.perf_counter() - started)
+    _log(cfg, f"privacy {mech} eps={eps:g}: median N_x {summary.vocabulary['n_x']['median']:.4f}, "
+              f"attack {summary.attack.exact_success_rate_dataset:.4f}")
+    return Entry(mechanism=mech, epsilon=eps, privacy=privacy, profile=prof,
+                 bundle=BundleInfo.of(bundle.path, san, domain.vocab_size))
+
+
+def _profile_baselines(sweep: _Sweep) -> list[Entry]:
+    """Step 5: the baselines' entries — closed-form profiles of the unsanitized and the uniformly random
+    release; a note for CMP (one entry per ε), whose privacy is only measured empirically.
+    """
+    cfg, domain, pool = sweep.cfg, sweep.domain, sweep.column_pool
+    entries = []
+    if "none" in cfg.baselines:
+        prof = M.profile_identity(domain.inputs, domain.vocab_size, threshold=cfg.threshold,
+                                  columns=np.intersect1d(pool, domain.inputs))
+        entries.append(Entry(mechanism="none", epsilon=None, profile=prof,
+                             privacy=PrivacySummary.of(prof, sweep.corpus.counts)))
+    if "random" in cfg.baselines:
+        prof = M.profile_uniform(domain.inputs, domain.outputs, domain.vocab_size, prior=sweep.prior,
+                                 prior_name=PRIOR_NAME, columns=np.intersect1d(pool, domain.outputs),
+                                 threshold=cfg.threshold)
+        entries.append(Entry(mechanism="random", epsilon=None, profile=prof,
+                             privacy=PrivacySummary.of(prof, sweep.corpus.counts)))
+    if "cmp" in cfg.baselines:
+        entries += [Entry(mechanism="cmp", epsilon=eps, privacy=EmpiricalOnlyPrivacy()) for eps in cfg.epsilons]
+    return entries
+
+
+def _measure_utility(sweep: _Sweep, entries: list[Entry]) -> None:
+    """Step 6: fill in every entry's :class:`.records.UtilitySummary` (one run per seed)."""
+    for entry in _progress(list(entries), sweep.cfg, desc="utility", unit="config"):
+        started = time.perf_counter()
+        entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
+        _log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
+                        f"{entry.utility.sanitized_test['accuracy'].mean:.4f}")
+
+
+def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
+    """The runs of one configuration: one per seed, or a single one for the unsanitized text (seeds
+    change nothing there).
+    """
+    if entry.mechanism == "none":
+        return [_unsanitized_run(sweep.corpus.ds)]
+    return [_release_run(sweep.corpus, *_sanitize(sweep, entry, s), seed=s) for s in range(sweep.cfg.seeds)]
+
+
+def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """One sanitized sample of the whole corpus under ``entry``'s mechanism and ε for one seed.
+
+    Returns the released ids (int64, aligned with ``corpus.flat``) and the exact Bayes decoder of the
+    mechanism (int64 ``[V]``; None for CMP, which has none).
+    """
+    cfg, corpus, domain = sweep.cfg, sweep.corpus, sweep.domain
+    mech, eps = entry.mechanism, entry.epsilon
+    stream = f"{mech}:{eps}"
+    if mech in MECHANISMS:
+        san = _seeded_sanitizer(cfg, sweep.bundles[(mech, eps)].path, seed_index, stream)
+        return san.sample_ids(corpus.flat).astype(np.int64), entry.profile.decoder
+    gen = _generator(cfg, seed_index, stream)
+    if mech == "random":
+        return random_replacement(corpus.flat, domain.outputs, gen).astype(np.int64), entry.profile.decoder
+    cmp = CMPMechanism(domain.reference.embeddings, domain.outputs, eps)
+    return cmp.sample_ids(corpus.flat, gen).astype(np.int64), None
+
+
+def _unsanitized_run(ds: Dataset) -> SeedRun:
+    """The utility ceiling: the classifier on the raw text; BLEU, unchanged rate and attack all 1."""
+    scores = train_and_score(ds.train_texts, ds.train_labels,
+                             {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels)
+    return SeedRun(classifier=scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0)
+
+
+def _release_run(corpus: _Corpus, released: np.ndarray, decoder: np.ndarray | None, seed: int) -> SeedRun:
+    """Utility of one sanitized sample of the corpus (train + test)."""
+    train_txt, test_txt = corpus.decode(released)
+    ds = corpus.ds
+    scores = train_and_score(train_txt, ds.train_labels,
+                             {"sanitized_test": test_txt, "original_test": ds.test_texts},
+                             ds.test_labels, seed=seed)
+    hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
+    return SeedRun(
+        classifier=scores, bleu=corpus_bleu(hyps, corpus.references),
+        unchanged_token_rate=float(np.mean(released == corpus.flat)) if released.size else float("nan"),
+        empirical_attack_success=(None if decoder is None
+                                  else empirical_attack_success(decoder, corpus.flat, released)))
+
+
+def _assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
+                      timings: dict[str, float]) -> Results:
+    """Step 7a: the ``results.json`` record."""
+    return Results(config=asdict(cfg), versions=_versions(),
+                   dataset={**ds.info, "name": ds.name, "majority_rate_test": ds.majority_rate()},
+                   randomness=randomness_description(cfg.reproducible),
+                   privacy_metric_definitions=privacy_metric_definitions(cfg.threshold),
+                   entries=entries, timings=timings)
+
+
+def _write_outputs(cfg: EvaluationConfig, results: Results, out: Path) -> dict:
+    """Step 7b: write ``results.json`` and ``report.md``, then the plots (recorded in ``results.json``);
+    return the final document.
+    """
+    from .report import write_report
+    document = results.to_dict()
+    _write_json(out / "results.json", document)
+    write_report(document, out / "report.md")
+    if cfg.plots:
+        from .plots import write_plots
+        results.plots = write_plots(document, out)
+        document = results.to_dict()
+        _write_json(out / "results.json", document)
+    _log(cfg, f"done in {results.timings['total_s']:.0f} s: {out / 'report.md'}")
+    return document
 
 
 # -- bundles -----------------------------------------------------------------------------------
 
+class _Bundle(NamedTuple):
+    """A bundle file and the Sanitizer loaded from it (no seed)."""
+
+    path: Path
+    sanitizer: object
+
+
 def _bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: float) -> Path:
+    """Cache file of the bundle of one (mechanism, ε) under this configuration."""
     emb = cfg.embeddings
     if Path(emb).exists():
         emb = "file-" + hashlib.sha256(str(Path(emb).resolve()).encode()).hexdigest()[:12]
@@ -187,10 +419,29 @@ def _bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: fl
     return cache / name
 
 
-def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict:
-    """Build (or reuse from the cache) one unsigned evaluation bundle per (mechanism, ε) and load
-    it. The bundles are built here and never leave this machine, hence unsigned."""
+def _load_unsigned(path: Path, seed: int | None = None):
+    """A Sanitizer on an evaluation bundle (unsigned / seeded-mode warnings are stated in the results)."""
     from ldptext.santext import Sanitizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Sanitizer.load(path, allow_unsigned=True, seed=seed)
+
+
+def _discard_if_stale(path: Path) -> None:
+    """Delete a cached bundle that the current runtime no longer loads (built by an older version)."""
+    if path.exists():
+        try:
+            _load_unsigned(path)
+        except LdptextError:
+            path.unlink()
+
+
+def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float], _Bundle]:
+    """Build (or reuse from the cache) one unsigned evaluation bundle per (mechanism, ε) and load it.
+
+    The bundles are built here and never leave this machine, hence unsigned; the embeddings are loaded
+    at most once, and only when a bundle has to be built.
+    """
     from ..santext import build as santext_build
     from ..santext.embeddings import load_embeddings
 
@@ -199,13 +450,7 @@ def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict:
     for mech in cfg.mechanisms:
         for eps in cfg.epsilons:
             path = _bundle_path(cfg, cache, mech, eps)
-            if path.exists():
-                try:   # a cached bundle from an older build of the runtime is rebuilt
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        Sanitizer.load(path, allow_unsigned=True)
-                except LdptextError:
-                    path.unlink()
+            _discard_if_stale(path)
             if not path.exists():
                 if loaded is None:
                     loaded = load_embeddings(cfg.embeddings, cfg.vocab_size)
@@ -214,13 +459,32 @@ def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict:
                     path, embeddings=cfg.embeddings, epsilon=eps, mechanism=mech, p=cfg.p,
                     w=cfg.w, vocab_size=cfg.vocab_size, head_size=cfg.head_size, sign_key=False,
                     cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # unsigned / seeded-mode warnings: known here
-                bundles[(mech, eps)] = (path, Sanitizer.load(path, allow_unsigned=True))
+            bundles[(mech, eps)] = _Bundle(path, _load_unsigned(path))
     return bundles
 
 
-# -- the sweep ---------------------------------------------------------------------------------
+# -- what the steps share -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _TokenDomain:
+    """The token domain every mechanism shares, from a reference Sanitizer (all bundles share it).
+
+    ``inputs``: int64 ids of the valid inputs; ``outputs``: int64 ids that anything may release
+    (SanText+'s outputs plus its kept V_N); ``vocab_size``: V.
+    """
+
+    reference: object
+    vocab_size: int
+    inputs: np.ndarray
+    outputs: np.ndarray
+
+    @classmethod
+    def of(cls, san) -> _TokenDomain:
+        """The domain of a loaded Sanitizer."""
+        return cls(reference=san, vocab_size=len(san.valid_input),
+                   inputs=np.flatnonzero(san.valid_input).astype(np.int64),
+                   outputs=np.union1d(san.outputs, np.flatnonzero(santext_keep_rows(san))).astype(np.int64))
+
 
 class _Corpus:
     """The data set tokenised once with the bundles' tokenizer (all bundles share it)."""
@@ -240,227 +504,99 @@ class _Corpus:
         self.counts = np.bincount(self.flat, minlength=v).astype(np.float64)
 
     def decode(self, released_flat: np.ndarray) -> tuple[list[str], list[str]]:
+        """Split released ids (aligned with ``flat``) back into documents; (train texts, test texts)."""
         pieces = np.split(released_flat, np.cumsum(self.lengths)[:-1]) if self.lengths else []
         texts = self.tokenizer.decode_batch(pieces)
         return texts[:self.n_train], texts[self.n_train:]
 
 
-def _privacy_summary(prof: M.MechanismProfile, corpus: _Corpus) -> dict:
-    """Vocabulary and data-set summaries of a profile (see :func:`.metrics.summarize`)."""
-    w = corpus.counts[prof.inputs]
-    out: dict = {"threshold": prof.threshold, "prior": prof.prior_name,
-                 "entropy_unit": "bits", "vocabulary": {}, "dataset": {}}
-    for name in ("n_x", "s_x", "h0", "h1", "h2", "h_inf", "attack_success"):
-        vals = getattr(prof, name)
-        ok = vals >= 0 if name == "s_x" else np.ones(vals.size, bool)
-        out["vocabulary"][name] = M.summarize(vals[ok])
-        out["dataset"][name] = M.summarize(vals[ok], w[ok]) if w[ok].sum() > 0 else M.summarize([])
-    if prof.columns.size:
-        out["vocabulary"]["s_y_star"] = M.summarize(prof.s_y)
-        cw = corpus.counts[prof.columns]
-        out["dataset"]["s_y_star"] = M.summarize(prof.s_y, cw) if cw.sum() > 0 else M.summarize([])
-        out["dataset"]["s_y_star"]["token_coverage"] = float(cw.sum() / max(corpus.counts.sum(), 1))
-        out["s_y_star_columns"] = int(prof.columns.size)
-    total = corpus.counts.sum()
-    out["attack"] = {
-        "exact_success_rate_dataset": float((w * prof.attack_success).sum() / total) if total else None,
-        "exact_success_rate_vocabulary_mean": float(prof.attack_success.mean()),
-        "description": "Bayes-optimal token inversion, argmax_x Pr[M(x)=y]·prior(x), prior = "
-                       "wordfreq 'en' large (public); exact expected success on the data set's "
-                       "tokens (train + test)"}
+@dataclass
+class _Sweep:
+    """What the privacy and utility steps read: the configuration, the tokenised corpus, the token
+    domain, the attacker's prior (float64 ``[V]``), the S_y* column pool (int64) and the bundles.
+    """
+
+    cfg: EvaluationConfig
+    corpus: _Corpus
+    domain: _TokenDomain
+    prior: np.ndarray
+    column_pool: np.ndarray
+    bundles: dict[tuple[str, float], _Bundle]
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    """Record the wall time of the ``with`` block as ``timings[key]`` (seconds)."""
+    started = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - started
+
+
+def _rank(tag: str, ids: np.ndarray) -> np.ndarray:
+    """Deterministic pseudo-random order of ids (sha256), independent of numpy versions."""
+    keys = [hashlib.sha256(f"{tag}:{int(i)}".encode()).digest() for i in ids]
+    return np.asarray(ids)[np.argsort(np.array(keys, dtype=object), kind="stable")] \
+        if len(keys) else np.asarray(ids)
+
+
+def _seed_int(cfg: EvaluationConfig, seed_index: int, stream: str) -> int:
+    """The 64-bit seed of one (seed, stream) pair."""
+    return int.from_bytes(hashlib.sha256(
+        f"{cfg.seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
+
+
+def _generator(cfg: EvaluationConfig, seed_index: int, stream: str):
+    """The baselines' generator for this seed's stream: seeded, or OS-keyed when not reproducible."""
+    from ldptext.rng import Generator, SeededModeWarning
+    if not cfg.reproducible:
+        return Generator()
+    seed = _seed_int(cfg, seed_index, stream)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        return Generator(seed=seed)
+
+
+def _seeded_sanitizer(cfg: EvaluationConfig, path: Path, seed_index: int, stream: str):
+    """A Sanitizer on the same bundle drawing from this seed's stream (or OS-keyed)."""
+    return _load_unsigned(path, seed=_seed_int(cfg, seed_index, stream) if cfg.reproducible else None)
+
+
+def _progress(iterable, cfg: EvaluationConfig, **kw):
+    """``iterable`` wrapped in a progress bar when ``cfg.progress``."""
+    if not cfg.progress:
+        return iterable
+    from tqdm.auto import tqdm
+    return tqdm(iterable, **kw)
+
+
+def _log(cfg: EvaluationConfig, msg: str) -> None:
+    """One progress line on stderr when ``cfg.progress`` (never raw text)."""
+    if cfg.progress:
+        from tqdm.auto import tqdm
+        tqdm.write(f"[evaluate] {msg}", file=sys.stderr)
+
+
+def _versions() -> dict:
+    """Python and package versions, for the results."""
+    import importlib.metadata as md
+    out = {"python": platform.python_version()}
+    for pkg in ("ldptext", "numpy", "scikit-learn", "matplotlib", "tokenizers", "wordfreq"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
     return out
 
 
-def _run_release(cfg: EvaluationConfig, corpus: _Corpus, released: np.ndarray,
-                 decoder: np.ndarray | None, seed: int) -> dict:
-    """Utility of one sanitized sample of the corpus (train + test)."""
-    train_txt, test_txt = corpus.decode(released)
-    ds = corpus.ds
-    scores = train_and_score(train_txt, ds.train_labels,
-                             {"sanitized_test": test_txt, "original_test": ds.test_texts},
-                             ds.test_labels, seed=seed)
-    hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
-    res = {"classifier": scores, "bleu": corpus_bleu(hyps, corpus.references),
-           "unchanged_token_rate": float(np.mean(released == corpus.flat)) if released.size
-           else float("nan")}
-    if decoder is not None:
-        res["empirical_attack_success"] = empirical_attack_success(decoder, corpus.flat, released)
-    return res
-
-
-def _aggregate(runs: list[dict]) -> dict:
-    agg: dict = {"seeds": len(runs)}
-    for test in ("sanitized_test", "original_test"):
-        agg[test] = {m: _mean_std([r["classifier"][test][m] for r in runs])
-                     for m in ("accuracy", "macro_f1")}
-    for key in ("bleu", "unchanged_token_rate", "empirical_attack_success"):
-        if key in runs[0]:
-            agg[key] = _mean_std([r[key] for r in runs])
-    return agg
-
-
-def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
-    """Run the sweep, write ``results.json``, ``report.md`` and the plots; return the results.
-
-    ``evaluate(out="eval", epsilons=[1, 2, 3])`` is the same as ``evaluate(EvaluationConfig(...))``.
-    """
-    cfg = config or EvaluationConfig()
-    if overrides:
-        cfg = EvaluationConfig(**{**asdict(cfg), **overrides})
-    cfg.validate()
-    t_start = time.perf_counter()
-    timings: dict[str, float] = {}
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cache = Path(cfg.cache_dir) if cfg.cache_dir else Path.home() / ".cache" / "ldptext" / "evaluate"
-    cache.mkdir(parents=True, exist_ok=True)
-
-    t = time.perf_counter()
-    ds = load_dataset(cfg.data, text_col=cfg.text_col, label_col=cfg.label_col, test=cfg.test,
-                      test_fraction=cfg.test_fraction, split_seed=cfg.split_seed,
-                      max_train=cfg.max_train, max_test=cfg.max_test)
-    timings["load_data_s"] = time.perf_counter() - t
-    _log(cfg, f"data: {ds.name}, {len(ds.train_texts)} train / {len(ds.test_texts)} test")
-
-    # bundles: the SanText mechanisms, plus one SanText bundle at the first ε to give the baselines
-    # their vocabulary, tokenizer and embeddings when only SanText+ is evaluated
-    t = time.perf_counter()
-    base_cfg = cfg if cfg.mechanisms else EvaluationConfig(
-        **{**asdict(cfg), "mechanisms": ["santext"], "epsilons": cfg.epsilons[:1]})
-    sanitizers = _load_sanitizers(base_cfg, cache) if base_cfg.mechanisms else {}
-    timings["bundles_s"] = time.perf_counter() - t
-    ref_path, ref = next(iter(sanitizers.values()))
-    vocab_size = len(ref.valid_input)
-    inputs = np.flatnonzero(ref.valid_input).astype(np.int64)
-    # every token that may be released by anything: SanText+'s outputs plus its kept V_N
-    all_outputs = np.union1d(ref.outputs, np.flatnonzero(santext_keep_rows(ref))).astype(np.int64)
-
-    t = time.perf_counter()
-    corpus = _Corpus(ds, ref)
-    prior = wordfreq_prior(ref.vocab, ref.valid_input)
-    timings["tokenize_and_prior_s"] = time.perf_counter() - t
-    top_data = np.argsort(-corpus.counts, kind="stable")[:cfg.columns]
-    top_data = top_data[corpus.counts[top_data] > 0]
-    sampled = _rank(f"columns:{cfg.seed_base}", all_outputs)[:cfg.columns]
-    column_pool = np.union1d(sampled, top_data)
-
-    entries: list[dict] = []
-    # -- privacy profiles (exact), once per configuration --------------------------------------
-    profiles: dict = {}
-    t = time.perf_counter()
-    for (mech, eps), (path, san) in sanitizers.items():
-        if mech not in cfg.mechanisms:
-            continue
-        rows = santext_log_prob_rows(san)
-        cols = np.intersect1d(column_pool, san.outputs)
-        t1 = time.perf_counter()
-        prof = M.profile_mechanism(rows, inputs, vocab_size, threshold=cfg.threshold, prior=prior,
-                                   prior_name="wordfreq-en-large", columns=cols,
-                                   progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
-        check_rows = _rank(f"agree:{mech}:{eps}", inputs)[:cfg.agreement_rows]
-        agreement = realised_agreement(san, rows, check_rows) if cfg.agreement_rows else None
-        profiles[(mech, eps)] = prof
-        priv = _privacy_summary(prof, corpus)
-        priv["formula_vs_realised"] = agreement
-        priv["seconds"] = time.perf_counter() - t1
-        entries.append({"mechanism": mech, "epsilon": eps, "privacy": priv,
-                        "bundle": {"path": str(path), "d_max": san.d_max,
-                                   "numeric_tolerance": san.tolerance, "vocab_size": vocab_size,
-                                   "outputs": int(san.outputs.size),
-                                   "per_token_epsilon": san.epsilon * san.d_max + san.epsilon0,
-                                   "epsilon0": san.epsilon0}})
-        _log(cfg, f"privacy {mech} eps={eps:g}: median N_x "
-                  f"{priv['vocabulary']['n_x']['median']:.4f}, attack "
-                  f"{priv['attack']['exact_success_rate_dataset']:.4f}")
-    timings["privacy_profiles_s"] = time.perf_counter() - t
-
-    if "none" in cfg.baselines:
-        prof = M.profile_identity(inputs, vocab_size, columns=np.intersect1d(column_pool, inputs),
-                                  threshold=cfg.threshold)
-        entries.append({"mechanism": "none", "epsilon": None,
-                        "privacy": _privacy_summary(prof, corpus)})
-        profiles[("none", None)] = prof
-    if "random" in cfg.baselines:
-        prof = M.profile_uniform(inputs, all_outputs, vocab_size, prior=prior,
-                                 prior_name="wordfreq-en-large",
-                                 columns=np.intersect1d(column_pool, all_outputs),
-                                 threshold=cfg.threshold)
-        entries.append({"mechanism": "random", "epsilon": None,
-                        "privacy": _privacy_summary(prof, corpus)})
-        profiles[("random", None)] = prof
-    if "cmp" in cfg.baselines:
-        for eps in cfg.epsilons:
-            entries.append({"mechanism": "cmp", "epsilon": eps, "privacy": {
-                "note": "CMP/FBDD has no closed-form output distribution here; see the empirical "
-                        "unchanged-token rate under utility"}})
-
-    # -- utility, per seed ----------------------------------------------------------------------
-    t = time.perf_counter()
-    jobs = [e for e in entries]
-    for entry in _progress(jobs, cfg, desc="utility", unit="config"):
-        mech, eps = entry["mechanism"], entry["epsilon"]
-        runs = []
-        t1 = time.perf_counter()
-        if mech == "none":
-            # the raw text itself: seeds change nothing, one run
-            scores = train_and_score(ds.train_texts, ds.train_labels,
-                                     {"sanitized_test": ds.test_texts,
-                                      "original_test": ds.test_texts}, ds.test_labels)
-            runs.append({"classifier": scores, "bleu": 1.0, "unchanged_token_rate": 1.0,
-                         "empirical_attack_success": 1.0})
-        else:
-            for s in range(cfg.seeds):
-                gen = _generator(cfg, s, f"{mech}:{eps}")
-                if mech in MECHANISMS:
-                    san = _seeded_sanitizer(cfg, sanitizers[(mech, eps)][0], s, f"{mech}:{eps}")
-                    released = san.sample_ids(corpus.flat).astype(np.int64)
-                    decoder = profiles[(mech, eps)].decoder
-                elif mech == "random":
-                    released = random_replacement(corpus.flat, all_outputs, gen).astype(np.int64)
-                    decoder = profiles[("random", None)].decoder
-                else:  # cmp
-                    cmp = CMPMechanism(ref.embeddings, all_outputs, eps)
-                    released = cmp.sample_ids(corpus.flat, gen).astype(np.int64)
-                    decoder = None
-                runs.append(_run_release(cfg, corpus, released, decoder, seed=s))
-        entry["utility"] = _aggregate(runs)
-        entry["utility"]["seconds"] = time.perf_counter() - t1
-        acc = entry["utility"]["sanitized_test"]["accuracy"]["mean"]
-        _log(cfg, f"utility {mech} eps={eps}: accuracy (sanitized test) {acc:.4f}")
-    timings["utility_s"] = time.perf_counter() - t
-
-    results = {
-        "format": "ldptext-evaluation", "format_version": 1,
-        "config": asdict(cfg),
-        "versions": _versions(),
-        "dataset": {**ds.info, "name": ds.name, "majority_rate_test": ds.majority_rate()},
-        "classifier": CLASSIFIER_DESCRIPTION,
-        "bleu": "corpus BLEU-4 of sanitized output vs its input, 0-1 scale, no smoothing",
-        "randomness": ("seeded ldptext Generator per seed (reproducible experiment mode, NOT "
-                       "private)" if cfg.reproducible else "OS-keyed ldptext Generator"),
-        "privacy_metric_definitions": {
-            "n_x": "Pr[M(x)=x]", "s_x": f"smallest output set with cumulative probability >= "
-            f"{cfg.threshold}", "s_y_star": f"smallest input set with cumulative posterior (uniform "
-            f"prior over inputs) >= {cfg.threshold}", "h0,h1,h2,h_inf": "Renyi entropies, bits",
-            "vocabulary": "over every valid input token (S_y*: over sampled outputs)",
-            "dataset": "weighted by the token's occurrences in the data set (train + test)"},
-        "paper_reference_sst2": {k: {str(e): v for e, v in d.items()} for k, d in PAPER_SST2.items()},
-        "entries": entries,
-    }
-    timings["total_s"] = time.perf_counter() - t_start
-    results["timings"] = timings
-    from .report import write_report
-    (out / "results.json").write_text(json.dumps(_jsonable(results), indent=2) + "\n")
-    write_report(results, out / "report.md")
-    if cfg.plots:
-        from .plots import write_plots
-        results["plots"] = write_plots(results, out)
-        (out / "results.json").write_text(json.dumps(_jsonable(results), indent=2) + "\n")
-    _log(cfg, f"done in {timings['total_s']:.0f} s: {out / 'report.md'}")
-    return results
+def _write_json(path: Path, document: dict) -> None:
+    """Write a document as indented JSON (non-finite floats as null)."""
+    path.write_text(json.dumps(_jsonable(document), indent=2) + "\n")
 
 
 def _jsonable(obj):
+    """``obj`` with numpy scalars as Python numbers, non-finite floats as None, paths and keys as str."""
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -476,5 +612,11 @@ def _jsonable(obj):
 
 
 def command_line() -> str:
-    """The current process's command line, for the report."""
+    """The current process's command line, for the report.
+
+    Returns
+    -------
+    str
+        ``sys.argv``, shell-quoted and joined by spaces.
+    """
     return " ".join(shlex.quote(a) for a in sys.argv)

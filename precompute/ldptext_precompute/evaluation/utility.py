@@ -1,11 +1,15 @@
-"""Utility metric: a downstream classifier (seed 000 §2.5.2); corpus BLEU is in :mod:`ldptext_precompute.bleu`.
+"""Utility metric: a downstream classifier; corpus BLEU is in :mod:`ldptext_precompute.bleu`.
+
+Utility is measured as in Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy
+in NLP* (PhD thesis, Ohio State), §2.5.2: the accuracy of a classifier trained on sanitized text.
 
 **Classifier.** TF-IDF over word unigrams and bigrams (lower-cased, sub-linear tf, terms seen in at
 least 2 training documents) feeding an L2-regularised logistic regression (liblinear, C = 1). It is
 trained on the (sanitized) training text and scored on any number of test sets — in the runner the
-sanitized test text (as seed 000 Table 2.1 does) and the original test text (SPEC §6). It takes a few
-seconds on a CPU for ten thousand documents; it is much weaker than the fine-tuned BERT of the paper,
-so absolute accuracies are lower than seed 000's, while the ordering of mechanisms is what is compared.
+sanitized test text (as Yue 2023, Table 2.1 does) and the original test text. It takes a few seconds on
+a CPU for ten thousand documents; it is much weaker than the fine-tuned BERT of the paper, so absolute
+accuracies are lower than the paper's, while the ordering of mechanisms is what is compared.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import numpy as np
 
 __all__ = ["train_and_score", "CLASSIFIER_DESCRIPTION"]
 
+#: The classifier, in one line (stated in ``results.json``).
 CLASSIFIER_DESCRIPTION = ("TF-IDF (word 1-2 grams, lowercase, sublinear tf, min_df=2) + logistic "
                           "regression (liblinear, L2, C=1)")
 
@@ -22,7 +27,26 @@ CLASSIFIER_DESCRIPTION = ("TF-IDF (word 1-2 grams, lowercase, sublinear tf, min_
 def train_and_score(train_texts: Sequence[str], train_labels: Sequence,
                     test_sets: dict[str, Sequence[str]], test_labels: Sequence,
                     seed: int = 0) -> dict[str, dict[str, float]]:
-    """Fit the classifier on ``train_texts`` and return accuracy and macro-F1 on each test set."""
+    """Fit the classifier on ``train_texts`` and return accuracy and macro-F1 on each test set.
+
+    Parameters
+    ----------
+    train_texts : sequence of str, length n_train
+        Training documents (sanitized, in the runner).
+    train_labels : sequence, length n_train
+        Their labels.
+    test_sets : dict of str to sequence of str
+        Named test sets, each of length n_test and aligned with ``test_labels``.
+    test_labels : sequence, length n_test
+        Labels of every test set.
+    seed : int, default 0
+        ``random_state`` of the logistic regression.
+
+    Returns
+    -------
+    dict of str to dict of str to float
+        ``{test set name: {"accuracy": float, "macro_f1": float}}``.
+    """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, f1_score

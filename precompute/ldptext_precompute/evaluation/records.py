@@ -1,0 +1,604 @@
+"""The records of ``results.json``: one small dataclass per kind, built by keyword, each with ``to_dict``.
+
+Layout of ``results.json`` (format ``ldptext-evaluation``, version 1):
+
+* the top level is a :class:`Results`;
+* ``entries`` holds one :class:`Entry` per (SanText mechanism, ε), per CMP ε and per ε-free baseline
+  (unsanitized, random), with
+
+  - ``privacy``: a :class:`PrivacySummary` (closed-form baselines), a :class:`MechanismPrivacy`
+    (SanText / SanText+: the summary plus the formula-vs-sampler check) or an
+    :class:`EmpiricalOnlyPrivacy` (CMP, which has no closed-form output distribution);
+  - ``bundle``: a :class:`BundleInfo` (SanText mechanisms only);
+  - ``utility``: a :class:`UtilitySummary`, the mean and sample standard deviation (:class:`MeanStd`)
+    over one :class:`SeedRun` per seed.
+
+``to_dict`` returns plain dictionaries in the key order of the file; numbers may still be numpy scalars
+or NaN, which the runner converts when it writes JSON.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from . import metrics as M
+from ..bleu import BLEU_DESCRIPTION
+from .utility import CLASSIFIER_DESCRIPTION
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "PAPER_SST2",
+    "PRIOR_NAME",
+    "ATTACK_DESCRIPTION",
+    "CMP_PRIVACY_NOTE",
+    "TEST_SETS",
+    "CLASSIFIER_METRICS",
+    "MeanStd",
+    "SeedRun",
+    "UtilitySummary",
+    "AttackSummary",
+    "PrivacySummary",
+    "MechanismPrivacy",
+    "EmpiricalOnlyPrivacy",
+    "BundleInfo",
+    "Entry",
+    "Results",
+    "privacy_metric_definitions",
+    "randomness_description",
+]
+
+FORMAT = "ldptext-evaluation"
+FORMAT_VERSION = 1
+#: Accuracy on SST-2 reported by Yue et al. 2021, *Differential Privacy for Text Analytics via Natural
+#: Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and
+#: Privacy in NLP* (PhD thesis, Ohio State), Table 2.1: GloVe vocabulary, BERT fine-tuned on sanitized
+#: training text and tested on sanitized test text; mechanism -> ε -> accuracy.
+PAPER_SST2 = {"random": {1: 0.4986, 2: 0.4986, 3: 0.4986},
+              "cmp": {1: 0.5099, 2: 0.5143, 3: 0.5345},
+              "santext": {1: 0.5101, 2: 0.5838, 3: 0.8374},
+              "santext+": {1: 0.7796, 2: 0.7943, 3: 0.8516},
+              "none": {1: 0.9251, 2: 0.9251, 3: 0.9251}}
+#: The attacker's public prior (:func:`.attacks.wordfreq_prior`), as named in the results.
+PRIOR_NAME = "wordfreq-en-large"
+ATTACK_DESCRIPTION = ("Bayes-optimal token inversion, argmax_x Pr[M(x)=y]·prior(x), prior = wordfreq 'en' "
+                      "large (public); exact expected success on the data set's tokens (train + test)")
+CMP_PRIVACY_NOTE = ("CMP/FBDD has no closed-form output distribution here; see the empirical "
+                    "unchanged-token rate under utility")
+#: The test sets every classifier is scored on, and the scores kept.
+TEST_SETS = ("sanitized_test", "original_test")
+CLASSIFIER_METRICS = ("accuracy", "macro_f1")
+_PROFILE_METRICS = ("n_x", "s_x", "h0", "h1", "h2", "h_inf", "attack_success")
+
+
+# -- utility ----------------------------------------------------------------------------------------
+
+@dataclass
+class MeanStd:
+    """Mean and sample standard deviation (ddof = 1; 0 for a single value) of one score over seeds.
+
+    Attributes
+    ----------
+    mean : float
+        Arithmetic mean of ``values``.
+    std : float
+        Sample standard deviation (ddof = 1), 0.0 when there is one value.
+    values : list of float
+        The per-seed values, in seed order.
+    """
+
+    mean: float
+    std: float
+    values: list[float]
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> MeanStd:
+        """Summarise per-seed values.
+
+        Parameters
+        ----------
+        values : sequence of float, length n_seeds >= 1
+            One score per seed.
+
+        Returns
+        -------
+        MeanStd
+            Mean, sample standard deviation and the values as Python floats.
+        """
+        v = np.asarray(values, dtype=np.float64)
+        return cls(mean=float(v.mean()), std=float(v.std(ddof=1)) if v.size > 1 else 0.0,
+                   values=[float(x) for x in v])
+
+    def to_dict(self) -> dict:
+        """The ``{"mean", "std", "values"}`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            Keys ``mean`` (float), ``std`` (float) and ``values`` (list of float).
+        """
+        return {"mean": self.mean, "std": self.std, "values": self.values}
+
+
+@dataclass
+class SeedRun:
+    """Utility of one sanitized sample of the corpus (one seed).
+
+    Attributes
+    ----------
+    classifier : dict
+        ``{test set: {"accuracy": float, "macro_f1": float}}`` for each name in :data:`TEST_SETS`, as
+        returned by :func:`.utility.train_and_score`.
+    bleu : float
+        Corpus BLEU-4 of the sanitized documents against their inputs, in [0, 1].
+    unchanged_token_rate : float
+        Fraction of tokens released unchanged (NaN for an empty corpus).
+    empirical_attack_success : float or None
+        Fraction of released tokens the exact Bayes decoder inverts correctly; None where the mechanism
+        has no closed-form distribution (CMP).
+    """
+
+    classifier: dict[str, dict[str, float]]
+    bleu: float
+    unchanged_token_rate: float
+    empirical_attack_success: float | None = None
+
+
+@dataclass
+class UtilitySummary:
+    """Per-configuration utility: every :class:`SeedRun` score summarised over seeds.
+
+    Attributes
+    ----------
+    seeds : int
+        Number of runs summarised.
+    sanitized_test, original_test : dict of str to MeanStd
+        Accuracy and macro-F1 (keys :data:`CLASSIFIER_METRICS`) of the classifier trained on sanitized
+        text, on the sanitized and on the original test text.
+    bleu, unchanged_token_rate : MeanStd
+        See :class:`SeedRun`.
+    empirical_attack_success : MeanStd or None
+        See :class:`SeedRun`; None (and absent from the file) for CMP.
+    seconds : float
+        Wall time of the configuration's runs.
+    """
+
+    seeds: int
+    sanitized_test: dict[str, MeanStd]
+    original_test: dict[str, MeanStd]
+    bleu: MeanStd
+    unchanged_token_rate: MeanStd
+    empirical_attack_success: MeanStd | None
+    seconds: float
+
+    @classmethod
+    def of(cls, runs: Sequence[SeedRun], seconds: float) -> UtilitySummary:
+        """Summarise the runs of one configuration.
+
+        Parameters
+        ----------
+        runs : sequence of SeedRun, length >= 1
+            One run per seed (all with or all without ``empirical_attack_success``).
+        seconds : float
+            Wall time spent on them.
+
+        Returns
+        -------
+        UtilitySummary
+        """
+        def scores(test: str) -> dict[str, MeanStd]:
+            return {m: MeanStd.of([r.classifier[test][m] for r in runs]) for m in CLASSIFIER_METRICS}
+
+        attack = ([r.empirical_attack_success for r in runs]
+                  if runs[0].empirical_attack_success is not None else None)
+        return cls(seeds=len(runs), sanitized_test=scores("sanitized_test"),
+                   original_test=scores("original_test"), bleu=MeanStd.of([r.bleu for r in runs]),
+                   unchanged_token_rate=MeanStd.of([r.unchanged_token_rate for r in runs]),
+                   empirical_attack_success=None if attack is None else MeanStd.of(attack),
+                   seconds=seconds)
+
+    def to_dict(self) -> dict:
+        """The entry's ``utility`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            ``seeds``, ``sanitized_test``, ``original_test``, ``bleu``, ``unchanged_token_rate``,
+            ``empirical_attack_success`` (when present) and ``seconds``.
+        """
+        out: dict = {"seeds": self.seeds,
+                     "sanitized_test": {m: s.to_dict() for m, s in self.sanitized_test.items()},
+                     "original_test": {m: s.to_dict() for m, s in self.original_test.items()},
+                     "bleu": self.bleu.to_dict(),
+                     "unchanged_token_rate": self.unchanged_token_rate.to_dict()}
+        if self.empirical_attack_success is not None:
+            out["empirical_attack_success"] = self.empirical_attack_success.to_dict()
+        out["seconds"] = self.seconds
+        return out
+
+
+# -- privacy ----------------------------------------------------------------------------------------
+
+@dataclass
+class AttackSummary:
+    """Exact success of the Bayes-optimal token-inversion attack (:mod:`.attacks`, :mod:`.metrics`).
+
+    Attributes
+    ----------
+    exact_success_rate_dataset : float or None
+        Expected success over the data set's tokens (train + test, weighted by occurrences); None when
+        the data set has no token in the input domain.
+    exact_success_rate_vocabulary_mean : float
+        Mean expected success over the input domain (uniform over tokens).
+    description : str
+        What was attacked and with which prior.
+    """
+
+    exact_success_rate_dataset: float | None
+    exact_success_rate_vocabulary_mean: float
+    description: str = ATTACK_DESCRIPTION
+
+    def to_dict(self) -> dict:
+        """The ``privacy.attack`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            The three attributes by name.
+        """
+        return {"exact_success_rate_dataset": self.exact_success_rate_dataset,
+                "exact_success_rate_vocabulary_mean": self.exact_success_rate_vocabulary_mean,
+                "description": self.description}
+
+
+@dataclass
+class PrivacySummary:
+    """A :class:`.metrics.MechanismProfile` summarised over the vocabulary and over the data set.
+
+    Attributes
+    ----------
+    threshold : float
+        τ of S_x and S_y*.
+    prior : str
+        Name of the attacker's prior.
+    vocabulary : dict of str to dict
+        :func:`.metrics.summarize` of each metric (``n_x``, ``s_x``, ``h0``, ``h1``, ``h2``, ``h_inf``,
+        ``attack_success``, and ``s_y_star`` when columns were profiled) over every valid input token
+        (S_y*: over the profiled outputs), unweighted.
+    dataset : dict of str to dict
+        The same summaries weighted by each token's occurrences in the data set (train + test);
+        ``s_y_star`` also carries ``token_coverage``, the share of the data set's tokens among the
+        profiled outputs.
+    attack : AttackSummary
+        Exact success of the Bayes-optimal inversion attack.
+    s_y_star_columns : int or None
+        Number of outputs S_y* was computed for; None (and absent from the file) when none were.
+    entropy_unit : str
+        Unit of ``h0``, ``h1``, ``h2``, ``h_inf``.
+    """
+
+    threshold: float
+    prior: str
+    vocabulary: dict[str, dict]
+    dataset: dict[str, dict]
+    attack: AttackSummary
+    s_y_star_columns: int | None = None
+    entropy_unit: str = "bits"
+
+    @classmethod
+    def of(cls, prof: M.MechanismProfile, counts: np.ndarray) -> PrivacySummary:
+        """Summarise a profile over the vocabulary and over a data set's tokens.
+
+        Parameters
+        ----------
+        prof : MechanismProfile
+            Exact per-token privacy quantities of one mechanism.
+        counts : numpy.ndarray, float64, shape (V,)
+            Occurrences of each vocabulary id in the data set (train + test).
+
+        Returns
+        -------
+        PrivacySummary
+        """
+        w = counts[prof.inputs]
+        vocabulary: dict[str, dict] = {}
+        dataset: dict[str, dict] = {}
+        for name in _PROFILE_METRICS:
+            vals = getattr(prof, name)
+            ok = vals >= 0 if name == "s_x" else np.ones(vals.size, bool)   # S_x = -1: not computed
+            vocabulary[name] = M.summarize(vals[ok])
+            dataset[name] = M.summarize(vals[ok], w[ok]) if w[ok].sum() > 0 else M.summarize([])
+        s_y_star_columns = None
+        if prof.columns.size:
+            cw = counts[prof.columns]
+            vocabulary["s_y_star"] = M.summarize(prof.s_y)
+            dataset["s_y_star"] = M.summarize(prof.s_y, cw) if cw.sum() > 0 else M.summarize([])
+            dataset["s_y_star"]["token_coverage"] = float(cw.sum() / max(counts.sum(), 1))
+            s_y_star_columns = int(prof.columns.size)
+        total = counts.sum()
+        attack = AttackSummary(
+            exact_success_rate_dataset=float((w * prof.attack_success).sum() / total) if total else None,
+            exact_success_rate_vocabulary_mean=float(prof.attack_success.mean()))
+        return cls(threshold=prof.threshold, prior=prof.prior_name, vocabulary=vocabulary, dataset=dataset,
+                   attack=attack, s_y_star_columns=s_y_star_columns)
+
+    def to_dict(self) -> dict:
+        """The entry's ``privacy`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            ``threshold``, ``prior``, ``entropy_unit``, ``vocabulary``, ``dataset``,
+            ``s_y_star_columns`` (when present) and ``attack``.
+        """
+        out: dict = {"threshold": self.threshold, "prior": self.prior, "entropy_unit": self.entropy_unit,
+                     "vocabulary": self.vocabulary, "dataset": self.dataset}
+        if self.s_y_star_columns is not None:
+            out["s_y_star_columns"] = self.s_y_star_columns
+        out["attack"] = self.attack.to_dict()
+        return out
+
+
+@dataclass
+class MechanismPrivacy:
+    """Privacy of a SanText mechanism: its :class:`PrivacySummary` and how the formula was checked.
+
+    Attributes
+    ----------
+    summary : PrivacySummary
+        Summary of the exact profile computed from the SanText formula.
+    formula_vs_realised : dict or None
+        :func:`.mechanisms.realised_agreement` on a sample of rows; None when no row was checked.
+    seconds : float
+        Wall time of the profile and the check.
+    """
+
+    summary: PrivacySummary
+    formula_vs_realised: dict | None
+    seconds: float
+
+    def to_dict(self) -> dict:
+        """The entry's ``privacy`` object: the summary's keys, ``formula_vs_realised`` and ``seconds``.
+
+        Returns
+        -------
+        dict
+        """
+        return {**self.summary.to_dict(), "formula_vs_realised": self.formula_vs_realised,
+                "seconds": self.seconds}
+
+
+@dataclass
+class EmpiricalOnlyPrivacy:
+    """Privacy of a mechanism without a closed-form output distribution (CMP): a note only.
+
+    Attributes
+    ----------
+    note : str
+        Where the empirical quantities are reported instead.
+    """
+
+    note: str = CMP_PRIVACY_NOTE
+
+    def to_dict(self) -> dict:
+        """The entry's ``privacy`` object, ``{"note": ...}``.
+
+        Returns
+        -------
+        dict
+        """
+        return {"note": self.note}
+
+
+# -- entries and the whole file ---------------------------------------------------------------------
+
+@dataclass
+class BundleInfo:
+    """The evaluation bundle behind a SanText entry.
+
+    Attributes
+    ----------
+    path : str
+        Bundle file (in the evaluation cache).
+    d_max : float
+        Largest distance in the bundle's metric (D_max).
+    numeric_tolerance : float
+        Relative tolerance to which the sampler realises the formula.
+    vocab_size : int
+        V, the number of vocabulary ids.
+    outputs : int
+        Size of the output domain.
+    per_token_epsilon : float
+        Worst-case LDP level of one token, ``Sanitizer.per_token_epsilon`` (ε·D_max + ε₀).
+    epsilon0 : float
+        ε₀ of SanText+ (0 for SanText).
+    """
+
+    path: str
+    d_max: float
+    numeric_tolerance: float
+    vocab_size: int
+    outputs: int
+    per_token_epsilon: float
+    epsilon0: float
+
+    @classmethod
+    def of(cls, path, san, vocab_size: int) -> BundleInfo:
+        """Describe a loaded bundle.
+
+        Parameters
+        ----------
+        path : str or Path
+            Bundle file.
+        san : ldptext.santext.Sanitizer
+            The bundle, loaded.
+        vocab_size : int
+            V.
+
+        Returns
+        -------
+        BundleInfo
+        """
+        return cls(path=str(path), d_max=san.d_max, numeric_tolerance=san.tolerance, vocab_size=vocab_size,
+                   outputs=int(san.outputs.size), per_token_epsilon=san.per_token_epsilon,
+                   epsilon0=san.epsilon0)
+
+    def to_dict(self) -> dict:
+        """The entry's ``bundle`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            The attributes by name.
+        """
+        return {"path": self.path, "d_max": self.d_max, "numeric_tolerance": self.numeric_tolerance,
+                "vocab_size": self.vocab_size, "outputs": self.outputs,
+                "per_token_epsilon": self.per_token_epsilon, "epsilon0": self.epsilon0}
+
+
+@dataclass
+class Entry:
+    """One configuration of the sweep: a mechanism at one ε (None for the ε-free baselines).
+
+    Attributes
+    ----------
+    mechanism : str
+        ``santext``, ``santext+``, ``none``, ``random`` or ``cmp``.
+    epsilon : float or None
+        ε of the configuration; None for ``none`` and ``random``.
+    privacy : PrivacySummary, MechanismPrivacy or EmpiricalOnlyPrivacy
+        Exact privacy metrics (a note for CMP).
+    bundle : BundleInfo or None
+        The SanText bundle (None, and absent from the file, for the baselines).
+    utility : UtilitySummary or None
+        Filled in by the utility step.
+    profile : MechanismProfile or None
+        The exact profile the privacy summary came from; its ``decoder`` serves the empirical attack.
+        Not written to ``results.json``.
+    """
+
+    mechanism: str
+    epsilon: float | None
+    privacy: PrivacySummary | MechanismPrivacy | EmpiricalOnlyPrivacy
+    bundle: BundleInfo | None = None
+    utility: UtilitySummary | None = None
+    profile: M.MechanismProfile | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """One element of ``results.json``'s ``entries``.
+
+        Returns
+        -------
+        dict
+            ``mechanism``, ``epsilon``, ``privacy``, and ``bundle`` / ``utility`` where present.
+        """
+        out: dict = {"mechanism": self.mechanism, "epsilon": self.epsilon, "privacy": self.privacy.to_dict()}
+        if self.bundle is not None:
+            out["bundle"] = self.bundle.to_dict()
+        if self.utility is not None:
+            out["utility"] = self.utility.to_dict()
+        return out
+
+
+def privacy_metric_definitions(threshold: float) -> dict[str, str]:
+    """The ``privacy_metric_definitions`` section: one line per reported metric.
+
+    Parameters
+    ----------
+    threshold : float
+        τ of S_x and S_y*.
+
+    Returns
+    -------
+    dict of str to str
+    """
+    return {"n_x": "Pr[M(x)=x]",
+            "s_x": f"smallest output set with cumulative probability >= {threshold}",
+            "s_y_star": f"smallest input set with cumulative posterior (uniform prior over inputs) >= "
+                        f"{threshold}",
+            "h0,h1,h2,h_inf": "Renyi entropies, bits",
+            "vocabulary": "over every valid input token (S_y*: over sampled outputs)",
+            "dataset": "weighted by the token's occurrences in the data set (train + test)"}
+
+
+def randomness_description(reproducible: bool) -> str:
+    """The ``randomness`` line: seeded (reproducible, not private) or OS-keyed generators.
+
+    Parameters
+    ----------
+    reproducible : bool
+        Whether each seed drew from a seeded :class:`ldptext.rng.Generator`.
+
+    Returns
+    -------
+    str
+    """
+    if reproducible:
+        return "seeded ldptext Generator per seed (reproducible experiment mode, NOT private)"
+    return "OS-keyed ldptext Generator"
+
+
+@dataclass
+class Results:
+    """The whole of ``results.json``.
+
+    Attributes
+    ----------
+    config : dict
+        The :class:`.runner.EvaluationConfig`, as a dictionary.
+    versions : dict of str to str or None
+        Python and package versions.
+    dataset : dict
+        The data set's provenance (``Dataset.info``), ``name`` and ``majority_rate_test``.
+    randomness : str
+        :func:`randomness_description`.
+    privacy_metric_definitions : dict of str to str
+        :func:`privacy_metric_definitions`.
+    entries : list of Entry
+        Every configuration, SanText mechanisms first, then the baselines.
+    timings : dict of str to float
+        Seconds per step of the sweep and ``total_s``.
+    classifier, bleu : str
+        How utility was measured.
+    paper_reference_sst2 : dict
+        :data:`PAPER_SST2` (mechanism -> ε -> accuracy).
+    plots : list of str or None
+        PNG files written next to the results (None, and absent from the file, without plots).
+    format, format_version : str, int
+        File format name and version.
+    """
+
+    config: dict
+    versions: dict
+    dataset: dict
+    randomness: str
+    privacy_metric_definitions: dict[str, str]
+    entries: list[Entry]
+    timings: dict[str, float]
+    classifier: str = CLASSIFIER_DESCRIPTION
+    bleu: str = BLEU_DESCRIPTION
+    paper_reference_sst2: dict = field(default_factory=lambda: PAPER_SST2)
+    plots: list[str] | None = None
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+
+    def to_dict(self) -> dict:
+        """The document written to ``results.json`` (before JSON conversion).
+
+        Returns
+        -------
+        dict
+            The sections in file order; ε keys of ``paper_reference_sst2`` as strings.
+        """
+        out = {"format": self.format, "format_version": self.format_version, "config": self.config,
+               "versions": self.versions, "dataset": self.dataset, "classifier": self.classifier,
+               "bleu": self.bleu, "randomness": self.randomness,
+               "privacy_metric_definitions": self.privacy_metric_definitions,
+               "paper_reference_sst2": {k: {str(e): v for e, v in d.items()}
+                                        for k, d in self.paper_reference_sst2.items()},
+               "entries": [e.to_dict() for e in self.entries], "timings": self.timings}
+        if self.plots is not None:
+            out["plots"] = self.plots
+        return out
