@@ -27,30 +27,28 @@ def _last_checkpoint(work: Path) -> Path:
     return stages[-1].with_suffix(".pt")
 
 
-def torch_greedy_with_cache(adapter, z, max_len: int):
-    """PyTorch fp32 eager greedy decoding with the model's own key/value cache (fair baseline)."""
+def torch_greedy_with_cache(adapter, z, max_len: int) -> list[list[int]]:
+    """PyTorch fp32 eager greedy decoding with the model's own key/value cache (fair baseline).
+
+    The step function runs the model; the loop is the runtime's (``ldptext.decoding.greedy``).
+    """
     import torch
     from transformers.modeling_outputs import BaseModelOutput
 
-    from ldptext_precompute.dpbart.train import append_step
+    from ldptext.decoding import greedy
 
-    sp = adapter.special
-    b = z.shape[0]
     enc = BaseModelOutput(last_hidden_state=z)
-    tok = torch.full((b, 1), sp.decoder_start, dtype=torch.long)
     past = None
-    done = torch.zeros(b, dtype=torch.bool)
-    out = [[] for _ in range(b)]
-    for _ in range(max_len):
-        res = adapter.model(encoder_outputs=enc, attention_mask=None, decoder_input_ids=tok, past_key_values=past,
+
+    def step(tokens):
+        nonlocal past
+        res = adapter.model(encoder_outputs=enc, attention_mask=None,
+                            decoder_input_ids=torch.from_numpy(tokens)[:, None], past_key_values=past,
                             use_cache=True, return_dict=True)
         past = res.past_key_values
-        nxt = res.logits[:, -1].argmax(-1)
-        append_step(out, done, nxt, sp.eos)
-        if bool(done.all()):
-            break
-        tok = torch.where(done, torch.full_like(nxt, sp.eos), nxt)[:, None]
-    return out
+        return res.logits[:, -1].numpy()
+
+    return greedy(step, z.shape[0], adapter.special.decoder_start, adapter.special.eos, max_len)
 
 
 def main(argv=None) -> int:
@@ -73,22 +71,21 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from ldptext.bundle import read_bundle
     from ldptext.dpbart import Rewriter
-    from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
     from ldptext.noise import calibrate, privatize
+    from ldptext.rng import Generator
+    from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
     from ldptext_precompute.dpbart.data import load_public_corpus, split_holdout
     from ldptext_precompute.dpbart.model import load_model
-    from ldptext.rng import Generator
 
     warnings.simplefilter("ignore")
     b = read_bundle(args.bundle, allow_unsigned=True)
-    cfg = b.manifest["dpbart"]
     seed = b.manifest["build"]["config"].get("seed", 0)
     corpus = load_public_corpus(args.public_corpus)
     _, held_out = split_holdout(corpus, b.manifest["build"]["config"].get("eval_sentences", 200), seed)
     rw = Rewriter.load(args.bundle, allow_unsigned=True, threads=args.threads)
-    cap = rw.seq_len - 2
+    cap = rw.config.capacity
     # documents that fit in one release, so both sides do exactly the same work
-    docs = [s for s in held_out if len(rw._tok.encode(s, add_special_tokens=False).ids) <= cap][: args.docs]
+    docs = [s for s in held_out if len(rw.tokenizer.encode(s)) <= cap][: args.docs]
     if len(docs) < args.docs:
         docs += [" ".join(s.split()[:8]) for s in held_out[: args.docs - len(docs)]]
 

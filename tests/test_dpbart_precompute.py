@@ -46,11 +46,9 @@ def _batch(adapter, n=6, seq_len=10):
 
 
 def _session(path):
-    import onnxruntime as ort
+    from ldptext.dpbart import onnx_session
 
-    o = ort.SessionOptions()
-    o.intra_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=o, providers=["CPUExecutionProvider"])
+    return onnx_session(path, threads=1)
 
 
 def test_three_separate_graphs_and_no_random_ops(exported):
@@ -81,7 +79,8 @@ def test_onnx_fp32_encoder_matches_pytorch(exported):
 
 
 def test_onnx_fp32_greedy_decoding_matches_pytorch_at_eps_inf(exported):
-    from ldptext_precompute.dpbart.build import _ort_greedy
+    """The shipped runtime (``Rewriter.decode`` over the exported graphs) against the PyTorch oracle."""
+    from ldptext_precompute.dpbart.build import dpbart_config, shipped_rewriter
     from ldptext_precompute.dpbart.train import greedy_decode_torch, privatize_torch
 
     adapter, graphs, _ = exported
@@ -89,7 +88,9 @@ def test_onnx_fp32_greedy_decoding_matches_pytorch_at_eps_inf(exported):
     with torch.no_grad():
         z = privatize_torch(adapter.encode(b["input_ids"], b["attention_mask"]), 0.5, None)
     ref = greedy_decode_torch(adapter, z, 10)
-    ours = _ort_greedy(graphs, z.numpy(), adapter, 10)
+    config = dpbart_config(adapter, variant="clv", seq_len=10, clip=0.5, pruned=[], max_output_tokens=10)
+    with shipped_rewriter(graphs, adapter.tokenizer_json, config, threads=1) as rw:
+        ours = rw.decode(z.numpy())
     assert ours == ref
 
 
@@ -185,7 +186,6 @@ def test_training_stage_lowers_the_loss_and_estimate_clip_reports_statistics():
 
 def test_pipeline_builds_a_signed_bundle_and_resumes(tmp_path):
     from ldptext.bundle import read_bundle
-    from ldptext.keys import developer_key
 
     out, summary, adapter = build_tiny_bundle(tmp_path / "t.ldpb", variant="pr+", epsilon=100.0, delta=1e-5,
                                               steps=2, prune_rounds=2, sign_key=None)
@@ -219,7 +219,8 @@ def test_public_corpus_file_and_wiki_markup_cleaning(tmp_path):
     c = load_public_corpus(str(f))
     assert c.sentences == ["The cat sat on the mat.", "The dog ran home!", "A bird flew."]
     assert "public.txt" in c.sources
-    text = strip_wiki_markup("'''Anarchism''' is a [[political philosophy|philosophy]]{{cite}}<ref>x</ref> of [[Liberty]].")
+    text = strip_wiki_markup("'''Anarchism''' is a [[political philosophy|philosophy]]{{cite}}<ref>x</ref> "
+                             "of [[Liberty]].")
     assert text.split() == ["Anarchism", "is", "a", "philosophy", "of", "Liberty."]
     with pytest.raises(FileNotFoundError):
         load_public_corpus(str(tmp_path / "missing.txt"))

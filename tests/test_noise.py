@@ -1,4 +1,4 @@
-"""DP-BART calibration and discrete noise (SPEC §3, §4; issue 3 properties 1, 2, 4).
+"""DP-BART calibration and discrete noise (issue 3 properties 1, 2, 4).
 
 The references here are written independently of ``ldptext.noise``: mpmath at 40 digits for the
 analytic Gaussian and log Φ, exact summation for the 1-D discrete Gaussian privacy profile.
@@ -78,7 +78,7 @@ def test_spec_worked_values(n, expected_l2, expected_sigma):
 
 
 def test_classical_gaussian_is_not_used_at_large_epsilon():
-    # the classical formula √(2 ln(1.25/δ))·Δ/ε gives ~0.48 here: far too little noise (SPEC §7)
+    # the classical formula √(2 ln(1.25/δ))·Δ/ε gives ~0.48 here: far too little noise
     classical = math.sqrt(2 * math.log(1.25 / 1e-5)) * 24.79 / 250
     assert noise.analytic_gaussian_sigma(250.0, 1e-5, 24.79) > 2.5 * classical
 

@@ -1,19 +1,27 @@
-"""Calibration and discrete noise for DP-BART (SPEC §3, §4; seed 001 §6.3.3–6.3.4, chapter 2).
+"""Calibration and discrete noise for DP-BART.
+
+Mechanism: Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.4 (background: its chapter 2). Discrete
+Gaussian: Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential Privacy* (NeurIPS),
+Prop. 12 and Thm 14. Analytic Gaussian: Balle & Wang 2018, *Improving the Gaussian Mechanism for
+Differential Privacy: Analytical Calibration and Optimal Denoising* (ICML), Thm 8 and Alg. 1.
 
 What is private, and with respect to what
 -----------------------------------------
 The released object is the noised, clipped, pruned encoder output of **one document** (one chunk of at
 most L tokens). Neighbouring inputs are *any* two documents x, x' (local DP: the whole document is the
 unit). With clip constant C, sequence length L, hidden size d and pruned set P, the released vector has
-n = L·(d − |P|) informative coordinates, each in [−C, C], so (seed 001 Thms 6.3.1, 6.3.2)
+n = L·(d − |P|) informative coordinates, each in [−C, C], so (thesis Thms 6.3.1, 6.3.2)
 
     Δ₁ = 2·C·n        Δ₂ = 2·C·√n.
 
 Pruned coordinates are the same for every input and are constant zero, so they add nothing to Δ.
 
-Why the noise is discrete (Mironov 2012, SPEC §4)
--------------------------------------------------
-Floating-point Laplace/Gaussian samples leak the noiseless value through their low-order bits. Here
+Why the noise is discrete
+-------------------------
+Floating-point Laplace/Gaussian samples leak the noiseless value through their low-order bits
+(Mironov 2012, *On Significance of the Least Significant Bits for Differential Privacy*, CCS). Here
 the clipped value is first mapped to an integer grid with unit γ = C / 2^k (``grid_bits`` = k, exact in
 binary floating point): ``q = clip(round(z̄/γ), −K, K)`` with K = 2^k. q is a deterministic function of
 the input with |q − q'| ≤ 2K per coordinate, so its integer sensitivities are Δ₁/γ = 2Kn and
@@ -25,7 +33,7 @@ post-processing of the integer vector q + Y. No continuous sample is ever formed
   For integer vectors the likelihood ratio is exp((‖y−q'‖₁ − ‖y−q‖₁)/t) ≤ exp(2Kn/t) ≤ e^ε: exact
   (ε, 0)-LDP. We check 2Kn/t ≤ ε in exact rational arithmetic.
 * **Gaussian** ((ε, δ)): Y_i i.i.d. discrete Gaussian N_Z(0, σ_Z²) (Canonne–Kamath–Steinke 2020).
-  The analytic-Gaussian σ of Balle & Wang (2018, Alg. 1), which the SPEC names, is exact for
+  The analytic-Gaussian σ of Balle & Wang (2018, Alg. 1), the usual calibration, is exact for
   *continuous* noise only. For the discrete Gaussian we use a bound we can prove here:
 
   1. Rényi divergence. For integer shift v and order α > 1, expanding the square,
@@ -73,7 +81,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class _IntegerNoiseSource(Protocol):
-    """What ``privatize`` needs from ``ldptext.rng.Generator`` (architecture.md, randomness contract)."""
+    """What ``privatize`` needs from ``ldptext.rng.Generator`` (the randomness contract)."""
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray: ...
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray: ...
@@ -83,10 +91,27 @@ class _IntegerNoiseSource(Protocol):
 # parameters and sensitivities
 # --------------------------------------------------------------------------------------------------
 def validate_privacy_parameters(epsilon: Any, delta: Any, mechanism: str) -> tuple[float, float]:
-    """Check (ε, δ, mechanism) and return them as floats; raise :class:`ParameterError` otherwise.
+    """Check (ε, δ, mechanism) and return them as floats.
 
-    ε must be a real number > 0 (``math.inf`` means *no noise, no privacy*: evaluation only).
-    Gaussian needs δ ∈ (0, 1); Laplace is pure ε and accepts δ = None or 0 (reported as 0).
+    Parameters
+    ----------
+    epsilon : Any
+        A real number > 0 (``math.inf`` means *no noise, no privacy*: evaluation only).
+    delta : Any
+        Gaussian: δ ∈ (0, 1) (``None`` only with ε = ∞). Laplace is pure ε: ``None`` or [0, 1),
+        reported as 0.
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"``.
+
+    Returns
+    -------
+    epsilon : float
+    delta : float
+
+    Raises
+    ------
+    ParameterError
+        Any value out of range or of the wrong type.
     """
     if mechanism not in ("gaussian", "laplace"):
         raise ParameterError(f"unknown mechanism {mechanism!r}: expected 'gaussian' or 'laplace'")
@@ -115,7 +140,26 @@ def validate_privacy_parameters(epsilon: Any, delta: Any, mechanism: str) -> tup
 
 
 def effective_dim(seq_len: int, hidden: int, n_pruned: int = 0) -> int:
-    """n = L·(d − |P|): the number of released coordinates that carry information (seed 001 §6.3.4)."""
+    """The number of released coordinates that carry information: n = L·(d − |P|) (thesis §6.3.4).
+
+    Parameters
+    ----------
+    seq_len : int
+        L > 0.
+    hidden : int
+        d > 0.
+    n_pruned : int
+        |P|, 0 ≤ |P| < d.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ParameterError
+        Out of range.
+    """
     if seq_len <= 0 or hidden <= 0 or not 0 <= n_pruned < hidden:
         raise ParameterError("need seq_len > 0, hidden > 0 and 0 <= n_pruned < hidden")
     return int(seq_len) * (int(hidden) - int(n_pruned))
@@ -129,13 +173,39 @@ def _check_clip_n(clip: float, n: int) -> None:
 
 
 def l1_sensitivity(clip: float, n: int) -> float:
-    """Δ₁ = 2Cn for values clipped to [−C, C] (seed 001 Thm 6.3.1), rounded up."""
+    """Δ₁ = 2Cn for n values clipped to [−C, C] (thesis Thm 6.3.1), rounded up.
+
+    Parameters
+    ----------
+    clip : float
+        C > 0.
+    n : int
+        Informative coordinates.
+
+    Returns
+    -------
+    float
+        ≥ 2Cn exactly (rational arithmetic).
+    """
     _check_clip_n(clip, n)
     return _round_up(Fraction(2) * Fraction(float(clip)) * int(n))
 
 
 def l2_sensitivity(clip: float, n: int) -> float:
-    """Δ₂ = 2C√n for values clipped to [−C, C] (seed 001 Thm 6.3.2), rounded up."""
+    """Δ₂ = 2C√n for n values clipped to [−C, C] (thesis Thm 6.3.2), rounded up.
+
+    Parameters
+    ----------
+    clip : float
+        C > 0.
+    n : int
+        Informative coordinates.
+
+    Returns
+    -------
+    float
+        ≥ 2C√n (one ulp above the correctly rounded value).
+    """
     _check_clip_n(clip, n)
     v = 2.0 * float(clip) * math.sqrt(int(n))
     return math.nextafter(v, math.inf)  # sqrt and product are correctly rounded: one ulp covers both
@@ -150,10 +220,18 @@ def _round_up(x: Fraction) -> float:
 # log Φ and the analytic Gaussian (Balle & Wang 2018, Alg. 1)
 # --------------------------------------------------------------------------------------------------
 def log_ndtr(x: float) -> float:
-    """log Φ(x) for the standard normal CDF, accurate in both tails (no underflow down to −1e150).
+    """Logarithm of the standard normal CDF, log Φ(x), accurate in both tails.
 
-    x ≥ −5: from erfc (accurate relative tail values); x < −5: log of the Mills ratio by its
-    continued fraction Q(t)/φ(t) = 1/(t + 1/(t + 2/(t + 3/(t + …)))), t = −x.
+    Parameters
+    ----------
+    x : float
+
+    Returns
+    -------
+    float
+        No underflow down to x = −1e150. x ≥ −5: from erfc (accurate relative tail values);
+        x < −5: log of the Mills ratio by its continued fraction
+        Q(t)/φ(t) = 1/(t + 1/(t + 2/(t + 3/(t + …)))), t = −x.
     """
     if math.isnan(x):
         return math.nan
@@ -179,9 +257,23 @@ def _log1mexp(a: float) -> float:
 
 
 def analytic_gaussian_log_delta(epsilon: float, sigma: float, l2: float) -> float:
-    """log δ(σ) with δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) (Balle & Wang 2018, Thm 8).
+    """Logarithm of δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) (Balle & Wang 2018, Thm 8).
 
-    Exact privacy profile of the continuous Gaussian mechanism N(0, σ²) with ℓ₂ sensitivity Δ.
+    The exact privacy profile of the continuous Gaussian mechanism N(0, σ²) with ℓ₂ sensitivity Δ.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0.
+    sigma : float
+        σ > 0.
+    l2 : float
+        Δ₂ > 0.
+
+    Returns
+    -------
+    float
+        log δ, computed in log space (stable for ε up to 5,000 and beyond).
     """
     u = epsilon * sigma / l2
     v = l2 / (2.0 * sigma)
@@ -213,12 +305,23 @@ def _bisect_sigma(log_delta_of_sigma, log_target: float, guess: float) -> float:
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2: float) -> float:
-    """Smallest σ such that N(0, σ²) noise gives (ε, δ)-DP for ℓ₂ sensitivity Δ (Balle & Wang 2018).
+    """Smallest σ such that N(0, σ²) noise gives (ε, δ)-DP for ℓ₂ sensitivity Δ (Balle & Wang 2018, Alg. 1).
 
-    Log-space bisection on σ, rounded up by a relative 1e-9 (conservative: never below the exact
-    root). Valid for any ε > 0 (tested 0.1 … 5,000) and δ ∈ (0, 1) (tested down to 1e-12).
-    This is the calibration of *continuous* Gaussian noise; see :func:`discrete_gaussian_sigma` for the
-    noise actually added.
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0 (tested 0.1 … 5,000).
+    delta : float
+        δ ∈ (0, 1) (tested down to 1e-12).
+    l2 : float
+        Δ₂ > 0.
+
+    Returns
+    -------
+    float
+        Log-space bisection on σ, rounded up by a relative 1e-9 (conservative: never below the exact
+        root). This is the calibration of *continuous* Gaussian noise; see
+        :func:`discrete_gaussian_sigma` for the noise actually added.
     """
     eps, d = validate_privacy_parameters(epsilon, delta, "gaussian")
     if not (math.isfinite(l2) and l2 > 0):
@@ -236,10 +339,23 @@ def _log_rdp_delta_at(alpha: float, rho: float, epsilon: float) -> float:
 
 
 def rdp_gaussian_log_delta(epsilon: float, rho: float) -> float:
-    """log of the best δ over α > 1 such that a mechanism with D_α ≤ αρ for all α is (ε, δ)-DP.
+    """Logarithm of the best δ over α > 1 such that a ρ-zCDP mechanism (D_α ≤ αρ) is (ε, δ)-DP.
 
-    CKS 2020 Prop. 12 (see the module docstring). Any α gives a valid bound, so an imprecise
-    minimisation only makes δ larger (never unsafe).
+    Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential Privacy* (NeurIPS),
+    Prop. 12 (see the module docstring). Any α gives a valid bound, so an imprecise minimisation only
+    makes δ larger (never unsafe).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0.
+    rho : float
+        ρ ≥ 0 (ρ = Δ₂²/(2σ²) for Gaussian noise).
+
+    Returns
+    -------
+    float
+        log δ (−inf for ρ = 0).
     """
     if rho <= 0:
         return -math.inf
@@ -266,16 +382,43 @@ def rdp_gaussian_log_delta(epsilon: float, rho: float) -> float:
 
 
 def rdp_gaussian_delta(epsilon: float, rho: float) -> float:
-    """δ achieved at ε by a ρ-zCDP mechanism (discrete or continuous Gaussian, ρ = Δ₂²/(2σ²))."""
+    """δ achieved at ε by a ρ-zCDP mechanism (discrete or continuous Gaussian, ρ = Δ₂²/(2σ²)).
+
+    Parameters
+    ----------
+    epsilon : float
+    rho : float
+
+    Returns
+    -------
+    float
+        min(1, exp(:func:`rdp_gaussian_log_delta`)); Canonne, Kamath & Steinke 2020, *The Discrete
+        Gaussian for Differential Privacy* (NeurIPS), Prop. 12.
+    """
     return min(1.0, math.exp(rdp_gaussian_log_delta(epsilon, rho)))
 
 
 def discrete_gaussian_sigma(epsilon: float, delta: float, l2: float) -> float:
-    """Smallest σ (rounded up) such that i.i.d. discrete Gaussian noise N_Z(0, σ²) on an integer query
-    of ℓ₂ sensitivity Δ is (ε, δ)-DP by the Rényi bound of the module docstring.
+    """Smallest σ such that i.i.d. discrete Gaussian noise N_Z(0, σ²) is (ε, δ)-DP for ℓ₂ sensitivity Δ.
 
-    Always ≥ :func:`analytic_gaussian_sigma` (the RDP bound is looser than the exact continuous
-    profile); the σ passed in and returned are in the same units as Δ.
+    By the Rényi bound of the module docstring: Canonne, Kamath & Steinke 2020, *The Discrete
+    Gaussian for Differential Privacy* (NeurIPS), Thm 14 (ρ-zCDP of the multivariate discrete
+    Gaussian) and Prop. 12 (conversion to (ε, δ)).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0.
+    delta : float
+        δ ∈ (0, 1).
+    l2 : float
+        Δ₂ of the integer query, in grid units.
+
+    Returns
+    -------
+    float
+        σ in the units of Δ, rounded up; always ≥ :func:`analytic_gaussian_sigma` (the RDP bound is
+        looser than the exact continuous profile).
     """
     eps, d = validate_privacy_parameters(epsilon, delta, "gaussian")
     sigma_a = analytic_gaussian_sigma(eps, d, l2)
@@ -284,7 +427,22 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2: float) -> float:
 
 
 def laplace_scale(epsilon: float, l1: float) -> float:
-    """Laplace scale b = Δ₁/ε rounded up (pure ε-DP, Dwork & Roth 2014 Thm 3.6)."""
+    """Laplace scale b = Δ₁/ε rounded up.
+
+    Pure ε-DP: Dwork & Roth 2014, *The Algorithmic Foundations of Differential Privacy*, Thm 3.6.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0.
+    l1 : float
+        Δ₁ > 0.
+
+    Returns
+    -------
+    float
+        ≥ Δ₁/ε exactly (rational arithmetic).
+    """
     eps, _ = validate_privacy_parameters(epsilon, None, "laplace")
     if not (math.isfinite(l1) and l1 > 0):
         raise ParameterError("l1 sensitivity must be finite and > 0")
@@ -292,7 +450,18 @@ def laplace_scale(epsilon: float, l1: float) -> float:
 
 
 def discrete_laplace_variance(t: float) -> float:
-    """Variance of P(k) ∝ exp(−|k|/t) on the integers: 2e^{−1/t}/(1 − e^{−1/t})²."""
+    """Variance of the discrete Laplace distribution P(k) ∝ exp(−|k|/t) on the integers.
+
+    Parameters
+    ----------
+    t : float
+        Scale t > 0.
+
+    Returns
+    -------
+    float
+        2e^{−1/t}/(1 − e^{−1/t})².
+    """
     q = math.exp(-1.0 / t)
     return 2.0 * q / (-math.expm1(-1.0 / t)) ** 2
 
@@ -304,10 +473,35 @@ def discrete_laplace_variance(t: float) -> float:
 class NoiseCalibration:
     """Everything that determines the noise of one release (one chunk), and its guarantee.
 
-    ``scale`` is σ (Gaussian) or b (Laplace) in real units; ``scale_grid`` the same in grid units
-    (exactly ``scale / grid_unit``). ``delta_bound`` is the δ actually proved for the discrete noise
-    (≤ the requested δ); ``epsilon_bound`` the ε actually proved (≤ the requested ε).
-    ``private`` is False only for ε = ∞ (no noise at all: evaluation mode).
+    Attributes
+    ----------
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"``.
+    epsilon, delta : float
+        The requested guarantee (δ = 0 for Laplace).
+    n : int
+        Informative coordinates, L·(d − |P|).
+    clip : float
+        C.
+    sensitivity : float
+        Δ₂ (Gaussian) or Δ₁ (Laplace).
+    scale : float
+        σ (Gaussian) or b (Laplace) in real units.
+    scale_grid : float
+        The same in grid units (exactly ``scale / grid_unit``).
+    grid_bits : int
+        k: the grid unit is C / 2^k.
+    grid_unit : float
+        γ = C / 2^k.
+    variance : float
+        Per-coordinate noise variance in real units.
+    sigma_analytic : float or None
+        The continuous analytic-Gaussian σ, for reference.
+    epsilon_bound, delta_bound : float or None
+        The ε and δ actually proved for the discrete noise (≤ the requested ones).
+    private : bool
+        False only for ε = ∞ (no noise at all: evaluation mode).
+    notes : tuple of str
     """
 
     mechanism: str
@@ -328,6 +522,7 @@ class NoiseCalibration:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict:
+        """JSON-ready form of every field."""
         d = asdict(self)
         d["notes"] = list(self.notes)
         return d
@@ -337,9 +532,39 @@ def calibrate(mechanism: str, epsilon: float, delta: float | None, *, clip: floa
               grid_bits: int = DEFAULT_GRID_BITS) -> NoiseCalibration:
     """Calibrate discrete noise for one release of n values clipped to [−C, C].
 
+    Parameters
+    ----------
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"``.
+    epsilon : float
+        ε > 0 (``math.inf``: no noise, ``private=False``).
+    delta : float or None
+        δ ∈ (0, 1) for the Gaussian mechanism.
+    clip : float
+        C > 0.
+    n : int
+        Informative coordinates per release, L·(d − |P|).
+    grid_bits : int
+        k ∈ [4, 40]: grid unit C / 2^k.
+
+    Returns
+    -------
+    NoiseCalibration
+
+    Raises
+    ------
+    ParameterError
+        A parameter is out of range.
+
+    Notes
+    -----
     Guarantee: ``privatize(z, ...)`` with the returned calibration is (ε, 0)-LDP (Laplace) or
-    (ε, δ)-LDP (Gaussian) with respect to *any* two inputs, for the n unpruned coordinates
-    (seed 001 §6.3.3; discrete accounting in the module docstring).
+    (ε, δ)-LDP (Gaussian) with respect to *any* two inputs (neighbouring relation: replace the whole
+    chunk), for the n unpruned coordinates. Igamberdiev & Habernal 2023, *DP-BART for Privatized Text
+    Rewriting under Local Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023,
+    *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3; discrete Gaussian:
+    Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential Privacy* (NeurIPS),
+    Thm 14 and Prop. 12 (accounting in the module docstring).
     """
     eps, d = validate_privacy_parameters(epsilon, delta, mechanism)
     _check_clip_n(clip, n)
@@ -377,15 +602,44 @@ def calibrate(mechanism: str, epsilon: float, delta: float | None, *, clip: floa
 
 def privatize(z: np.ndarray, calibration: NoiseCalibration, rng: _IntegerNoiseSource,
               pruned: np.ndarray | None = None) -> np.ndarray:
-    """Clip, prune and noise an encoder output z of shape (..., L, d); return float32 of the same shape.
+    """Clip, prune and noise encoder outputs: the private release.
 
-    Steps (seed 001 Eqns 6.2, 6.9 and Alg. 1 PRUNE): NaN → 0 (a NaN would survive clipping and make
+    Parameters
+    ----------
+    z : np.ndarray of float, shape (..., L, d)
+        Encoder outputs (one document per leading index).
+    calibration : NoiseCalibration
+        From :func:`calibrate`, for n = L·(d − |P|).
+    rng : ldptext.rng.Generator
+        The CSPRNG (anything with ``discrete_laplace`` / ``discrete_gaussian``).
+    pruned : np.ndarray of int, shape (|P|,), or None
+        P.
+
+    Returns
+    -------
+    np.ndarray of float32, same shape as z
+        Values on the grid γ·ℤ; pruned indices exactly 0.
+
+    Raises
+    ------
+    ParameterError
+        Shape, pruned indices or n do not match the calibration.
+
+    Notes
+    -----
+    Steps (Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt),
+    Eqns 6.2, 6.9 and Alg. 1 PRUNE): NaN → 0 (a NaN would survive clipping and make
     the output depend on the input deterministically); clip to [−C, C]; map to the integer grid; set
     the pruned hidden indices to exactly 0 *by assignment* (0·NaN would be NaN); draw one independent
     integer per unpruned coordinate (n = L·(d − |P|) draws per document, never a vector broadcast
     over tokens); release (q + Y)·γ. Pruned coordinates stay exactly 0 and receive no noise, so the
     output there is a constant, independent of both the input and the randomness.
-    The number of random draws depends only on the shape and P, never on the values of z.
+    The number of random draws depends only on the shape and P, never on the values of z; the
+    draws of document i are the i-th block of n, so one document's release does not depend on the
+    values of another's. Guarantee per document: as :func:`calibrate` (Igamberdiev & Habernal 2023,
+    *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of ACL),
+    §6.3.3–6.3.5 of the thesis above; Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for
+    Differential Privacy* (NeurIPS), Thm 14).
     """
     z = np.asarray(z, dtype=np.float64)
     if z.ndim < 2:

@@ -1,5 +1,8 @@
-"""DP-BART precompute pipeline: public model + public text → signed ``dpbart`` bundle (SPEC §3, §5;
-seed 001 §6.3.3–6.3.5).
+"""DP-BART precompute pipeline: public model + public text → signed ``dpbart`` bundle.
+
+Mechanism of Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
 
 Stages (each checkpointed in ``work_dir``, so an interrupted run resumes at the last finished stage):
 
@@ -11,10 +14,12 @@ Stages (each checkpointed in ``work_dir``, so an interrupted run resumes at the 
    the remaining neurons) each followed by training with value clipping C_train = 0.2; the bundle uses
    the indices of round ``use_round`` (paper: 6 rounds, indices of round 5);
 4. ``prplus`` — for ``pr+``: training with clipped + noised encoder outputs at the target (ε, δ);
-5. export of the three ONNX graphs, PyTorch↔ONNX equivalence check, int8 quantization, reconstruction
-   BLEU at ε = ∞ on held-out public sentences, and the signed bundle.
+5. export of the three ONNX graphs, int8 quantization, the PyTorch ↔ runtime check (the graphs are
+   loaded by the device's own :class:`ldptext.dpbart.Rewriter`), reconstruction BLEU at ε = ∞ on
+   held-out public sentences, and the signed bundle (schema: :mod:`ldptext.dpbart_schema`).
 
-Nothing here sees private data; no privacy budget is spent by precompute (seed 001 Thm 6.3.3 proof).
+Nothing here sees private data; no privacy budget is spent by precompute (the training data is public
+and only the trained model ships).
 """
 from __future__ import annotations
 
@@ -24,24 +29,80 @@ import math
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+import warnings
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from ldptext.dpbart import Rewriter
+from ldptext.dpbart_schema import GRAPHS, MECHANISM, SECTION, DPBartConfig, SpecialTokens
+
 from .data import load_public_corpus, split_holdout
-from .model import Seq2SeqAdapter, content_capacity, load_model
+from .model import Seq2SeqAdapter, load_model
 from .train import (TrainNoise, device_for_training, estimate_clip, greedy_decode_torch, prune_round,
-                           tokenize_corpus, train_stage)
+                    tokenize_corpus, train_stage)
 
 VARIANTS = ("clv", "pr", "pr+")
-TRAIN_CLIP = 0.2  # value clipping during pruning/retraining (seed 001 §6.3.4)
+TRAIN_CLIP = 0.2  # value clipping during pruning/retraining (Igamberdiev 2023 thesis, §6.3.4)
 
 
 @dataclass
 class DPBartBuildConfig:
-    """Everything that determines a DP-BART bundle (recorded in its manifest)."""
+    """Everything that determines a DP-BART bundle (recorded in its manifest under ``build.config``).
+
+    Attributes
+    ----------
+    model : str
+        ``"minilm-bert2bert"`` (offline stand-in) or a local BART / T5 / encoder-decoder directory.
+    public_corpus : str
+        ``"wiki-sample"`` or a UTF-8 file of public text, one document per line.
+    variant : str
+        ``"clv"`` (clipping only), ``"pr"`` (+ pruning) or ``"pr+"`` (+ noisy training).
+    epsilon, delta : float or None
+        PR+: the target (ε, δ) of the noisy training (δ for the Gaussian mechanism only).
+    mechanism : str
+        PR+: ``"gaussian"`` or ``"laplace"`` training noise.
+    seq_len : int
+        L, the fixed sequence length (≥ 3; paper: 20).
+    clip : float or str
+        C, or ``"auto"``: half the standard deviation of encoder outputs on public text.
+    steps : int
+        Training steps per stage.
+    base_steps : int or None
+        Steps of the first (autoencoder) stage; default ``steps``.
+    batch_size : int
+        Training batch size.
+    lr : float
+        Learning rate.
+    prune_rounds : int
+        Pruning rounds for PR / PR+ (paper: 6).
+    use_round : int or None
+        Ship the indices of this round (default ``prune_rounds - 1``, at least 1).
+    quantize : str or None
+        ``"int8"`` (default) or ``None`` / ``"none"``.
+    max_sentences : int or None
+        Use at most this many public sentences.
+    eval_sentences : int
+        Held-out public sentences for the checks and BLEU.
+    freeze_encoder : bool
+        Train the decoder only (cheaper; quick CPU builds).
+    cross_lr_mult : float
+        Learning-rate multiplier of the cross-attention parameters.
+    corrupt : float
+        Denoising: fraction of input tokens masked or deleted.
+    seed : int
+        Seed of the (public-data) training.
+
+    Notes
+    -----
+    The variants are those of Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting
+    under Local Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023,
+    *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
+    """
 
     model: str = "minilm-bert2bert"
     public_corpus: str = "wiki-sample"
@@ -66,6 +127,13 @@ class DPBartBuildConfig:
     seed: int = 0
 
     def validate(self) -> None:
+        """Check every field.
+
+        Raises
+        ------
+        ValueError
+            A field is out of range (``ParameterError`` for bad PR+ privacy parameters).
+        """
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}")
         if self.variant == "pr+":
@@ -84,8 +152,13 @@ class DPBartBuildConfig:
             raise ValueError("pr/pr+ need at least one pruning round")
 
     def fingerprint(self) -> str:
-        """Hash of the settings that determine the trained weights (checkpoints of another config are
-        never resumed)."""
+        """Hash of the settings that determine the trained weights.
+
+        Returns
+        -------
+        str
+            16 hex digits; checkpoints of another fingerprint are never resumed.
+        """
         keys = ("model", "public_corpus", "seq_len", "clip", "steps", "base_steps", "batch_size", "lr",
                 "max_sentences", "seed", "eval_sentences", "freeze_encoder", "cross_lr_mult", "corrupt")
         return hashlib.sha256(json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True).encode()).hexdigest()[:16]
@@ -139,7 +212,27 @@ def _stage_names(cfg: DPBartBuildConfig) -> list[str]:
 
 def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list[list[int]], work_dir: Path,
                 *, progress: bool = True, log=print) -> _State:
-    """Run (or resume) the training stages; returns the final state (C, pruned indices, losses)."""
+    """Run (or resume) the training stages on public text.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        The model, trained in place.
+    cfg : DPBartBuildConfig
+    train_ids : list of list of int
+        Public training sentences (content ids).
+    work_dir : Path
+        Stage checkpoints.
+    progress : bool
+        Progress bars.
+    log : callable
+        Receives one line per event.
+
+    Returns
+    -------
+    _State
+        C, its statistics, the pruning history, losses and wall times per stage.
+    """
     device = device_for_training()
     ck = _Checkpoints(work_dir, cfg.fingerprint())
     state = _State()
@@ -194,7 +287,19 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
 
 
 def final_pruned(cfg: DPBartBuildConfig, state: _State) -> list[int]:
-    """The pruned indices the bundle ships: those of round ``use_round`` (paper: k − 1 of k rounds)."""
+    """The pruned indices the bundle ships: those of round ``use_round`` (paper: k − 1 of k rounds).
+
+    Parameters
+    ----------
+    cfg : DPBartBuildConfig
+    state : _State
+        After training.
+
+    Returns
+    -------
+    list of int
+        Sorted; empty for CLV.
+    """
     if cfg.variant == "clv" or not state.pruned_history:
         return []
     use = cfg.use_round if cfg.use_round is not None else max(1, cfg.prune_rounds - 1)
@@ -203,88 +308,310 @@ def final_pruned(cfg: DPBartBuildConfig, state: _State) -> list[int]:
 
 
 def training_noise_scale(cfg: DPBartBuildConfig, hidden: int, n_pruned: int, clip: float) -> float:
-    """σ or b the runtime will use at the target (ε, δ): PR+ trains with exactly that noise."""
+    """σ or b the runtime will use at the target (ε, δ): PR+ trains with exactly that noise.
+
+    Parameters
+    ----------
+    cfg : DPBartBuildConfig
+        The target ε, δ and mechanism.
+    hidden : int
+        d.
+    n_pruned : int
+        |P|.
+    clip : float
+        C.
+
+    Returns
+    -------
+    float
+        :func:`ldptext.noise.calibrate` ``(...).scale`` for n = L·(d − |P|).
+    """
     from ldptext.noise import calibrate, effective_dim
 
     n = effective_dim(cfg.seq_len, hidden, n_pruned)
     return calibrate(cfg.mechanism, cfg.epsilon, cfg.delta, clip=clip, n=n).scale
 
 
+# ------------------------------------------------------------------------------------------ corpus
+@dataclass(frozen=True, kw_only=True)
+class PublicData:
+    """The public sentences of a build, as token ids.
+
+    Attributes
+    ----------
+    train_ids : list of list of int
+        Training sentences (content ids, truncated to what fits in L).
+    eval_ids : list of list of int
+        Held-out sentences: ONNX checks and reconstruction BLEU.
+    sources : dict of str to str
+        File name → sha256 of the public text (or ``{"in-memory": sha256}``).
+    """
+
+    train_ids: list[list[int]]
+    eval_ids: list[list[int]]
+    sources: dict[str, str]
+
+
+def public_data(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, sentences: list[str] | None = None) -> PublicData:
+    """Load (or take) the public sentences, split off the held-out part, and tokenize both.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        Its tokenizer is used.
+    cfg : DPBartBuildConfig
+        ``public_corpus``, ``max_sentences``, ``eval_sentences``, ``seed``, ``seq_len``.
+    sentences : list of str or None
+        Public sentences already in memory (tests); the first ``eval_sentences`` (at most a fifth)
+        are held out.
+
+    Returns
+    -------
+    PublicData
+    """
+    if sentences is None:
+        corpus = load_public_corpus(cfg.public_corpus, cfg.max_sentences)
+        sources = corpus.sources
+        train_s, eval_s = split_holdout(corpus, cfg.eval_sentences, cfg.seed)
+    else:
+        sources = {"in-memory": hashlib.sha256("\n".join(sentences).encode()).hexdigest()}
+        cut = max(1, min(cfg.eval_sentences, len(sentences) // 5))
+        train_s, eval_s = sentences[cut:], sentences[:cut]
+    return PublicData(train_ids=tokenize_corpus(adapter, train_s, cfg.seq_len),
+                      eval_ids=tokenize_corpus(adapter, eval_s, cfg.seq_len), sources=sources)
+
+
+# ------------------------------------------------------------------------------------------ schema
+def dpbart_config(adapter: Seq2SeqAdapter, *, variant: str, seq_len: int, clip: float, pruned: Sequence[int],
+                  max_output_tokens: int | None = None, quantization: str = "none",
+                  trained_for: dict | None = None) -> DPBartConfig:
+    """The runtime's :class:`ldptext.dpbart_schema.DPBartConfig` for a model.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        Gives d, the decoder layout (layers, heads, head size), the special ids and the family.
+    variant : str
+        ``"clv"``, ``"pr"`` or ``"pr+"``.
+    seq_len : int
+        L.
+    clip : float
+        C.
+    pruned : sequence of int
+        P, the pruned hidden indices.
+    max_output_tokens : int or None
+        Fixed decoding limit (default L).
+    quantization : str
+        ``"int8"`` or ``"none"`` (informational).
+    trained_for : dict or None
+        PR+: the target (ε, δ, mechanism).
+
+    Returns
+    -------
+    DPBartConfig
+    """
+    from .export import decoder_layout
+
+    lay = decoder_layout(adapter)
+    sp = adapter.special
+    return DPBartConfig(
+        variant=variant, seq_len=int(seq_len), hidden=adapter.hidden_size, clip=float(clip),
+        max_output_tokens=int(seq_len if max_output_tokens is None else max_output_tokens),
+        n_layers=lay["n_layers"], heads=lay["heads"], head_dim=lay["head_dim"],
+        special=SpecialTokens(pad=sp.pad, bos=sp.bos, eos=sp.eos, decoder_start=sp.decoder_start),
+        pruned=tuple(int(j) for j in pruned), family=adapter.family, quantization=quantization,
+        trained_for=trained_for)
+
+
+def bundle_config(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, state: _State) -> DPBartConfig:
+    """The configuration the bundle ships: C and P from training, L as the decoding limit.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    cfg : DPBartBuildConfig
+    state : _State
+        The finished training state (C, pruning history).
+
+    Returns
+    -------
+    DPBartConfig
+    """
+    trained_for = ({"epsilon": float(cfg.epsilon), "delta": cfg.delta, "mechanism": cfg.mechanism}
+                   if cfg.variant == "pr+" else None)
+    return dpbart_config(adapter, variant=cfg.variant, seq_len=cfg.seq_len, clip=float(state.clip),
+                         pruned=final_pruned(cfg, state), max_output_tokens=cfg.seq_len,
+                         quantization=cfg.quantize or "none", trained_for=trained_for)
+
+
+# ------------------------------------------------------------------------------------------ graphs
+def export_graphs(adapter: Seq2SeqAdapter, out_dir: Path, *, seq_len: int,
+                  quantize: str | None) -> dict[str, dict[str, Path]]:
+    """Export the fp32 graphs and, with ``quantize="int8"``, their int8 versions.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    out_dir : Path
+        Gets ``fp32/`` and ``int8/``.
+    seq_len : int
+        L, fixed in the encoder graph.
+    quantize : str or None
+        ``"int8"``, or ``None`` / ``"none"``.
+
+    Returns
+    -------
+    dict
+        ``{"fp32": {graph: path}}`` plus ``"int8"`` when quantized; graphs are
+        :data:`ldptext.dpbart_schema.GRAPHS`. The encoder's feed-forward output projections stay fp32.
+    """
+    from .export import export_onnx, quantize_int8
+
+    graphs = {"fp32": export_onnx(adapter, out_dir / "fp32", seq_len)}
+    if quantize == "int8":
+        qdir = out_dir / "int8"
+        qdir.mkdir()
+        graphs["int8"] = {k: quantize_int8(v, qdir / v.name, keep_ffn_output_fp32=(k == "encoder"))
+                          for k, v in graphs["fp32"].items()}
+    return graphs
+
+
+def bundle_blobs(graphs: Mapping[str, Path], tokenizer_json: str) -> dict[str, bytes]:
+    """The blobs of a dpbart bundle (:data:`ldptext.dpbart_schema.BLOBS`).
+
+    Parameters
+    ----------
+    graphs : mapping of str to Path
+        One path per graph name.
+    tokenizer_json : str
+        The model's ``tokenizers`` JSON.
+
+    Returns
+    -------
+    dict of str to bytes
+        ``encoder.onnx``, ``decoder_init.onnx``, ``decoder.onnx``, ``tokenizer.json``.
+    """
+    blobs = {f"{g}.onnx": Path(graphs[g]).read_bytes() for g in GRAPHS}
+    blobs["tokenizer.json"] = tokenizer_json.encode("utf-8")
+    return blobs
+
+
+@contextmanager
+def shipped_rewriter(graphs: Mapping[str, Path], tokenizer_json: str, config: DPBartConfig, *,
+                     threads: int | None = None) -> Iterator[Rewriter]:
+    """The device runtime over given graphs: an unsigned temporary bundle loaded by :class:`Rewriter`.
+
+    Parameters
+    ----------
+    graphs : mapping of str to Path
+        One path per graph name (fp32 or int8).
+    tokenizer_json : str
+        The model's tokenizer.
+    config : DPBartConfig
+        The manifest section and pruned indices, exactly as they will ship.
+    threads : int or None
+        ONNX Runtime threads.
+
+    Yields
+    ------
+    Rewriter
+        Loaded with ``allow_unsigned=True`` (the warning is silenced: this bundle never leaves the
+        build) and private randomness.
+    """
+    from ldptext.bundle import UnsignedBundleWarning, write_bundle
+
+    with tempfile.TemporaryDirectory(prefix="ldptext-dpbart-check-") as tmp:
+        path = write_bundle(Path(tmp) / "check.ldpb", mechanism=MECHANISM, arrays=config.arrays(),
+                            manifest={SECTION: config.manifest_section()},
+                            blobs=bundle_blobs(graphs, tokenizer_json), sign_key=None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnsignedBundleWarning)
+            rewriter = Rewriter.load(path, allow_unsigned=True, threads=threads)
+        yield rewriter
+
+
 # ------------------------------------------------------------------------------------------ checks
 @torch.no_grad()
-def onnx_checks(adapter: Seq2SeqAdapter, graphs: dict[str, Path], qgraphs: dict[str, Path] | None,
-                contents: list[list[int]], seq_len: int, clip: float, pruned: list[int], max_len: int) -> dict:
-    """PyTorch ↔ ONNX fp32 (and int8) agreement on encoder outputs and on greedy decoding at ε = ∞."""
+def onnx_checks(adapter: Seq2SeqAdapter, graphs: Mapping[str, Mapping[str, Path]], config: DPBartConfig,
+                contents: list[list[int]]) -> dict:
+    """PyTorch ↔ shipped runtime agreement at ε = ∞, for each graph set (fp32, int8).
+
+    Each graph set is loaded by the real :class:`ldptext.dpbart.Rewriter` (:func:`shipped_rewriter`);
+    its :meth:`~ldptext.dpbart.Rewriter.encoder_outputs` are compared with the PyTorch encoder, and
+    its :meth:`~ldptext.dpbart.Rewriter.decode` of the clipped, pruned ONNX encoder output with the
+    PyTorch reference decoding (:func:`greedy_decode_torch`) of the clipped, pruned PyTorch output.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        The trained model (moved to the CPU).
+    graphs : mapping of str to mapping of str to Path
+        ``{"fp32": {graph: path}, "int8": ...}`` as from :func:`export_graphs`.
+    config : DPBartConfig
+        What ships (C, P, L, decoding limit).
+    contents : list of list of int
+        Held-out public sentences (content ids that fit in one chunk).
+
+    Returns
+    -------
+    dict
+        ``n_docs`` and per label ``<label>_encoder_max_abs_diff``, ``<label>_clipped_max_abs_diff``
+        (after clipping to C: what the noise step sees) and ``<label>_greedy_identical_fraction``.
+    """
     from .train import make_batch, privatize_torch
 
-    b = make_batch(adapter, contents, seq_len)
-    model = adapter.model.to("cpu").eval()
+    b = make_batch(adapter, contents, config.seq_len)
+    adapter.model.to("cpu").eval()
     z_t = adapter.encode(b["input_ids"], b["attention_mask"])
     z_np = z_t.numpy()
+    clip = config.clip
     out: dict = {"n_docs": len(contents)}
-    pr = torch.tensor(pruned, dtype=torch.long)
-    ref_tokens = greedy_decode_torch(adapter, privatize_torch(z_t, clip, pr), max_len)
-    for label, gr in (("fp32", graphs), ("int8", qgraphs)):
-        if gr is None:
-            continue
-        enc = _session(gr["encoder"])
-        z_o = enc.run(None, {"input_ids": b["input_ids"].numpy(), "attention_mask": b["attention_mask"].numpy()})[0]
+    pr = torch.tensor(config.pruned, dtype=torch.long)
+    ref_tokens = greedy_decode_torch(adapter, privatize_torch(z_t, clip, pr), config.max_output_tokens)
+    for label, gr in graphs.items():
+        shipped = replace(config, quantization="none" if label == "fp32" else label)
+        # same thread budget as training (shared machines)
+        with shipped_rewriter(gr, adapter.tokenizer_json, shipped, threads=torch.get_num_threads()) as rw:
+            z_o = rw.encoder_outputs(contents)
+            toks = rw.decode(privatize_torch(torch.from_numpy(z_o), clip, pr).numpy())
         out[f"{label}_encoder_max_abs_diff"] = float(np.abs(z_o - z_np).max())
         # after clipping (what the decoder actually sees)
         zc_o, zc_t = np.clip(z_o, -clip, clip), np.clip(z_np, -clip, clip)
         out[f"{label}_clipped_max_abs_diff"] = float(np.abs(zc_o - zc_t).max())
-        toks = _ort_greedy(gr, privatize_torch(torch.from_numpy(z_o), clip, pr).numpy(), adapter, max_len)
         same = sum(a == r for a, r in zip(toks, ref_tokens))
         out[f"{label}_greedy_identical_fraction"] = same / len(ref_tokens)
     return out
 
 
-def _session(path):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = torch.get_num_threads()  # same budget as training (shared machines)
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
-def _ort_greedy(graphs: dict[str, Path], z: np.ndarray, adapter: Seq2SeqAdapter, max_len: int) -> list[list[int]]:
-    from .export import decoder_layout
-
-    init, dec = _session(graphs["decoder_init"]), _session(graphs["decoder"])
-    lay = decoder_layout(adapter)
-    b = z.shape[0]
-    cross = init.run(None, {"z": z.astype(np.float32)})
-    past = [np.zeros((b, lay["heads"], 0, lay["head_dim"]), np.float32) for _ in range(2 * lay["n_layers"])]
-    names = [i.name for i in dec.get_inputs()]
-    tok = np.full((b, 1), adapter.special.decoder_start, np.int64)
-    done = np.zeros(b, bool)
-    out = [[] for _ in range(b)]
-    for _ in range(max_len):
-        res = dec.run(None, dict(zip(names, [tok, *past, *cross])))
-        nxt, past = res[0].argmax(-1), res[1:]
-        for r in range(b):
-            if not done[r]:
-                if nxt[r] == adapter.special.eos:
-                    done[r] = True
-                else:
-                    out[r].append(int(nxt[r]))
-        if done.all():
-            break
-        tok = np.where(done, adapter.special.eos, nxt).astype(np.int64)[:, None]
-    return out
-
-
 def reconstruction_bleu(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, clip: float,
-                        pruned: list[int], max_len: int) -> float:
-    """Corpus BLEU (0–100) of greedy reconstructions at ε = ∞ (clip + prune, no noise) against the
-    (truncated) held-out public sentences."""
+                        pruned: Sequence[int], max_len: int) -> float:
+    """Corpus BLEU of PyTorch greedy reconstructions at ε = ∞ (clip + prune, no noise).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    contents : list of list of int
+        Held-out public sentences (content ids).
+    seq_len : int
+        L.
+    clip : float
+        C.
+    pruned : sequence of int
+        P.
+    max_len : int
+        Decoding limit.
+
+    Returns
+    -------
+    float
+        BLEU in [0, 100] against the (truncated) held-out sentences.
+    """
     from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
 
     from .train import make_batch, privatize_torch
 
     hyps, refs = [], []
-    pr = torch.tensor(pruned, dtype=torch.long)
+    pr = torch.tensor(list(pruned), dtype=torch.long)
     with torch.no_grad():
         for i in range(0, len(contents), 32):
             part = contents[i:i + 32]
@@ -296,7 +623,59 @@ def reconstruction_bleu(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_
     return 100.0 * corpus_bleu(hyps, refs)
 
 
-# ------------------------------------------------------------------------------------------ bundle
+# ------------------------------------------------------------------------------------------ records
+@dataclass(frozen=True, kw_only=True)
+class BuildSummary:
+    """What a build measured: the manifest's ``provenance`` section.
+
+    Attributes
+    ----------
+    clip : float
+        C.
+    clip_stats : dict or None
+        Encoder-output statistics on public text (mean, std, quantiles).
+    n_pruned : int
+        |P| shipped.
+    pruned_per_round : list of int
+        |P| after each pruning round.
+    losses : dict
+        Mean loss of the last 10 % of steps, per stage.
+    stage_wall_s : dict
+        Seconds per stage.
+    reconstruction_bleu_eps_inf : float
+        :func:`reconstruction_bleu` on the held-out sentences.
+    onnx_checks : dict
+        :func:`onnx_checks`.
+    fp32_graph_bytes, shipped_graph_bytes : int
+        Size of the fp32 graphs and of the graphs that ship.
+    train_sentences, eval_sentences : int
+        Public sentences used for training and held out.
+    device : str
+        Where training ran.
+    export_wall_s : float
+        Seconds for export, quantization, checks and BLEU.
+    """
+
+    clip: float
+    clip_stats: dict | None
+    n_pruned: int
+    pruned_per_round: list[int]
+    losses: dict
+    stage_wall_s: dict
+    reconstruction_bleu_eps_inf: float
+    onnx_checks: dict
+    fp32_graph_bytes: int
+    shipped_graph_bytes: int
+    train_sentences: int
+    eval_sentences: int
+    device: str
+    export_wall_s: float
+
+    def as_dict(self) -> dict:
+        """Field → value (a deep copy)."""
+        return asdict(self)
+
+
 def _versions() -> dict:
     import onnx
     import onnxruntime
@@ -308,93 +687,153 @@ def _versions() -> dict:
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key=None, passphrase: bytes | None = None,
-                        work_dir: str | Path | None = None, adapter: Seq2SeqAdapter | None = None,
-                        sentences: list[str] | None = None, progress: bool = True, log=print) -> tuple[Path, dict]:
-    """Build (or resume) a DP-BART bundle; returns its path and a summary (wall times, C, BLEU, checks).
+def dpbart_manifest(*, config: DPBartConfig, cfg: DPBartBuildConfig, model_source: str, sources: dict[str, str],
+                    summary: BuildSummary) -> dict:
+    """The bundle manifest (before ``write_bundle`` adds format, mechanism and the array table).
 
-    ``sign_key=None`` signs with the local developer key; ``False`` writes an unsigned development
-    bundle. ``adapter``/``sentences`` inject a model / public sentences (tests use a tiny random model).
+    Parameters
+    ----------
+    config : DPBartConfig
+        The ``dpbart`` section.
+    cfg : DPBartBuildConfig
+        Recorded under ``build.config``.
+    model_source : str
+        Where the public model came from.
+    sources : dict of str to str
+        The public text files and their sha256.
+    summary : BuildSummary
+        Recorded as ``provenance``; its ONNX checks also as ``numeric_tolerance.onnx_vs_torch``.
+
+    Returns
+    -------
+    dict
+        JSON-safe (non-finite floats become ``None``).
+    """
+    return _jsonable({
+        SECTION: config.manifest_section(),
+        "sources": {"model": model_source, "public_corpus": cfg.public_corpus, "files": sources},
+        "build": {"tool": "ldptext precompute dpbart", "versions": _versions(), "config": asdict(cfg)},
+        "provenance": summary.as_dict(),
+        "numeric_tolerance": {"onnx_vs_torch": summary.onnx_checks},
+    })
+
+
+def write_dpbart_bundle(out: str | Path, *, config: DPBartConfig, blobs: dict[str, bytes], manifest: dict,
+                        sign_key: Any = None, passphrase: bytes | None = None) -> Path:
+    """Sign and write the bundle: the manifest, the pruned-index array and the blobs.
+
+    Parameters
+    ----------
+    out : str or Path
+        The bundle file.
+    config : DPBartConfig
+        Gives the arrays (:meth:`DPBartConfig.arrays`).
+    blobs : dict of str to bytes
+        :func:`bundle_blobs`.
+    manifest : dict
+        :func:`dpbart_manifest`.
+    sign_key : key, path, None or False
+        ``None`` signs with the local developer key; ``False`` writes an unsigned development bundle.
+    passphrase : bytes or None
+        For an encrypted PEM key.
+
+    Returns
+    -------
+    Path
+        The written bundle.
     """
     from ldptext import keys as _keys
     from ldptext.bundle import write_bundle
 
-    from .export import decoder_layout, export_onnx, quantize_int8
+    return write_bundle(out, mechanism=MECHANISM, arrays=config.arrays(), manifest=manifest, blobs=blobs,
+                        sign_key=_keys.build_signing_key(sign_key), passphrase=passphrase)
 
+
+# ------------------------------------------------------------------------------------------ pipeline
+def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: Any = None,
+                        passphrase: bytes | None = None, work_dir: str | Path | None = None,
+                        adapter: Seq2SeqAdapter | None = None, sentences: list[str] | None = None,
+                        progress: bool = True, log: Callable[[str], Any] = print) -> tuple[Path, dict]:
+    """Build (or resume) a signed DP-BART bundle from a public model and public text.
+
+    Steps: public data → training stages (checkpointed, resumable) → bundle configuration (C, P) →
+    ONNX export and int8 quantization → checks through the shipped runtime and reconstruction BLEU →
+    manifest → signed bundle.
+
+    Parameters
+    ----------
+    out : str or Path
+        The bundle file to write.
+    cfg : DPBartBuildConfig
+        Everything that determines the bundle (validated here).
+    sign_key : key, path, None or False
+        ``None`` signs with the local developer key; ``False`` writes an unsigned development bundle.
+    passphrase : bytes or None
+        For an encrypted PEM key.
+    work_dir : str or Path or None
+        Stage checkpoints (default ``OUT.work``).
+    adapter : Seq2SeqAdapter or None
+        A model already in memory (tests use a tiny random one); default :func:`load_model`.
+    sentences : list of str or None
+        Public sentences already in memory; default the corpus ``cfg.public_corpus``.
+    progress : bool
+        Progress bars for training.
+    log : callable
+        Receives one line per event.
+
+    Returns
+    -------
+    path : Path
+        The written bundle.
+    summary : dict
+        :class:`BuildSummary` fields plus ``total_wall_s`` and ``bundle_bytes``.
+
+    Raises
+    ------
+    ValueError
+        ``cfg`` is invalid.
+
+    Notes
+    -----
+    Nothing here sees private data, so no privacy budget is spent. The bundle's runtime releases each
+    chunk (ε, δ)-LDP, neighbouring relation "replace the whole chunk": Igamberdiev & Habernal 2023,
+    *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of ACL), as
+    presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU
+    Darmstadt), §6.3.3–6.3.5.
+    """
     cfg.validate()
     t_start = time.time()
     out = Path(out)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
-    if adapter is None:
-        adapter = load_model(cfg.model)
-    if sentences is None:
-        corpus = load_public_corpus(cfg.public_corpus, cfg.max_sentences)
-        sources = corpus.sources
-        train_s, eval_s = split_holdout(corpus, cfg.eval_sentences, cfg.seed)
-    else:
-        sources = {"in-memory": hashlib.sha256("\n".join(sentences).encode()).hexdigest()}
-        cut = max(1, min(cfg.eval_sentences, len(sentences) // 5))
-        train_s, eval_s = sentences[cut:], sentences[:cut]
-    train_ids = tokenize_corpus(adapter, train_s, cfg.seq_len)
-    eval_ids = tokenize_corpus(adapter, eval_s, cfg.seq_len)
+    adapter = adapter if adapter is not None else load_model(cfg.model)
+    data = public_data(adapter, cfg, sentences)
     torch.manual_seed(cfg.seed)
-    state = train_model(adapter, cfg, train_ids, work, progress=progress, log=log)
-    pruned = final_pruned(cfg, state)
-    max_len = cfg.seq_len
+    state = train_model(adapter, cfg, data.train_ids, work, progress=progress, log=log)
+    config = bundle_config(adapter, cfg, state)
     t_export = time.time()
     with tempfile.TemporaryDirectory(prefix="ldptext-dpbart-") as tmp:
-        graphs = export_onnx(adapter, Path(tmp) / "fp32", cfg.seq_len)
-        qgraphs = None
-        if cfg.quantize == "int8":
-            qdir = Path(tmp) / "int8"
-            qdir.mkdir()
-            qgraphs = {k: quantize_int8(v, qdir / v.name, keep_ffn_output_fp32=(k == "encoder"))
-                       for k, v in graphs.items()}
-        check_docs = eval_ids[: min(16, len(eval_ids))]
-        checks = onnx_checks(adapter, graphs, qgraphs, check_docs, cfg.seq_len, state.clip, pruned, max_len)
-        bleu = reconstruction_bleu(adapter, eval_ids, cfg.seq_len, state.clip, pruned, max_len)
-        log(f"reconstruction BLEU at epsilon=inf (PyTorch fp32, {len(eval_ids)} held-out sentences): {bleu:.1f}")
-        ship = qgraphs or graphs
-        blobs = {f"{k}.onnx": Path(v).read_bytes() for k, v in ship.items()}
-        fp32_size = sum(Path(v).stat().st_size for v in graphs.values())
-    blobs["tokenizer.json"] = adapter.tokenizer_json.encode("utf-8")
-    lay = decoder_layout(adapter)
-    sp = adapter.special
-    dp = {
-        "variant": cfg.variant, "seq_len": cfg.seq_len, "hidden": adapter.hidden_size, "clip": state.clip,
-        "max_output_tokens": max_len, "n_layers": lay["n_layers"], "heads": lay["heads"],
-        "head_dim": lay["head_dim"], "family": adapter.family, "quantization": cfg.quantize or "none",
-        "special": {"pad": sp.pad, "bos": sp.bos, "eos": sp.eos, "decoder_start": sp.decoder_start},
-        "n_pruned": len(pruned),
-        "trained_for": ({"epsilon": float(cfg.epsilon), "delta": cfg.delta, "mechanism": cfg.mechanism}
-                        if cfg.variant == "pr+" else None),
-    }
-    summary = {
-        "clip": state.clip, "clip_stats": state.clip_stats, "n_pruned": len(pruned),
-        "pruned_per_round": [len(p) for p in state.pruned_history], "losses": state.losses,
-        "stage_wall_s": state.wall, "reconstruction_bleu_eps_inf": bleu, "onnx_checks": checks,
-        "fp32_graph_bytes": fp32_size, "shipped_graph_bytes": sum(len(v) for k, v in blobs.items() if k.endswith(".onnx")),
-        "train_sentences": len(train_ids), "eval_sentences": len(eval_ids),
-        "device": str(device_for_training()), "export_wall_s": time.time() - t_export,
-    }
-    manifest = {
-        "dpbart": dp,
-        "sources": {"model": adapter.source, "public_corpus": cfg.public_corpus, "files": sources},
-        "build": {"tool": "ldptext precompute dpbart", "versions": _versions(),
-                  "config": {k: v for k, v in asdict(cfg).items()}},
-        "provenance": summary,
-        "numeric_tolerance": {"onnx_vs_torch": checks},
-    }
-    manifest = _jsonable(manifest)
-    key = _keys.build_signing_key(sign_key)
-    path = write_bundle(out, mechanism="dpbart", arrays={"pruned": np.asarray(pruned, dtype=np.int64)},
-                        manifest=manifest, blobs=blobs, sign_key=key, passphrase=passphrase)
-    summary["total_wall_s"] = time.time() - t_start
-    summary["bundle_bytes"] = path.stat().st_size
-    return path, summary
+        graphs = export_graphs(adapter, Path(tmp), seq_len=cfg.seq_len, quantize=cfg.quantize)
+        checks = onnx_checks(adapter, graphs, config, data.eval_ids[:16])
+        bleu = reconstruction_bleu(adapter, data.eval_ids, cfg.seq_len, config.clip, config.pruned,
+                                   config.max_output_tokens)
+        log(f"reconstruction BLEU at epsilon=inf (PyTorch fp32, {len(data.eval_ids)} held-out sentences): {bleu:.1f}")
+        blobs = bundle_blobs(graphs.get("int8", graphs["fp32"]), adapter.tokenizer_json)
+        fp32_bytes = sum(Path(v).stat().st_size for v in graphs["fp32"].values())
+    summary = BuildSummary(
+        clip=config.clip, clip_stats=state.clip_stats, n_pruned=len(config.pruned),
+        pruned_per_round=[len(p) for p in state.pruned_history], losses=state.losses, stage_wall_s=state.wall,
+        reconstruction_bleu_eps_inf=bleu, onnx_checks=checks, fp32_graph_bytes=fp32_bytes,
+        shipped_graph_bytes=sum(len(v) for k, v in blobs.items() if k.endswith(".onnx")),
+        train_sentences=len(data.train_ids), eval_sentences=len(data.eval_ids),
+        device=str(device_for_training()), export_wall_s=time.time() - t_export)
+    manifest = dpbart_manifest(config=config, cfg=cfg, model_source=adapter.source, sources=data.sources,
+                               summary=summary)
+    path = write_dpbart_bundle(out, config=config, blobs=blobs, manifest=manifest, sign_key=sign_key,
+                               passphrase=passphrase)
+    return path, {**summary.as_dict(), "total_wall_s": time.time() - t_start, "bundle_bytes": path.stat().st_size}
 
 
-def _jsonable(obj):
+def _jsonable(obj: Any) -> Any:
     """JSON-safe copy: non-finite floats (e.g. the loss of a 0-step stage) become None."""
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -408,5 +847,11 @@ def _jsonable(obj):
 
 
 def remove_work_dir(out: str | Path) -> None:
-    """Delete the stage checkpoints of a finished build."""
+    """Delete the stage checkpoints of a finished build.
+
+    Parameters
+    ----------
+    out : str or Path
+        The bundle path; its checkpoints are in ``OUT.work``.
+    """
     shutil.rmtree(Path(out).with_name(Path(out).name + ".work"), ignore_errors=True)

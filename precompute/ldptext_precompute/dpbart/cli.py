@@ -1,9 +1,13 @@
-"""``ldptext precompute dpbart``: build a signed DP-BART bundle (CLV / PR / PR+) from a public seq2seq
-model and public text. Parses arguments and calls :func:`ldptext_precompute.dpbart.build.build_dpbart_bundle`."""
+"""``ldptext precompute dpbart``: build a signed DP-BART bundle (CLV / PR / PR+).
+
+From a public seq2seq model and public text. Parses arguments and calls
+:func:`ldptext_precompute.dpbart.build.build_dpbart_bundle`.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ldptext.commands.keys import add_signing_options, signing_from_args
 
@@ -20,13 +24,21 @@ def _clip(text: str):
     return value
 
 
-def register(targets) -> None:
+def register(targets: Any) -> None:
+    """Add the ``dpbart`` target to ``ldptext precompute``.
+
+    Parameters
+    ----------
+    targets : argparse._SubParsersAction
+        The sub-parsers of ``ldptext precompute``.
+    """
     p = targets.add_parser("dpbart", help="DP-BART bundle from a public seq2seq model",
                            description="Train (public text only), prune, export to ONNX, quantize and sign a "
                                        "DP-BART bundle. Resumable: stage checkpoints live in OUT.work/.")
     p.add_argument("--model", default="minilm-bert2bert",
                    help="minilm-bert2bert (offline stand-in) or a local BART/T5/encoder-decoder directory")
-    p.add_argument("--public-corpus", default="wiki-sample", help="wiki-sample or a UTF-8 file, one document per line")
+    p.add_argument("--public-corpus", default="wiki-sample",
+                   help="wiki-sample or a UTF-8 file, one document per line")
     p.add_argument("--variant", choices=["clv", "pr", "pr+"], default="pr")
     p.add_argument("--epsilon", type=float, default=None, help="pr+: target ε of the noisy training")
     p.add_argument("--delta", type=float, default=None, help="pr+ with the Gaussian mechanism: target δ")
@@ -34,7 +46,8 @@ def register(targets) -> None:
     p.add_argument("--seq-len", type=int, default=20, help="fixed sequence length L (default 20)")
     p.add_argument("--clip", type=_clip, default="auto", help="C, or 'auto' (std/2 of encoder outputs on public text)")
     p.add_argument("--steps", type=int, default=300, help="training steps per stage")
-    p.add_argument("--base-steps", type=int, default=None, help="steps of the first (autoencoder) stage; default --steps")
+    p.add_argument("--base-steps", type=int, default=None,
+                   help="steps of the first (autoencoder) stage; default --steps")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--prune-rounds", type=int, default=6)
@@ -55,7 +68,23 @@ def register(targets) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Build the bundle and print a JSON summary (C, |P|, BLEU at ε = ∞, ONNX checks).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    int
+        0 on success.
+
+    Raises
+    ------
+    ParameterError
+        Invalid settings (checked before the heavy imports).
+    """
     import json
 
     from ldptext.errors import ParameterError

@@ -1,4 +1,7 @@
-"""Public text for DP-BART precompute (SPEC §3: pretraining and all extra training use public data only).
+"""Public text for DP-BART precompute: pretraining and all extra training use public data only.
+
+Training on private text would leak it through the model (the ADePT lesson, Igamberdiev 2023,
+*Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), ch. 5).
 
 ``wiki-sample``: the English Wikipedia sample and ``lee_background.cor`` (300 news documents) shipped
 inside the ``gensim`` package (read directly; gensim itself is never imported). Anything else is a path
@@ -23,7 +26,16 @@ _LEE_FILE = "lee_background.cor"
 
 @dataclass(frozen=True)
 class PublicCorpus:
-    """Sentences of public text plus where they came from (for the bundle manifest)."""
+    """Sentences of public text plus where they came from (for the bundle manifest).
+
+    Attributes
+    ----------
+    name : str
+        The corpus spec.
+    sentences : list of str
+    sources : dict of str to str
+        File name → sha256.
+    """
 
     name: str
     sentences: list[str]
@@ -51,6 +63,17 @@ _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
 
 def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[str]:
+    """Sentences of a text with ``min_words``–``max_words`` words that are mostly letters.
+
+    Parameters
+    ----------
+    text : str
+    min_words, max_words : int
+
+    Returns
+    -------
+    list of str
+    """
     out = []
     for s in _SENT_SPLIT.split(re.sub(r"\s+", " ", text).strip()):
         n = len(s.split())
@@ -60,7 +83,16 @@ def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[
 
 
 def strip_wiki_markup(text: str) -> str:
-    """Crude wikitext → plain text: enough for autoencoder training sentences."""
+    """Crude wikitext → plain text: enough for autoencoder training sentences.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+    """
     text = re.sub(r"<ref[^>]*/>", " ", text)
     text = re.sub(r"<ref.*?</ref>", " ", text, flags=re.S)
     text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
@@ -89,7 +121,26 @@ def _wiki_pages(path: Path):
 
 
 def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCorpus:
-    """``wiki-sample`` or a path to a text file (one document per line)."""
+    """Load public sentences, deduplicated, in a deterministic order.
+
+    Parameters
+    ----------
+    spec : str
+        ``"wiki-sample"`` or a path to a UTF-8 text file (one document per line).
+    max_sentences : int or None
+        Keep at most this many.
+
+    Returns
+    -------
+    PublicCorpus
+
+    Raises
+    ------
+    FileNotFoundError
+        The file (or gensim's test data) is missing.
+    ValueError
+        No sentences.
+    """
     sentences: list[str] = []
     sources: dict[str, str] = {}
     if spec == WIKI:
@@ -121,7 +172,20 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
 
 
 def split_holdout(corpus: PublicCorpus, n_eval: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Deterministic train / held-out split of the public sentences (held-out for BLEU)."""
+    """Deterministic train / held-out split of the public sentences (held-out for BLEU).
+
+    Parameters
+    ----------
+    corpus : PublicCorpus
+    n_eval : int
+        Held-out sentences (at most a fifth of the corpus).
+    seed : int
+
+    Returns
+    -------
+    train : list of str
+    held_out : list of str
+    """
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(corpus.sentences), generator=g).tolist()
     n_eval = min(n_eval, len(perm) // 5)

@@ -1,4 +1,4 @@
-"""ONNX export and int8 quantization of a DP-BART model (SPEC §3 "ONNX and quantization").
+"""ONNX export and int8 quantization of a DP-BART model.
 
 Three graphs, so that the noise is added *between* encoder and decoder in our own code (ONNX
 Runtime's random ops are not cryptographic):
@@ -12,7 +12,10 @@ Runtime's random ops are not cryptographic):
 
 Exported with ``torch.onnx.export`` (TorchScript tracer; optimum is not used). Quantization is
 ``onnxruntime.quantization.quantize_dynamic`` (int8 weights, dynamic int8 activations); clipping and
-noise stay in float64 outside the graphs, so the guarantee depends only on C and n.
+noise stay in float64 outside the graphs, so the guarantee depends only on C and n (Igamberdiev &
+Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of
+ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU
+Darmstadt), §6.3.3–6.3.5). Graph names: :data:`ldptext.dpbart_schema.GRAPHS`.
 """
 from __future__ import annotations
 
@@ -55,8 +58,11 @@ class _CrossKVGraph(nn.Module):
 
 
 class _DecoderStepGraph(nn.Module):
-    """One decoding step through the model's own forward, with an EncoderDecoderCache built from the
-    graph inputs (cross-attention marked as already computed, so it uses the given K/V)."""
+    """One decoding step through the model's own forward.
+
+    An EncoderDecoderCache is built from the graph inputs (cross-attention marked as already
+    computed, so it uses the given K/V).
+    """
 
     def __init__(self, adapter: Seq2SeqAdapter, n_layers: int, hidden: int) -> None:
         super().__init__()
@@ -88,7 +94,17 @@ class _DecoderStepGraph(nn.Module):
 
 
 def decoder_layout(adapter: Seq2SeqAdapter) -> dict:
-    """Number of decoder layers, heads and head size (the shapes of past key/values)."""
+    """Number of decoder layers, heads and head size (the shapes of past key/values).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+
+    Returns
+    -------
+    dict
+        ``{"n_layers": int, "heads": int, "head_dim": int}``.
+    """
     layers = adapter.cross_attention_kv()
     k, _, heads = layers[0]
     # self-attention heads equal cross-attention heads in BART, T5 and BERT decoders
@@ -105,10 +121,23 @@ def _export(module, args, path: Path, input_names, output_names, dynamic_axes) -
 
 @torch.no_grad()
 def export_onnx(adapter: Seq2SeqAdapter, out_dir: str | Path, seq_len: int) -> dict[str, Path]:
-    """Export the three fp32 graphs into ``out_dir``; return their paths."""
+    """Export the three fp32 graphs into ``out_dir``.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    out_dir : str or Path
+    seq_len : int
+        L, fixed in the encoder graph.
+
+    Returns
+    -------
+    dict of str to Path
+        ``encoder``, ``decoder_init``, ``decoder`` (see the module docstring for their signatures).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model = adapter.model.eval().to("cpu")
+    adapter.model.eval().to("cpu")
     d = adapter.hidden_size
     lay = decoder_layout(adapter)
     n, h, dh = lay["n_layers"], lay["heads"], lay["head_dim"]
@@ -143,7 +172,17 @@ _FFN_OUTPUT_PATTERNS = ("/output/dense/", "/fc2/", "/wo/")
 
 
 def ffn_output_nodes(path: str | Path) -> list[str]:
-    """Names of the MatMul nodes of the feed-forward output projections of a graph."""
+    """Names of the MatMul nodes of the feed-forward output projections of a graph.
+
+    Parameters
+    ----------
+    path : str or Path
+        An ONNX graph.
+
+    Returns
+    -------
+    list of str
+    """
     import onnx
 
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -158,6 +197,18 @@ def quantize_int8(src: str | Path, dst: str | Path, *, keep_ffn_output_fp32: boo
     (measured: mean |Δ| after clipping at C = 0.2 is 0.019 vs 0.038). ``keep_ffn_output_fp32`` leaves the
     feed-forward output projections in fp32 (used for the encoder, whose output is what gets clipped and
     noised: mean |Δ| 0.013 and max 0.25 instead of 0.4 = 2C, for ~45 % more encoder bytes).
+
+    Parameters
+    ----------
+    src, dst : str or Path
+        The fp32 graph and where to write the int8 one.
+    keep_ffn_output_fp32 : bool
+        Leave the feed-forward output projections unquantized.
+
+    Returns
+    -------
+    Path
+        ``dst``.
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

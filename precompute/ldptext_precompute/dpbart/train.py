@@ -1,4 +1,8 @@
-"""Training stages of DP-BART precompute, on public text only (seed 001 §6.3.3–6.3.5).
+"""Training stages of DP-BART precompute, on public text only.
+
+Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential Privacy*
+(Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD
+thesis, TU Darmstadt), §6.3.3–6.3.5.
 
 * :func:`estimate_clip` — encoder-output value statistics on public text → C (paper: σ/2 ≈ 0.1).
 * :func:`train_stage` — denoising-autoencoder training with the encoder output clipped to [−C, C],
@@ -13,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -20,13 +25,31 @@ from .model import Seq2SeqAdapter, content_capacity, encoder_input
 
 
 def device_for_training() -> torch.device:
-    """GPU when torch sees one, CPU otherwise."""
+    """GPU when torch sees one, CPU otherwise.
+
+    Returns
+    -------
+    torch.device
+    """
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 # ------------------------------------------------------------------------------------------- data
 def tokenize_corpus(adapter: Seq2SeqAdapter, sentences: list[str], seq_len: int) -> list[list[int]]:
-    """Content ids of each sentence, truncated to what fits in L (drops sentences with no tokens)."""
+    """Content ids of each sentence, truncated to what fits in L (drops sentences with no tokens).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    sentences : list of str
+        Public sentences.
+    seq_len : int
+        L.
+
+    Returns
+    -------
+    list of list of int
+    """
     cap = content_capacity(adapter.special, seq_len)
     enc = adapter.tokenizer.encode_batch(sentences, add_special_tokens=False)
     return [e.ids[:cap] for e in enc if e.ids]
@@ -36,9 +59,24 @@ def make_batch(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int,
                generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
     """Encoder inputs (optionally corrupted for denoising), decoder inputs and labels.
 
-    Target = content + [eos]; decoder input = [decoder_start] + content (teacher forcing); labels of
-    padding are −100. The encoder input is the fixed-length ``[bos] content [eos] pad…`` layout the
-    runtime uses.
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    contents : list of list of int
+        Content ids, each fitting in L.
+    seq_len : int
+        L.
+    corrupt : float
+        Denoising: each input token is deleted with probability corrupt/3, masked with 2·corrupt/3.
+    generator : torch.Generator or None
+        For the corruption.
+
+    Returns
+    -------
+    dict of str to torch.Tensor of int64, each shape (B, L)
+        ``input_ids``, ``attention_mask`` (the runtime's fixed ``[bos] content [eos] pad…`` layout),
+        ``decoder_input_ids`` ([decoder_start] + content, teacher forcing) and ``labels`` (content +
+        [eos], padding −100).
     """
     sp = adapter.special
     ids, masks, dec_in, labels = [], [], [], []
@@ -70,7 +108,15 @@ def make_batch(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int,
 # ------------------------------------------------------------------------------------------- noise
 @dataclass(frozen=True)
 class TrainNoise:
-    """PR+ training noise: i.i.d. per coordinate at the scale the runtime will use for (ε, δ)."""
+    """PR+ training noise: i.i.d. per coordinate at the scale the runtime will use for (ε, δ).
+
+    Attributes
+    ----------
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"``.
+    scale : float
+        σ or b in the units of z.
+    """
 
     mechanism: str  # "gaussian" or "laplace"
     scale: float    # σ or b in the units of z
@@ -78,7 +124,23 @@ class TrainNoise:
 
 def privatize_torch(z: torch.Tensor, clip: float, pruned: torch.Tensor | None,
                     noise: TrainNoise | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Clip to [−C, C], zero pruned neurons for every token, add training noise (differentiable in z)."""
+    """Clip to [−C, C], zero pruned neurons for every token, add training noise (differentiable in z).
+
+    Parameters
+    ----------
+    z : torch.Tensor of float, shape (B, L, d)
+    clip : float
+        C.
+    pruned : torch.Tensor of int64, shape (|P|,), or None
+    noise : TrainNoise or None
+        PR+ training noise (continuous, torch's generator: public data only, never released).
+    generator : torch.Generator or None
+
+    Returns
+    -------
+    torch.Tensor of float, shape (B, L, d)
+        What the decoder sees, as in the runtime (which uses discrete noise from the CSPRNG).
+    """
     z = torch.clamp(z, -clip, clip)
     if pruned is not None and pruned.numel():
         keep = torch.ones(z.shape[-1], dtype=z.dtype, device=z.device)
@@ -100,9 +162,25 @@ def privatize_torch(z: torch.Tensor, clip: float, pruned: torch.Tensor | None,
 @torch.no_grad()
 def estimate_clip(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int, *, n_docs: int = 256,
                   batch_size: int = 32, device: torch.device | None = None) -> dict:
-    """Encoder-output value statistics over all L positions of public sentences (seed 001 §6.3.3).
+    """Encoder-output value statistics over all L positions of public sentences (thesis §6.3.3).
 
-    Returns mean, std, quantiles and the suggested C = std / 2 (the paper's choice: σ ≈ 0.2 → C = 0.1).
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    contents : list of list of int
+        Public sentences.
+    seq_len : int
+        L.
+    n_docs : int
+        At most this many sentences.
+    batch_size : int
+    device : torch.device or None
+
+    Returns
+    -------
+    dict
+        mean, std, quantiles (q01, q05, median, q95, q99), n_values and the suggested C = std / 2
+        (the paper's choice: σ ≈ 0.2 → C = 0.1).
     """
     device = device or device_for_training()
     model = adapter.model.to(device).eval()
@@ -124,8 +202,41 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
                 lr: float = 1e-4, corrupt: float = 0.15, seed: int = 0, desc: str = "train",
                 progress: bool = True, device: torch.device | None = None, freeze_encoder: bool = False,
                 cross_lr_mult: float = 1.0) -> float:
-    """Train ``steps`` steps of the denoising autoencoder on public sentences; returns the mean loss of
-    the last 10 % of steps. Clip / prune / noise sit exactly where the runtime puts them."""
+    """Train ``steps`` steps of the denoising autoencoder on public sentences.
+
+    Clip / prune / noise sit exactly where the runtime puts them (:func:`privatize_torch`).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        Trained in place.
+    contents : list of list of int
+        Public training sentences.
+    seq_len : int
+        L.
+    steps : int
+    clip : float
+        C during training.
+    pruned : list of int or None
+        P.
+    noise : TrainNoise or None
+        PR+ noise.
+    batch_size, lr, corrupt, seed
+        Optimisation and denoising settings.
+    desc : str
+        Progress-bar label.
+    progress : bool
+    device : torch.device or None
+    freeze_encoder : bool
+        Train the decoder only.
+    cross_lr_mult : float
+        Learning-rate multiplier of the cross-attention parameters.
+
+    Returns
+    -------
+    float
+        Mean loss of the last 10 % of steps (NaN for 0 steps).
+    """
     from tqdm.auto import tqdm
 
     device = device or device_for_training()
@@ -176,13 +287,35 @@ def _is_cross(name: str) -> bool:
 
 @torch.no_grad()
 def neuron_scores(adapter: Seq2SeqAdapter) -> torch.Tensor:
-    """Σ|W_K[:, j]| of the first decoder cross-attention layer, one score per hidden neuron j."""
+    """Σ|W_K[:, j]| of the first decoder cross-attention layer, one score per hidden neuron j.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+
+    Returns
+    -------
+    torch.Tensor of float32, shape (d,)
+    """
     return adapter.first_cross_key_weight().detach().abs().sum(dim=0).float().cpu()
 
 
 def prune_round(adapter: Seq2SeqAdapter, pruned: list[int], quantile: float = 0.25) -> list[int]:
-    """One pruning round (seed 001 §6.3.4): among neurons not yet pruned, add those whose score is
-    below the ``quantile`` of the remaining scores. Returns the new sorted pruned list."""
+    """One pruning round (thesis §6.3.4): add the remaining neurons scored below the ``quantile``.
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+    pruned : list of int
+        Already pruned neurons.
+    quantile : float
+        Of the scores of the neurons not yet pruned (paper: 0.25).
+
+    Returns
+    -------
+    list of int
+        The new sorted pruned list.
+    """
     scores = neuron_scores(adapter)
     remaining = torch.tensor([j for j in range(scores.numel()) if j not in set(pruned)])
     thr = torch.quantile(scores[remaining], quantile)
@@ -191,28 +324,34 @@ def prune_round(adapter: Seq2SeqAdapter, pruned: list[int], quantile: float = 0.
 
 
 @torch.no_grad()
-def append_step(out: list[list[int]], done, nxt, eos: int) -> None:
-    """One greedy step: append each unfinished row's token, or mark the row finished at ``eos``."""
-    for r in range(len(out)):
-        if not done[r]:
-            if int(nxt[r]) == eos:
-                done[r] = True
-            else:
-                out[r].append(int(nxt[r]))
-
-
 def greedy_decode_torch(adapter: Seq2SeqAdapter, z: torch.Tensor, max_len: int) -> list[list[int]]:
-    """Reference greedy decoding in PyTorch (full recompute each step; for checks and BLEU)."""
+    """Greedy decoding in PyTorch: the independent oracle of the runtime's ONNX decoding.
+
+    The decoder recomputes the whole prefix at every step (no key/value cache, no ONNX); only the
+    loop is shared with the runtime (:func:`ldptext.decoding.greedy`).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        The model.
+    z : torch.Tensor of float, shape (B, L, d)
+        Encoder outputs as the decoder sees them (clipped, pruned, possibly noised).
+    max_len : int
+        Fixed maximum number of generated tokens.
+
+    Returns
+    -------
+    list of list of int, length B
+        Generated ids per row, without start and end tokens.
+    """
+    from ldptext.decoding import greedy
+
     sp = adapter.special
-    b = z.shape[0]
-    cur = torch.full((b, 1), sp.decoder_start, dtype=torch.long, device=z.device)
-    done = torch.zeros(b, dtype=torch.bool, device=z.device)
-    out = [[] for _ in range(b)]
-    for _ in range(max_len):
-        nxt = adapter.decode_logits(z, cur)[:, -1].argmax(-1)
-        append_step(out, done, nxt, sp.eos)
-        if bool(done.all()):
-            break
-        nxt = torch.where(done, torch.full_like(nxt, sp.eos), nxt)
-        cur = torch.cat([cur, nxt[:, None]], dim=1)
-    return out
+    prefix = torch.zeros((z.shape[0], 0), dtype=torch.long, device=z.device)
+
+    def step(tokens: np.ndarray) -> np.ndarray:
+        nonlocal prefix
+        prefix = torch.cat([prefix, torch.from_numpy(tokens).to(z.device)[:, None]], dim=1)
+        return adapter.decode_logits(z, prefix)[:, -1].float().cpu().numpy()
+
+    return greedy(step, z.shape[0], sp.decoder_start, sp.eos, max_len)
