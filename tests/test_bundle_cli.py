@@ -47,13 +47,18 @@ def test_generate_trust_sign_verify_inspect(tmp_path, capsys, monkeypatch):
 
     rc, _, err = run(capsys, "bundle", "sign", str(path), "--key", str(key))
     assert rc == 2 and "passphrase" in err.lower() or "Password" in err
-    rc, out, _ = run(capsys, "bundle", "sign", str(path), "--key", str(key),
+    rc, out, err = run(capsys, "bundle", "sign", str(path), "--key", str(key),
                      "--passphrase-env", "LDP_PASS")
-    assert rc == 0
+    # these arrays are no SanText+ tables: signing is refused (tests/test_bundle_params.py signs real ones)
+    assert rc == 2 and "not a loadable santext+ bundle" in err and err.count("\n") == 1
+    from ldptext.keys import load_private_key
+    path = B.write_bundle(path, mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST,
+                          sign_key=load_private_key(key, b"hunter2"))
     rc, _, err = run(capsys, "bundle", "verify", str(path))
     assert rc == 2 and "untrusted key" in err
     rc, out, _ = run(capsys, "bundle", "verify", str(path), "--trusted-key", str(pub))
     assert rc == 0 and out.startswith("OK")
+    assert f"bundle id {B.read_bundle(path, trusted_keys=[str(pub)]).bundle_id}" in out
     rc, out, _ = run(capsys, "keys", "trust", str(pub))
     assert rc == 0
     rc, out, _ = run(capsys, "bundle", "verify", str(path))
@@ -62,7 +67,8 @@ def test_generate_trust_sign_verify_inspect(tmp_path, capsys, monkeypatch):
     rc, out, _ = run(capsys, "bundle", "inspect", str(path))
     assert rc == 0
     assert "trusted here" in out and "santext+" in out
-    assert "eps*D_max + eps0 = 11.204" in out  # 2 * 5 + ln(1/0.3)
+    # SanText+ states UMLDP, ε₀ = ln(1/0.3) and no finite worst case (V_N words in the clear)
+    assert "1.20397 (p = 0.3)" in out and "none (not finite)" in out and "11.204" not in out
     assert "\x1b" not in out and "\\x1b" in out  # terminal escapes from the manifest are defused
     assert "embeddings" in out and "F32" in out and "4x3" in out
     rc, out, _ = run(capsys, "bundle", "inspect", "--json", str(path))
@@ -116,3 +122,46 @@ def test_passphrase_sources(tmp_path, capsys):
     assert rc == 0 and "trusted" in out
     rc, out, _ = run(capsys, "keys", "list")
     assert rc == 0 and len(out.split()) == 1
+
+
+def test_inspect_santext_plus_shows_the_non_sensitive_set_and_no_finite_worst_case(tmp_path, capsys):
+    from conftest import build_tiny_bundle
+    path = build_tiny_bundle(tmp_path / "sp.ldpb", mechanism="santext+", epsilon=3.0, p=0.3, w=0.7,
+                             sign_key=False)
+    rc, out, _ = run(capsys, "bundle", "inspect", str(path))
+    assert rc == 0
+    from ldptext.bundle import open_unverified
+    b, _ = open_unverified(path)
+    keep = np.flatnonzero(np.asarray(b.arrays["keep_row"]))
+    vocab = json.loads(b.blob("vocab.json"))
+    line = next(x for x in out.splitlines() if "non-sensitive |V_N|" in x)
+    assert f"{keep.size} words" in line and " ".join(vocab[i] for i in keep[:5]) in line
+    assert "none (not finite)" in out and "in the clear" in out
+    assert "per token, worst case" not in out and "worst case per token" not in out
+    assert "ledger unit" in out and "metric:" in out and "slack exp(" in out
+    rc, out, _ = run(capsys, "bundle", "inspect", "--json", str(path))
+    report = json.loads(out)["privacy_report"]
+    assert report["non-sensitive split"] == "frequency:0.7"
+
+
+def test_inspect_santext_states_the_true_worst_case(tmp_path, capsys):
+    from conftest import build_tiny_bundle
+    path = build_tiny_bundle(tmp_path / "s.ldpb", mechanism="santext", epsilon=2.0, sign_key=False)
+    rc, out, _ = run(capsys, "bundle", "inspect", "--json", str(path))
+    report = json.loads(out)["privacy_report"]
+    d_max = json.loads(out)["manifest"]["privacy"]["d_max"]
+    assert report["worst case per token"].startswith(f"eps*D_max = {2.0 * d_max:.6g}-LDP")
+    assert "non-sensitive |V_N|" not in report
+
+
+def test_inspect_states_what_a_dpbart_bundle_fixes():
+    from ldptext.commands.bundle import privacy_summary
+    rows = dict(privacy_summary({"mechanism": "dpbart",
+                                 "dpbart": {"seq_len": 32, "hidden": 768, "n_pruned": 68, "clip": 0.1}}))
+    n = 32 * (768 - 68)
+    assert rows["n = L x (d - |P|)"] == str(n)
+    l1, l2 = 2 * 0.1 * n, 2 * 0.1 * np.sqrt(n)
+    assert rows["sensitivity"] == f"L1 = {l1:.6g}, L2 = {l2:.6g}"
+    assert "L = 32 tokens is one release" in rows["release unit"]
+    assert "discrete Laplace" in rows["noise families"] and "discrete Gaussian" in rows["noise families"]
+    assert rows["clip C"].startswith("0.1 ") and rows["pruned |P|"].startswith("68 ")

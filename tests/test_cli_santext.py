@@ -114,3 +114,52 @@ def test_raw_text_never_reaches_logs_or_exception_messages(bundle, caplog):
     for e in (e1, e2):
         assert MARKER not in str(e.value) and MARKER not in repr(e.value)
     assert all(MARKER not in rec.getMessage() for rec in caplog.records)
+
+
+def test_sanitize_json_reports_say_seeded_and_state_the_guarantee_that_holds(bundle):
+    seeded = run_cli(["sanitize", "--bundle", str(bundle), "--json", "--seed", "3"], b"w1 w2\n")
+    private = run_cli(["sanitize", "--bundle", str(bundle), "--json"], b"w1 w2\n")
+    assert seeded.returncode == 0 and private.returncode == 0, private.stderr
+    a = json.loads(seeded.stdout.decode().splitlines()[0])["report"]
+    b = json.loads(private.stdout.decode().splitlines()[0])["report"]
+    assert a["seeded"] is True and b["seeded"] is False
+    for r in (a, b):  # SanText+: UMLDP, no finite worst case; the ledger charge is n·ε in a metric unit
+        assert r["worst_case_token_epsilon"] is None and r["worst_case_document_epsilon"] is None
+        assert r["per_token_epsilon"] == 2.0 and r["document_epsilon"] == 4.0
+        assert r["ledger_unit"].startswith("metric:") and r["ratio_slack"] == 2 * r["numeric_tolerance"]
+
+
+def test_precompute_non_sensitive_option(tmp_path, capsys):
+    from conftest import random_word_embeddings
+    emb = random_word_embeddings(40, 6, seed=5)
+    words = ["the", "of", "john", "london", "7", "hospital", ","] + emb.vocab[7:-1]
+    src = tmp_path / "vectors.txt"
+    src.write_text("".join(w + " " + " ".join(f"{v:.6f}" for v in emb.vectors[i]) + "\n"
+                           for i, w in enumerate(words)), encoding="utf-8")
+    listed = tmp_path / "ns.txt"
+    listed.write_text("john\n", encoding="utf-8")
+    expect = {None: ["the", "of", ","], "function-words": ["the", "of", ","], str(listed): ["john"]}
+    for i, (split, kept) in enumerate(expect.items()):
+        out = tmp_path / f"b{i}.ldpb"
+        extra = [] if split is None else ["--non-sensitive", split]
+        assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2", "--head-size", "4",
+                     *extra, "--out", str(out)]) == 0
+        san = load_seeded(out)
+        assert [san.vocab[j] for j in np.flatnonzero(san.tables.keep_row)] == kept
+    out = tmp_path / "f.ldpb"
+    assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2", "--head-size", "4",
+                 "--non-sensitive", "frequency:0.5", "--out", str(out)]) == 0
+    assert load_seeded(out).manifest["params"]["non_sensitive"] == "frequency:0.5"
+    assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2",
+                 "--non-sensitive", "frequency:0.5", "--w", "0.5", "--out", str(tmp_path / "x.ldpb")]) == 2
+    capsys.readouterr()
+
+
+def test_sanitize_pinning_refuses_an_unexpected_bundle(bundle, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2\n", encoding="utf-8")
+    ok = run_cli(["sanitize", "--bundle", str(bundle), "--expect-mechanism", "santext+",
+                  "--expect-epsilon-max", "2", str(src)])
+    assert ok.returncode == 0, ok.stderr
+    bad = run_cli(["sanitize", "--bundle", str(bundle), "--expect-epsilon-max", "1.5", str(src)])
+    assert bad.returncode != 0 and b"exceeds" in bad.stderr and bad.stdout == b""

@@ -354,3 +354,105 @@ def test_ledger_records_every_chunk_and_refuses_over_budget(bundles, tmp_path):
     with pytest.raises(BudgetExceededError):
         rw.rewrite(long_doc, epsilon=2.0, mechanism="laplace")  # would exceed 10
     assert ledger.spent()[0] == pytest.approx(2.0 * k)
+
+
+# ------------------------------------------------------------------------------ per-document independence
+# The int8 graphs quantize activations dynamically (DynamicQuantizeLinear: one scale for the whole
+# input tensor). Run as one batch, another document would change this document's encoder output, so
+# its release z̃, and (in the decoder graphs) its text: one person's output would depend on someone
+# else's private text. The Rewriter therefore encodes and decodes each chunk alone; these tests pin it.
+DOC0 = "the cat sat on the mat"
+COMPANIONS = (["big red tree", "the dog ran"], ["quick brown fox jumps over lazy dog day", "a"])
+
+
+@pytest.mark.parametrize("kind", ["int8", "fp32"])
+def test_a_companion_document_changes_no_coordinate_of_another_documents_release(bundles, kind):
+    from ldptext.noise import calibrate
+
+    rw0 = load(bundles[kind], seed=5)
+    tok = rw0.tokenizer
+    cal = calibrate("gaussian", 50.0, 1e-5, clip=rw0.clip, n=rw0.n)
+    batches = [[tok.encode(DOC0).tolist()] + [tok.encode(c).tolist() for c in comps] for comps in COMPANIONS]
+    releases = [load(bundles[kind], seed=5).encode_noised(chunks, cal) for chunks in batches]
+    np.testing.assert_array_equal(releases[0][0], releases[1][0])  # every coordinate of document 0
+    assert not np.array_equal(releases[0][1:], releases[1][1:])
+    if kind == "int8":
+        # the hazard is real: the same graph run on the whole batch gives document 0 another z
+        runs = [rw0._enc.run(None, dict(zip(("input_ids", "attention_mask"), rw0.encoder_inputs(chunks))))[0]
+                for chunks in batches]
+        assert not np.array_equal(runs[0][0], runs[1][0])
+
+
+@pytest.mark.parametrize("kind", ["int8", "fp32"])
+def test_rewrite_batch_output_of_a_document_does_not_depend_on_its_companions(bundles, kind):
+    released, texts = [], []
+    for comps in COMPANIONS:
+        rw = load(bundles[kind], seed=5)
+        enc, init, dec = _Recorder(rw._enc), _Recorder(rw._init), _Recorder(rw._dec)
+        rw._enc, rw._init, rw._dec = enc, init, dec
+        decode = rw.decode
+        rw.decode = lambda z, **kw: (released.append(np.array(z)), decode(z, **kw))[1]
+        texts.append(rw.rewrite_batch([DOC0, *comps], epsilon=50.0, delta=1e-5)[0].text)
+        # every graph run holds exactly one chunk: nothing of another document is in its tensors
+        for call in enc.calls + init.calls + dec.calls:
+            assert all(shape[0] == 1 for shape, _ in call.values())
+    np.testing.assert_array_equal(released[0][0], released[1][0])
+    assert texts[0] == texts[1]
+
+
+def test_cli_rewrite_line_does_not_depend_on_the_other_lines_of_its_batch(bundles, tmp_path):
+    from ldptext.commands.rewrite import BATCH
+
+    outs = []
+    for comps in COMPANIONS:
+        lines = [DOC0, *comps] * BATCH  # more than one CLI batch of BATCH lines
+        f = tmp_path / f"in{len(outs)}.txt"
+        f.write_text("\n".join(lines[:BATCH + 2]) + "\n", encoding="utf-8")
+        r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "50",
+                  "--delta", "1e-5", "--seed", "3", "--threads", "1", str(f)])
+        assert r.returncode == 0, r.stderr.decode()[-1500:]
+        outs.append(r.stdout.decode().splitlines())
+    assert len(outs[0]) == len(outs[1]) == BATCH + 2
+    assert outs[0][0] == outs[1][0]
+
+
+def test_rewriter_is_a_runtime(bundles):
+    from ldptext.runtime import Runtime
+
+    rw = load(bundles["int8"])
+    assert isinstance(rw, Runtime)
+    assert rw.mechanism == "dpbart" and rw.key_id is None and rw.manifest["mechanism"] == "dpbart"
+    assert rw.config.seq_len == rw.seq_len and rw.config.pruned == tuple(int(j) for j in rw.pruned)
+
+
+def test_bundle_schema_round_trips_and_refuses_malformed_sections(bundles):
+    from ldptext.bundle import read_bundle
+    from ldptext.dpbart_schema import DPBartConfig
+    from ldptext.errors import BundleFormatError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = read_bundle(bundles["int8"], allow_unsigned=True)
+    cfg = DPBartConfig.from_bundle(b)
+    assert cfg.manifest_section() == b.manifest["dpbart"]
+    np.testing.assert_array_equal(cfg.arrays()["pruned"], b.array("pruned"))
+    section = dict(b.manifest["dpbart"])
+    for bad, pruned in (({k: v for k, v in section.items() if k != "heads"}, []), ({**section, "hidden": "x"}, []),
+                        (section, [0, 0]), (section, [section["hidden"]]), (section, [[1]]), ([], [])):
+        with pytest.raises(BundleFormatError):
+            DPBartConfig.from_manifest(bad, np.asarray(pruned, dtype=np.int64))
+
+
+def test_shared_greedy_loop_stops_rows_at_eos_and_at_the_fixed_length():
+    from ldptext.decoding import greedy
+
+    script = iter([[[0, 5, 1], [0, 1, 5]], [[9, 0, 0], [0, 0, 9]], [[0, 0, 9], [0, 9, 0]]])
+    fed = []
+
+    def step(tokens):
+        fed.append(tokens.tolist())
+        return np.asarray(next(script), dtype=np.float32)
+
+    # row 0: 1, then eos (0); row 1: 2, 2, 1, then the length limit
+    assert greedy(step, 2, start=7, eos=0, max_len=3) == [[1], [2, 2, 1]]
+    assert fed == [[7, 7], [1, 2], [0, 2]]  # a finished row is fed eos

@@ -115,3 +115,52 @@ def test_corrupt_trust_store_file_is_reported():
     (keys.trust_dir() / "bogus.pub").write_text("not a key")
     with pytest.raises(KeyFileError, match="bogus.pub"):
         keys.trusted_public_keys()
+
+
+# ---- the developer key is trusted only by an explicit opt-in ---------------------------------
+
+def _dev_bundle(tmp_path):
+    import numpy as np
+
+    from ldptext import bundle as B
+    return B.write_bundle(tmp_path / "dev.ldpb", mechanism="santext",
+                          arrays={"a": np.arange(4, dtype=np.int32)}, manifest={},
+                          sign_key=keys.build_signing_key(None))
+
+
+def test_developer_key_is_not_trusted_by_creating_it(tmp_path, monkeypatch):
+    from ldptext import bundle as B
+    from ldptext.errors import UnknownKeyError
+    monkeypatch.delenv(keys.DEV_ENV, raising=False)
+    path = _dev_bundle(tmp_path)                       # fresh LDPTEXT_HOME: creates the key
+    assert keys.developer_public_key() is not None
+    assert keys.trusted_public_keys() == [] and not keys.trust_dir().exists()
+    with pytest.raises(UnknownKeyError) as e:
+        B.read_bundle(path)
+    msg = str(e.value)
+    assert "developer key" in msg and "ldptext keys trust --developer" in msg and "LDPTEXT_DEV=1" in msg
+
+
+def test_ldptext_dev_trusts_the_developer_key_without_writing(tmp_path, monkeypatch):
+    from ldptext import bundle as B
+    path = _dev_bundle(tmp_path)
+    monkeypatch.setenv(keys.DEV_ENV, "1")
+    assert B.read_bundle(path).signed
+    assert not keys.trust_dir().exists()               # nothing persisted
+    monkeypatch.setenv(keys.DEV_ENV, "0")
+    with pytest.raises(Exception, match="trust --developer"):
+        B.read_bundle(path)
+
+
+def test_keys_trust_developer_is_the_persistent_opt_in(tmp_path, monkeypatch, capsys):
+    from ldptext import bundle as B
+    from ldptext import cli
+    monkeypatch.delenv(keys.DEV_ENV, raising=False)
+    path = _dev_bundle(tmp_path)
+    assert cli.main(["keys", "trust", "--developer"]) == 0
+    out = capsys.readouterr().out
+    assert "DEVELOPER key" in out
+    assert B.read_bundle(path).signed
+    assert cli.main(["keys", "list"]) == 0
+    assert "(developer key)" in capsys.readouterr().out
+    assert cli.main(["keys", "trust"]) == 2            # neither PUBFILE nor --developer

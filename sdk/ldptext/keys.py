@@ -4,6 +4,19 @@ A bundle is trusted when it is signed by a key whose public half is in the trust
 directory ``$LDPTEXT_HOME/trusted_keys`` (default ``~/.config/ldptext/trusted_keys``), one
 ``<key id>.pub`` file per key (raw 32-byte Ed25519 public key, base64). Private keys are PKCS#8 PEM
 files, mode 0600, optionally encrypted with a passphrase.
+
+**The developer key is never trusted implicitly.** Precompute signs with a local developer key
+(``$LDPTEXT_HOME/keys/developer.key``) when given no ``--sign-key``; creating that key does *not* add
+it to the trust store, so a bundle built on this machine does not load here either until one of two
+explicit opt-ins:
+
+* ``ldptext keys trust --developer`` (:func:`trust_developer_key`): adds it to the trust store, for
+  good (``ldptext keys untrust <id>`` removes it);
+* the environment variable ``LDPTEXT_DEV=1`` (:data:`DEV_ENV`): while it is set, the trust store
+  also contains the developer key (nothing is written); for tests and ``make demo``.
+
+A load refused for lack of this trust names both fixes. (Trust stores written by earlier versions,
+whose ``developer_key()`` trusted itself, still hold the key: ``ldptext keys list`` marks it.)
 """
 from __future__ import annotations
 
@@ -21,6 +34,7 @@ from .errors import KeyFileError
 from .fileio import write_bytes_atomic
 
 PublicKeyLike = "Ed25519PublicKey | bytes | str | os.PathLike"
+DEV_ENV = "LDPTEXT_DEV"
 
 
 def ldptext_home() -> Path:
@@ -166,8 +180,22 @@ def untrust(key) -> bool:
 
 
 def trusted_public_keys() -> list[Ed25519PublicKey]:
-    """The keys of the local trust store. Refuses a world-writable store (anyone who can add a
-    file there could make the runtime accept their bundles)."""
+    """The keys of the local trust store, plus the developer key while ``LDPTEXT_DEV=1``.
+
+    Returns
+    -------
+    list of Ed25519PublicKey
+        Refuses (``KeyFileError``) a world-writable store: anyone who can add a file there could make
+        the runtime accept their bundles.
+    """
+    keys = _stored_public_keys()
+    dev = developer_public_key() if developer_mode() else None
+    if dev is not None and all(public_bytes(k) != public_bytes(dev) for k in keys):
+        keys.append(dev)
+    return keys
+
+
+def _stored_public_keys() -> list[Ed25519PublicKey]:
     d = trust_dir()
     if not d.is_dir():
         return []
@@ -182,23 +210,53 @@ def trusted_public_keys() -> list[Ed25519PublicKey]:
     return keys
 
 
-def developer_key() -> Ed25519PrivateKey:
-    """The local developer signing key (created, and trusted locally, on first use).
+def developer_mode() -> bool:
+    """Whether ``LDPTEXT_DEV=1`` is set: the developer key is then trusted (in this process only)."""
+    return os.environ.get(DEV_ENV) == "1"
 
-    Used when precompute is given no ``--sign-key``: bundles built on this machine then load here
-    without flags, and anywhere else only after the receiver trusts this key explicitly.
-    """
+
+def _developer_paths() -> tuple[Path, Path]:
     d = ldptext_home() / "keys"
-    priv = d / "developer.key"
+    return d / "developer.key", d / "developer.pub"
+
+
+def developer_key() -> Ed25519PrivateKey:
+    """The local developer signing key, created on first use; **not** trusted by creating it.
+
+    Used when precompute is given no ``--sign-key``. Its bundles load on this machine only after an
+    explicit opt-in (``ldptext keys trust --developer`` or ``LDPTEXT_DEV=1``, see the module
+    docstring), and anywhere else only after the receiver trusts its ``.pub`` file.
+
+    Returns
+    -------
+    Ed25519PrivateKey
+        The key of ``$LDPTEXT_HOME/keys/developer.key`` (mode 0600).
+    """
+    priv, _ = _developer_paths()
     if not priv.exists():
-        d.mkdir(parents=True, exist_ok=True)
+        priv.parent.mkdir(parents=True, exist_ok=True)
         try:
-            generate_keypair(d, name="developer")
+            generate_keypair(priv.parent, name="developer")
         except KeyFileError:  # created concurrently by another process
             pass
-    key = load_private_key(priv)
-    trust(key.public_key())
-    return key
+    return load_private_key(priv)
+
+
+def developer_public_key() -> Ed25519PublicKey | None:
+    """The local developer key's public half, or ``None`` when it has not been created."""
+    _, pub = _developer_paths()
+    if not pub.is_file():
+        return None
+    try:
+        return load_public_key(pub)
+    except KeyFileError:
+        return None
+
+
+def trust_developer_key() -> Path:
+    """Trust the local developer key for good (creating it if needed): the explicit opt-in of
+    ``ldptext keys trust --developer``; returns the trust store file written."""
+    return trust(developer_key().public_key())
 
 
 def build_signing_key(sign_key) -> "Ed25519PrivateKey | str | os.PathLike | None":

@@ -30,10 +30,27 @@ than 1/10, so ten charges of 0.1 exceed a budget of exactly 1.0; the mechanism r
 slightly larger ε.) Tighter accountants (advanced composition, RDP)
 would allow more releases; basic composition is the conservative choice that needs no assumptions.
 
-Storage: one file, ``MAGIC || nonce (12 bytes) || AES-256-GCM(state JSON)``, the magic bound as
-associated data. The 32-byte key comes from the caller (``key=``) or, when ``key=None``, from the OS
-keyring (the optional ``keyring`` package with a usable backend; a key is created there with a new
-ledger). A file that fails authentication (tampered, truncated, wrong key) raises
+Storage (format 2): one file, ``MAGIC || header length (4 bytes, LE) || header || nonce (12 bytes) ||
+AES-256-GCM(state JSON)``. The header is canonical JSON in the clear: the ledger id and, for a
+passphrase ledger, the key derivation (Scrypt, its parameters and the ledger's random 16-byte salt).
+The associated data binds the magic, the whole header **and the ledger's absolute path** (as given,
+``~`` expanded, not resolving symlinks): a ledger file copied over another ledger's path, another
+ledger's file, or a header with an edited id or salt fails authentication. So a ledger cannot be
+moved by copying its file; keep its path stable. The state repeats the ledger id (checked against the
+header). Files of format 1 (:data:`MAGIC_V1`, bound to nothing but the magic) are still read,
+and rewritten in format 2 by the first charge (migration); until then they carry no path binding.
+
+Keys, exactly one source:
+
+* ``key=``: 32 bytes from the app;
+* ``passphrase=``: the key is derived with Scrypt (n = 2^15, r = 8, p = 1: about 32 MiB and tens of
+  milliseconds, once per :class:`Ledger` object) from the passphrase and the per-ledger salt;
+* neither: the OS keyring (the ``keyring`` extra, ``pip install 'ldptext[keyring]'``, with a usable
+  backend; a random key is created there with a new ledger, stored under the ledger's path). Without
+  the package or a backend, one :class:`~ldptext.errors.LedgerError` line names the extra and the
+  alternatives.
+
+A file that fails authentication (tampered, truncated, wrong key or passphrase, moved) raises
 :class:`~ldptext.errors.LedgerError`; it is never reset or overwritten. Writes are atomic: a temporary
 file in the same directory, fsync, rename over the ledger, fsync of the directory; a crash at any
 point leaves either the old or the new complete file, so a spend whose ``charge`` returned is never
@@ -41,9 +58,15 @@ lost. Threads and processes serialise on a lock file (``<path>.lock``, ``fileloc
 in-process lock, and every charge re-reads the file under the lock, so concurrent spenders can never
 overspend.
 
+Size and cost: the state carries exact running totals (ε, δ, count of every release ever) and keeps
+only the last :data:`MAX_ENTRIES` releases individually; older ones are folded into an exact carried
+total. A charge therefore costs the same whatever the ledger's history (no re-summing), and the file
+stays small. :meth:`Ledger.receipts` returns the kept window only; :meth:`Ledger.spent` and ``len``
+cover every release.
+
 Not protected (needs storage the device owner cannot rewind): deleting the ledger file, or replacing
-it by an older authentic copy, resets the record to that point. ``create=False`` refuses to start a
-new ledger when the file is missing; apps should set it after the first run.
+it by an older authentic copy of the same ledger, resets the record to that point. ``create=False``
+refuses to start a new ledger when the file is missing; apps should set it after the first run.
 """
 from __future__ import annotations
 
@@ -55,6 +78,7 @@ import math
 import numbers
 import os
 import re
+import struct
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,6 +88,7 @@ from typing import Callable, Iterator
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from filelock import FileLock, Timeout
 
 from .errors import BudgetExceededError, LedgerError, ParameterError
@@ -71,16 +96,22 @@ from .fileio import temporary_pattern, write_bytes_atomic
 
 __all__ = ["Ledger", "Receipt", "KEYRING_SERVICE"]
 
-MAGIC = b"LDPLEDG\x01"
+MAGIC = b"LDPLEDG\x02"
+MAGIC_V1 = b"LDPLEDG\x01"      # format 1: read, and migrated by the first write
 NONCE_SIZE = 12
-STATE_VERSION = 1
+STATE_VERSION = 2
+_SCRYPT = {"name": "scrypt", "n": 2 ** 15, "r": 8, "p": 1}
+_MAX_HEADER = 4096
+KEYRING_HINT = ("install the keyring extra (pip install 'ldptext[keyring]') with a usable OS backend, "
+                "or pass key= (32 bytes) or passphrase=")
 KEYRING_SERVICE = "ldptext-ledger"
 MAX_LABEL = 200
 DEFAULT_UNIT = "ldp"
 _UNIT = re.compile(r"[a-z0-9][a-z0-9:+._-]{0,63}")
 # Older entries are folded into an exact carried total beyond this many, so a long-lived ledger's
-# file (rewritten on every charge) stays small; the totals are unaffected.
-MAX_ENTRIES = 10_000
+# file (rewritten on every charge) stays small and a charge costs the same at any age; the totals
+# are unaffected.
+MAX_ENTRIES = 100
 _MAX_FILE = 64 << 20
 
 # Test hook: called with the name of each step of a write ("tmp-written", "tmp-synced", "renamed",
@@ -170,12 +201,11 @@ def _keyring_key(path: Path, create: bool) -> bytes:
         import keyring
         from keyring.backends import fail
     except ImportError:
-        raise LedgerError("no ledger key: pass key= (32 bytes) or install the 'keyring' "
-                          "package with a usable backend") from None
+        raise LedgerError(f"no ledger key and no 'keyring' package: {KEYRING_HINT}") from None
     try:
         backend = keyring.get_keyring()
         if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 1) <= 0:
-            raise LedgerError("the OS keyring has no usable backend: pass key= (32 bytes)")
+            raise LedgerError(f"the OS keyring has no usable backend: {KEYRING_HINT}")
         user = f"ledger:{path}"
         stored = keyring.get_password(KEYRING_SERVICE, user)
         if stored is None:
@@ -187,10 +217,36 @@ def _keyring_key(path: Path, create: bool) -> bytes:
     except LedgerError:
         raise
     except Exception as e:  # keyring backends raise their own types
-        raise LedgerError(f"cannot use the OS keyring: {type(e).__name__}") from None
+        raise LedgerError(f"cannot use the OS keyring ({type(e).__name__}): {KEYRING_HINT}") from None
     if len(key) != 32:
         raise LedgerError("the key in the OS keyring is not 32 bytes")
     return key
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _check_kdf(kdf) -> dict:
+    """A stored key-derivation record, bounded so that a hostile header cannot demand huge work."""
+    if not isinstance(kdf, dict) or set(kdf) != {"name", "n", "r", "p", "salt"} or kdf["name"] != "scrypt":
+        raise LedgerError("ledger header names an unknown key derivation")
+    n, r, p = kdf["n"], kdf["r"], kdf["p"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, r, p)) \
+            or not (2 ** 14 <= n <= 2 ** 20 and n & (n - 1) == 0 and 1 <= r <= 16 and 1 <= p <= 4):
+        raise LedgerError("ledger header has out-of-range key derivation parameters")
+    try:
+        salt = base64.b64decode(kdf["salt"], validate=True)
+    except (ValueError, TypeError):
+        raise LedgerError("ledger header has a malformed salt") from None
+    if len(salt) != 16:
+        raise LedgerError("ledger header has a malformed salt")
+    return kdf
+
+
+def _derive_key(passphrase: bytes, kdf: dict) -> bytes:
+    return Scrypt(salt=base64.b64decode(kdf["salt"]), length=32, n=kdf["n"], r=kdf["r"],
+                  p=kdf["p"]).derive(passphrase)
 
 
 class Ledger:
@@ -199,7 +255,8 @@ class Ledger:
     Parameters
     ----------
     path:
-        The ledger file (created with the first open when ``create`` is true).
+        The ledger file (created with the first open when ``create`` is true). The file is bound to
+        this absolute path (see "Storage" in the module docstring).
     budget, delta_budget:
         Total ε and δ this ledger may ever spend. Required to create a ledger, recorded in it, and
         must match (or be ``None``) when an existing ledger is opened.
@@ -207,7 +264,11 @@ class Ledger:
         What ε counts (see "Units" in the module docstring): ``"ldp"`` when a ledger is created
         without one; when given for an existing ledger it must match the recorded unit.
     key:
-        32-byte AES-256-GCM key; ``None`` uses the OS keyring (see the module docstring).
+        32-byte AES-256-GCM key. Give ``key`` or ``passphrase``, not both; neither uses the OS
+        keyring (the ``keyring`` extra, see the module docstring).
+    passphrase:
+        Text or bytes from which the key is derived (Scrypt with the ledger's random salt, stored in
+        the file's clear header); a ledger created with a passphrase must be opened with it.
     create:
         Start a new ledger if the file does not exist (``False``: refuse, see "Not protected").
     timeout:
@@ -218,13 +279,21 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike, *, budget: float | None = None,
                  delta_budget: float | None = None, unit: str | None = None,
-                 key: bytes | None = None, create: bool = True, timeout: float = 60.0) -> None:
+                 key: bytes | None = None, passphrase: bytes | str | None = None, create: bool = True,
+                 timeout: float = 60.0) -> None:
         self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
-        if key is None:
+        if key is not None and passphrase is not None:
+            raise ParameterError("pass key= or passphrase=, not both")
+        if isinstance(passphrase, str):
+            passphrase = passphrase.encode("utf-8")
+        if passphrase is not None and (not isinstance(passphrase, (bytes, bytearray)) or not passphrase):
+            raise ParameterError("passphrase must be non-empty text or bytes")
+        if key is None and passphrase is None:
             key = _keyring_key(self.path, create and not self.path.exists())
-        if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
+        if key is not None and (not isinstance(key, (bytes, bytearray)) or len(key) != 32):
             raise LedgerError("ledger key must be exactly 32 bytes")
-        self._aead = AESGCM(bytes(key))
+        self._kdf: dict | None = None
+        self._aead = AESGCM(bytes(key)) if key is not None else None
         self._timeout = float(timeout)
         self._thread_lock = _path_lock(self.path)
         self._file_lock = FileLock(str(self.path) + ".lock")
@@ -233,7 +302,18 @@ class Ledger:
                                                                      1.0)
         want_unit = None if unit is None else _check_unit(unit)
         with self._locked():
-            if self.path.exists() or self.path.is_symlink():
+            exists = self.path.exists() or self.path.is_symlink()
+            if passphrase is not None:  # under the lock: two creators must agree on one salt
+                if exists:
+                    kdf = self._peek_header().get("kdf")
+                    if kdf is None:
+                        raise LedgerError("this ledger was not created with a passphrase: open it with "
+                                          "key= or the OS keyring")
+                    self._kdf = _check_kdf(kdf)
+                else:
+                    self._kdf = dict(_SCRYPT, salt=_b64(os.urandom(16)))
+                self._aead = AESGCM(_derive_key(bytes(passphrase), self._kdf))
+            if exists:
                 state = self._read()
                 stored_eps, stored_delta = (float(state["budget"]["epsilon"]),
                                             float(state["budget"]["delta"]))
@@ -255,6 +335,7 @@ class Ledger:
                          "created": _now(), "composition": "basic",
                          "unit": want_unit or DEFAULT_UNIT,
                          "budget": {"epsilon": want_eps, "delta": want_delta or 0.0},
+                         "total": {"epsilon": "0", "delta": "0", "count": 0},
                          "carried": {"epsilon": "0", "delta": "0", "count": 0},
                          "generation": 0, "entries": []}
                 self._write(state)
@@ -294,9 +375,11 @@ class Ledger:
                     f"release of epsilon={eps:g}, delta={dlt:g} refused: the ledger has spent "
                     f"epsilon={_round_up(spent_eps):.6g} of {float(budget_eps):g} and "
                     f"delta={_round_up(spent_delta):.3g} of {float(budget_delta):g}")
-            seq = int(state["carried"]["count"]) + len(state["entries"]) + 1
+            seq = int(state["total"]["count"]) + 1
             entry = {"seq": seq, "epsilon": eps, "delta": dlt, "label": label, "time": _now()}
             state["entries"].append(entry)
+            # running totals: O(1) per charge, whatever the ledger's history
+            state["total"] = {"epsilon": str(new_eps), "delta": str(new_delta), "count": seq}
             state["generation"] = int(state["generation"]) + 1
             self._compact(state)
             self._write(state)
@@ -334,7 +417,8 @@ class Ledger:
             _check_amount(delta, "delta", 1.0) <= r_delta
 
     def receipts(self) -> list[Receipt]:
-        """The individually kept entries (the oldest may be folded into the carried total)."""
+        """The individually kept entries: the last :data:`MAX_ENTRIES` releases at most (older ones
+        are folded into the exact carried total; :meth:`spent` and ``len`` still count them)."""
         with self._locked():
             state = self._read()
         carried_eps = Fraction(state["carried"]["epsilon"])
@@ -354,7 +438,7 @@ class Ledger:
     def __len__(self) -> int:
         with self._locked():
             state = self._read()
-        return int(state["carried"]["count"]) + len(state["entries"])
+        return int(state["total"]["count"])
 
     def __repr__(self) -> str:
         return (f"Ledger({str(self.path)!r}, budget={self.budget:g}, delta_budget={self.delta_budget:g}, "
@@ -377,12 +461,7 @@ class Ledger:
 
     @staticmethod
     def _totals(state: dict) -> tuple[Fraction, Fraction]:
-        eps = Fraction(state["carried"]["epsilon"])
-        dlt = Fraction(state["carried"]["delta"])
-        for e in state["entries"]:
-            eps += Fraction(e["epsilon"])
-            dlt += Fraction(e["delta"])
-        return eps, dlt
+        return Fraction(state["total"]["epsilon"]), Fraction(state["total"]["delta"])
 
     @staticmethod
     def _compact(state: dict) -> None:
@@ -396,24 +475,81 @@ class Ledger:
         state["carried"] = {"epsilon": str(eps), "delta": str(dlt),
                             "count": int(carried["count"]) + len(old)}
 
-    def _read(self) -> dict:
+    @staticmethod
+    def _upgrade(state: dict) -> dict:
+        """A format-1 state in the format-2 layout (running totals, bounded window): once, in memory."""
+        eps, dlt = Fraction(state["carried"]["epsilon"]), Fraction(state["carried"]["delta"])
+        for e in state["entries"]:
+            eps += Fraction(e["epsilon"])
+            dlt += Fraction(e["delta"])
+        state["total"] = {"epsilon": str(eps), "delta": str(dlt),
+                          "count": int(state["carried"]["count"]) + len(state["entries"])}
+        state["version"] = STATE_VERSION
+        Ledger._compact(state)
+        return state
+
+    def _associated_data(self, framed_header: bytes) -> bytes:
+        return MAGIC + framed_header + b"\0" + os.fsencode(str(self.path))
+
+    def _read_blob(self) -> bytes:
         try:
             with open(self.path, "rb") as f:
                 blob = f.read(_MAX_FILE + 1)
         except OSError as e:
             raise LedgerError(f"cannot read ledger {self.path}: {e.strerror}") from None
         if len(blob) > _MAX_FILE or len(blob) < len(MAGIC) + NONCE_SIZE + 16 \
-                or not blob.startswith(MAGIC):
+                or not (blob.startswith(MAGIC) or blob.startswith(MAGIC_V1)):
             raise LedgerError(f"ledger {self.path} is not a ledger file or is truncated; "
                               f"refusing to use or reset it")
-        nonce = blob[len(MAGIC):len(MAGIC) + NONCE_SIZE]
+        return blob
+
+    def _split(self, blob: bytes) -> tuple[bytes, dict, bytes]:
+        """(framed header, parsed header, rest) of a format-2 file; the header is not yet authenticated."""
+        n = len(MAGIC)
+        if len(blob) < n + 4:
+            raise LedgerError(f"ledger {self.path} is truncated; refusing to use or reset it")
+        (hlen,) = struct.unpack("<I", blob[n:n + 4])
+        if hlen > _MAX_HEADER or len(blob) < n + 4 + hlen + NONCE_SIZE + 16:
+            raise LedgerError(f"ledger {self.path} has a malformed header; refusing to use or reset it")
+        framed = blob[n:n + 4 + hlen]
         try:
-            plain = self._aead.decrypt(nonce, blob[len(MAGIC) + NONCE_SIZE:], MAGIC)
+            header = json.loads(framed[4:])
+            if not isinstance(header, dict) or set(header) != {"kdf", "ledger_id"}:
+                raise ValueError
+        except ValueError:
+            raise LedgerError(f"ledger {self.path} has a malformed header; refusing to use or reset it") from None
+        return framed, header, blob[n + 4 + hlen:]
+
+    def _peek_header(self) -> dict:
+        blob = self._read_blob()
+        return {"kdf": None} if blob.startswith(MAGIC_V1) else self._split(blob)[1]
+
+    def _read(self) -> dict:
+        blob = self._read_blob()
+        legacy = blob.startswith(MAGIC_V1)
+        if legacy:
+            if self._kdf is not None:
+                raise LedgerError("this ledger was not created with a passphrase: open it with key=")
+            aad, body, header = MAGIC_V1, blob[len(MAGIC_V1):], None
+        else:
+            framed, header, body = self._split(blob)
+            aad = self._associated_data(framed)
+        try:
+            plain = self._aead.decrypt(body[:NONCE_SIZE], body[NONCE_SIZE:], aad)
         except InvalidTag:
-            raise LedgerError(f"ledger {self.path} fails authentication (wrong key or tampered "
-                              f"file); refusing to use or reset it") from None
+            hint = ("it was created with a passphrase: pass passphrase="
+                    if header is not None and header.get("kdf") is not None and self._kdf is None else
+                    "wrong key or passphrase, tampered file, or a file copied from another ledger or path")
+            raise LedgerError(f"ledger {self.path} fails authentication ({hint}); "
+                              f"refusing to use or reset it") from None
         try:
             state = json.loads(plain)
+            if legacy:
+                if state["version"] != 1:
+                    raise ValueError("version")
+                state = self._upgrade(state)
+            elif state["ledger_id"] != header["ledger_id"]:
+                raise ValueError("ledger id")
             self._validate(state)
         except (ValueError, KeyError, TypeError):
             raise LedgerError(f"ledger {self.path} has an invalid structure") from None
@@ -426,7 +562,10 @@ class Ledger:
             raise ValueError("unknown ledger version")
         float(state["budget"]["epsilon"]), float(state["budget"]["delta"])
         _frac(state["carried"]["epsilon"]), _frac(state["carried"]["delta"])
-        int(state["carried"]["count"]), int(state["generation"])
+        _frac(state["total"]["epsilon"]), _frac(state["total"]["delta"])
+        int(state["carried"]["count"]), int(state["total"]["count"]), int(state["generation"])
+        if not isinstance(state["ledger_id"], str):
+            raise ValueError("ledger id")
         _check_unit(_unit(state))
         for e in state["entries"]:
             if not (e["epsilon"] >= 0 and e["delta"] >= 0):
@@ -434,8 +573,11 @@ class Ledger:
 
     def _write(self, state: dict) -> None:
         plain = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+        header = json.dumps({"kdf": self._kdf, "ledger_id": state["ledger_id"]}, sort_keys=True,
+                            separators=(",", ":")).encode()
+        framed = struct.pack("<I", len(header)) + header
         nonce = os.urandom(NONCE_SIZE)  # random 96-bit nonces: fine far beyond 2^32 writes/key
-        blob = MAGIC + nonce + self._aead.encrypt(nonce, plain, MAGIC)
+        blob = MAGIC + framed + nonce + self._aead.encrypt(nonce, plain, self._associated_data(framed))
         self._remove_stale_temporaries()
         try:
             write_bytes_atomic(self.path, blob, checkpoint=_crash_point)

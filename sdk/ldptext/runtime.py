@@ -5,13 +5,22 @@
 (:func:`open_bundle`), exposes the signer's key id and the verified manifest, and charges an optional
 :class:`ldptext.ledger.Ledger` through :func:`charge` *before* any output is returned, so that a
 refused charge releases nothing.
+
+**Pinning.** ``load(..., expect=...)`` (:class:`BundleExpectation`, or a mapping with the same keys)
+lets an app require what it ships for: the mechanism, a range of the bundle's ε, the exact bundle
+(:attr:`ldptext.bundle.Bundle.bundle_id`) or a minimum format version. A verified bundle that does not
+match is refused with :class:`ldptext.errors.BundleExpectationError` before any runtime is built.
 """
 from __future__ import annotations
 
+import math
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, runtime_checkable
+import re
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, runtime_checkable
 
-from .bundle import Bundle, read_bundle
+from .bundle import MECHANISMS, Bundle, read_bundle
+from .errors import BundleExpectationError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -42,13 +51,119 @@ class Runtime(Protocol):
     @classmethod
     def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None,
-             ledger: "Ledger | None" = None) -> "Runtime":
+             ledger: "Ledger | None" = None, expect: "BundleExpectation | Mapping[str, Any] | None" = None,
+             ) -> "Runtime":
         """Verify the bundle at ``path`` and build the runtime from it."""
         ...
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class BundleExpectation:
+    """What an application requires of the bundle it loads (every field optional; ``None``: any).
+
+    Parameters
+    ----------
+    mechanism : str or tuple of str or None
+        The accepted mechanism(s): ``"santext"``, ``"santext+"``, ``"dpbart"``.
+    epsilon_min, epsilon_max : float or None
+        Bounds (inclusive) on the bundle's ε, the signed ``params.epsilon`` of a SanText(+) bundle (the
+        metric ε per unit of distance). A DP-BART bundle fixes no ε (it is chosen per call), so
+        giving either bound for one is refused.
+    bundle_id : str or None
+        The exact :attr:`ldptext.bundle.Bundle.bundle_id` (64 lowercase hex digits).
+    min_format_version : int or None
+        Refuse bundles of an older format version.
+
+    Raises
+    ------
+    ParameterError
+        On construction, for a value outside its domain (unknown mechanism, ε not a positive finite
+        number, ``epsilon_min > epsilon_max``, malformed id, version < 1).
+    """
+
+    mechanism: str | tuple[str, ...] | None = None
+    epsilon_min: float | None = None
+    epsilon_max: float | None = None
+    bundle_id: str | None = None
+    min_format_version: int | None = None
+
+    def __post_init__(self) -> None:
+        mech = self.mechanism
+        if mech is not None:
+            mech = (mech,) if isinstance(mech, str) else mech
+            if not isinstance(mech, (tuple, list, frozenset, set)) or not mech \
+                    or any(m not in MECHANISMS for m in mech):
+                raise ParameterError(f"expected mechanism must be among {MECHANISMS}")
+            object.__setattr__(self, "mechanism", tuple(sorted(mech)))
+        for name in ("epsilon_min", "epsilon_max"):
+            v = getattr(self, name)
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                    raise ParameterError(f"{name} must be a positive finite number")
+                object.__setattr__(self, name, float(v))
+        if self.epsilon_min is not None and self.epsilon_max is not None and self.epsilon_min > self.epsilon_max:
+            raise ParameterError("epsilon_min is larger than epsilon_max")
+        if self.bundle_id is not None and (not isinstance(self.bundle_id, str)
+                                           or not _HEX64.fullmatch(self.bundle_id)):
+            raise ParameterError("bundle_id must be 64 lowercase hex digits (see `ldptext bundle verify`)")
+        v = self.min_format_version
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ParameterError("min_format_version must be an integer >= 1")
+
+    @classmethod
+    def coerce(cls, expect: "BundleExpectation | Mapping[str, Any] | None") -> "BundleExpectation | None":
+        """A :class:`BundleExpectation` from itself, a mapping of its field names (any other key is
+        refused with ``ParameterError``), or ``None``."""
+        if expect is None or isinstance(expect, cls):
+            return expect
+        if not isinstance(expect, Mapping):
+            raise ParameterError("expect= must be a BundleExpectation, a mapping or None")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(str(k) for k in expect if k not in known)
+        if unknown:
+            raise ParameterError(f"unknown expect= key(s) {unknown[:5]}; known: {sorted(known)}")
+        return cls(**dict(expect))
+
+    def check(self, bundle: Bundle) -> None:
+        """Refuse ``bundle`` (``BundleExpectationError``) unless it meets every given requirement.
+
+        Parameters
+        ----------
+        bundle : Bundle
+            A verified bundle.
+        """
+        m = bundle.manifest
+        if self.mechanism is not None and bundle.mechanism not in self.mechanism:
+            raise BundleExpectationError(f"bundle is for mechanism {bundle.mechanism!r}; the application "
+                                         f"requires {' or '.join(self.mechanism)}")
+        if self.min_format_version is not None and m["format_version"] < self.min_format_version:
+            raise BundleExpectationError(f"bundle has format version {m['format_version']}; the "
+                                         f"application requires >= {self.min_format_version}")
+        if self.bundle_id is not None and bundle.bundle_id != self.bundle_id:
+            raise BundleExpectationError(f"bundle id {bundle.bundle_id[:16]}... is not the pinned "
+                                         f"{self.bundle_id[:16]}...")
+        if self.epsilon_min is not None or self.epsilon_max is not None:
+            if bundle.mechanism == "dpbart":
+                raise BundleExpectationError("a dpbart bundle fixes no epsilon (it is chosen per call): "
+                                             "bound epsilon where rewrite is called, not with expect=")
+            params = m.get("params")
+            eps = params.get("epsilon") if isinstance(params, dict) else None
+            if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps):
+                raise BundleExpectationError("bundle states no numeric epsilon")
+            if self.epsilon_min is not None and eps < self.epsilon_min:
+                raise BundleExpectationError(f"bundle epsilon {eps:g} is below the required minimum "
+                                             f"{self.epsilon_min:g}")
+            if self.epsilon_max is not None and eps > self.epsilon_max:
+                raise BundleExpectationError(f"bundle epsilon {eps:g} exceeds the required maximum "
+                                             f"{self.epsilon_max:g}")
+
+
 def open_bundle(path: str | os.PathLike, *, mechanisms: Iterable[str],
-                trusted_keys: Iterable[Any] | None = None, allow_unsigned: bool = False) -> Bundle:
+                trusted_keys: Iterable[Any] | None = None, allow_unsigned: bool = False,
+                expect: "BundleExpectation | Mapping[str, Any] | None" = None) -> Bundle:
     """Open and verify a bundle for a runtime: the same checks for every mechanism.
 
     Parameters
@@ -61,15 +176,28 @@ def open_bundle(path: str | os.PathLike, *, mechanisms: Iterable[str],
         Public keys the signer must be among; ``None`` means the local trust store.
     allow_unsigned : bool
         Accept an unsigned development bundle (warns).
+    expect : BundleExpectation, mapping or None
+        The application's pins (:class:`BundleExpectation`); checked after verification.
 
     Returns
     -------
     Bundle
         Signature, key trust, every array hash, shapes and dtypes verified
-        (:func:`ldptext.bundle.read_bundle`); semantic checks are the runtime's own.
+        (:func:`ldptext.bundle.read_bundle`) and ``expect`` met; semantic checks are the runtime's own.
+
+    Raises
+    ------
+    BundleError
+        A subclass says which check failed; ``BundleExpectationError`` for an unmet ``expect``.
+    ParameterError
+        ``expect`` itself is malformed (unknown key, value outside its domain).
     """
-    return read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
-                       expect_mechanism=tuple(mechanisms))
+    expectation = BundleExpectation.coerce(expect)  # a malformed pin fails before the file is read
+    bundle = read_bundle(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned,
+                         expect_mechanism=tuple(mechanisms))
+    if expectation is not None:
+        expectation.check(bundle)
+    return bundle
 
 
 def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str, *, unit: str = "ldp") -> None:

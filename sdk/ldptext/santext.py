@@ -8,15 +8,25 @@ the bundle's input domain:
 * **SanText** — ε·d(x, x')-MLDP (Theorem 1): Pr[M(x)=y] ≤ exp(ε·d(x,x'))·Pr[M(x')=y] for every
   output y, with d the Euclidean distance of the bundle's metric embedding: the public embedding
   rounded to int8 codes with a per-row scale, exposed exactly as ``Sanitizer.embeddings``.
+  Its worst case over the domain, ε·D_max, is a true ε·D_max-LDP bound per token.
 * **SanText+** — (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (Theorem 2): for every protected output
   y ∈ V_P = V_S the bound above holds with an extra ε₀ when x and x' lie on different sides of the
-  split; a non-sensitive token (V_N, the most frequent words by a public list) is released **in the
-  clear with probability 1 − p**.
+  split; a non-sensitive token (V_N: by default closed-class function words and punctuation) is
+  released **in the clear with probability 1 − p**. Pr[M(x)=x] = 1 − p for x ∈ V_N but 0 for every
+  other input, so SanText+ has **no finite worst-case LDP level**; the report says so (``None``).
 
 Documents: tokens are sanitized independently, so two documents of the same length n are
-ε·Σᵢ d(xᵢ, x'ᵢ)-indistinguishable (+ε₀ per token pair across the split); the report states the worst
-case n·(ε·D_max + ε₀). The number of tokens is not hidden. Out-of-vocabulary words map to the
-bundle's ``<unk>`` / ``[UNK]`` input row and are sanitized from it; special tokens are never output.
+ε·Σᵢ d(xᵢ, x'ᵢ)-indistinguishable (+ε₀ per token pair across the split, for protected outputs). The
+number of tokens is not hidden. Out-of-vocabulary words map to the bundle's ``<unk>`` / ``[UNK]``
+input row, which is always sensitive, and are sanitized from it; special tokens are never output.
+
+Budgeting: the ledger is charged the per-token metric ε summed over tokens (n·ε per document) in
+the unit ``metric:<id>`` of this bundle's metric (:attr:`Sanitizer.ledger_unit`): a budget B buys
+B/ε tokens, each release of a token being ε·d-MLDP (docs/privacy-budgets.md).
+
+Numbers: every realised log-probability is within the bundle's stated tolerance τ ≤ 1e-9
+(:data:`STATED_MAX_TOLERANCE`) of the formula, so for realised probabilities the ratio bounds above
+hold with slack exp(2τ).
 
 Sampling is exact (tables: :mod:`ldptext.santext_tables`; sampler: ``native/santext_sampler.c`` and
 its numpy mirror): the realised probabilities equal the formula up to the float64 tolerance stated in
@@ -27,6 +37,7 @@ Thread safety: a ``Sanitizer`` may be shared by threads; draws are serialised on
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -48,6 +59,44 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
 
 MECHANISMS = ("santext", "santext+")
+#: The largest numeric tolerance a SanText bundle may state (the documentation's "≤ 1e-9"); builds
+#: above it are refused, and so are bundles that state more.
+STATED_MAX_TOLERANCE = 1e-9
+#: Why SanText+ has no finite worst-case LDP level (stated in every SanText+ report).
+NO_WORST_CASE = ("SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: "
+                 "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
+                 "holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, "
+                 "+eps0 across the split)")
+
+
+def metric_id(manifest: dict) -> str:
+    """Identifier of a SanText(+) bundle's metric, from its verified array hashes.
+
+    The metric is the Euclidean distance over the bundle's int8 metric embedding, row i being the
+    vocabulary's token i; the id hashes exactly that (``emb_q``, ``emb_scale`` and ``vocab.json``),
+    so two bundles over the same embedding and vocabulary (any ε, p or split) share it, and
+    different metrics differ.
+
+    Parameters
+    ----------
+    manifest : dict
+        A SanText(+) manifest (its ``arrays`` section).
+
+    Returns
+    -------
+    str
+        16 lowercase hex digits.
+
+    Raises
+    ------
+    BundleFormatError
+        The manifest lacks one of those array entries.
+    """
+    try:
+        parts = [str(manifest["arrays"][n]["sha256"]) for n in ("emb_q", "emb_scale", "blob/vocab.json")]
+    except (KeyError, TypeError):
+        raise BundleFormatError("SanText manifest lacks the metric embedding's hashes") from None
+    return hashlib.sha256(("ldptext santext metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
 
 
 class Sanitizer:
@@ -76,11 +125,16 @@ class Sanitizer:
     manifest : dict
         The verified manifest.
     epsilon, p, w, epsilon0 : float (p, w None for SanText)
-        The metric ε, SanText+'s sanitizing probability p and sensitive fraction w, ε₀ = ln(1/p).
+        The metric ε, SanText+'s sanitizing probability p and (frequency split only) sensitive
+        fraction w, ε₀ = ln(1/p).
     d_max : float
         Upper bound of the largest distance between two valid inputs.
     tolerance : float
-        Bound on the relative error of every realised probability against the formula.
+        τ, bound on |log P̂ − log P| of every realised probability against the formula (≤ 1e-9).
+    seeded : bool
+        True when created with a seed: reproducible and **not private**.
+    ledger_unit : str
+        ``"metric:<id>"`` (:func:`metric_id`): the unit ledger charges are made in.
     tables : SanTextTables
         The bundle's validated arrays.
     outputs : np.ndarray of int32, shape (O,)
@@ -92,9 +146,11 @@ class Sanitizer:
 
     Notes
     -----
-    Guarantee per token: SanText is ε·d(x, x')-MLDP, SanText+ is (V_S, V_P, ε, ε₀)-UMLDP with
-    ε₀ = ln(1/p); neighbouring relation: any two tokens x, x' of the input domain (documents of equal
-    length: ε·Σᵢ d(xᵢ, x'ᵢ), tokens independent, length not hidden). Yue et al. 2021, *Differential
+    Guarantee per token: SanText is ε·d(x, x')-MLDP (worst case ε·D_max-LDP), SanText+ is
+    (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) and releases V_N words in the clear with probability
+    1 − p (no finite worst-case LDP level); neighbouring relation: any two tokens x, x' of the input
+    domain (documents of equal length: ε·Σᵢ d(xᵢ, x'ᵢ), tokens independent, length not hidden). For
+    realised probabilities the ratio bounds hold with slack exp(2·tolerance). Yue et al. 2021, *Differential
     Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
     Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
     Theorems 1–2.
@@ -120,6 +176,7 @@ class Sanitizer:
         except (KeyError, TypeError, ValueError):
             raise BundleFormatError("SanText manifest lacks or malforms a required field") from None
         self._check_parameters()
+        self.ledger_unit: str = "metric:" + metric_id(self.manifest)
         self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
         self._check_tables_match_parameters()
         self.outputs: np.ndarray = self.tables.outputs
@@ -128,6 +185,7 @@ class Sanitizer:
         self.n_rows: int = self.tables.n_rows
         self._embeddings: np.ndarray | None = None
         self._rng = Generator(seed=seed, backend=backend)
+        self.seeded: bool = bool(self._rng.seeded)
         self._table = self._rng.make_santext_table(
             self.tables, epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
         self._vocab: list[str] | None = None
@@ -136,7 +194,7 @@ class Sanitizer:
     @classmethod
     def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
-             ledger: "Ledger | None" = None) -> "Sanitizer":
+             ledger: "Ledger | None" = None, expect: Any = None) -> "Sanitizer":
         """Verify (signature, key, hashes, schema) and memory-map a SanText(+) bundle.
 
         Parameters
@@ -152,10 +210,15 @@ class Sanitizer:
         backend : str
             ``"auto"``, ``"native"`` or ``"fallback"``.
         ledger : Ledger or None
-            Charged before any output is returned: each ``sanitize_batch`` call is one release of
-            the sum of its documents' worst-case ε (``report.document_epsilon``), each
-            ``sample_ids`` call one of n_ids · :attr:`per_token_epsilon`; a refused charge raises
-            ``BudgetExceededError`` and nothing is returned.
+            Charged before any output is returned, in unit :attr:`ledger_unit` (``"metric:<id>"``;
+            a ledger in another unit refuses): each ``sanitize_batch`` call is one release of the
+            per-token metric ε summed over its tokens (n·ε per document, ``report.document_epsilon``),
+            each ``sample_ids`` call n_ids · ε; a refused charge raises ``BudgetExceededError`` and
+            nothing is returned.
+        expect : BundleExpectation, mapping or None
+            The application's pins (mechanism, ε range, bundle id, minimum format version), see
+            :class:`ldptext.runtime.BundleExpectation`; a verified bundle that does not match raises
+            ``BundleExpectationError``.
 
         Returns
         -------
@@ -171,13 +234,14 @@ class Sanitizer:
         Notes
         -----
         Guarantee of every release: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP
-        with ε₀ = ln(1/p) (SanText+), neighbouring relation any two tokens x, x' of the input domain;
+        with ε₀ = ln(1/p), V_N words in the clear w.p. 1 − p (SanText+), neighbouring relation any
+        two tokens x, x' of the input domain;
         Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*
         (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy
         in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
         bundle = _runtime.open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
-                                      allow_unsigned=allow_unsigned)
+                                      allow_unsigned=allow_unsigned, expect=expect)
         return cls(bundle, seed=seed, backend=backend, ledger=ledger)
 
     def _check_parameters(self) -> None:
@@ -186,6 +250,8 @@ class Sanitizer:
             raise BundleIntegrityError("bundle epsilon is not a positive number")
         if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
             raise BundleIntegrityError("bundle p is not in (0, 1]")
+        if not (math.isfinite(self.tolerance) and 0 <= self.tolerance <= STATED_MAX_TOLERANCE):
+            raise BundleIntegrityError(f"bundle states a numeric tolerance above {STATED_MAX_TOLERANCE:g}")
 
     def _check_tables_match_parameters(self) -> None:
         """What the tables must agree on with the manifest and the mechanism."""
@@ -195,18 +261,36 @@ class Sanitizer:
                                        f"{(t.n_rows, self.head_size)}")
         if self.mechanism == "santext" and t.keep_row.any():
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
+        if (t.keep_row.astype(bool) & (t.sensitive | ~t.valid_input)).any():
+            raise BundleIntegrityError("a sensitive or invalid row is marked as kept in the clear")
 
     @property
     def per_token_epsilon(self) -> float:
-        """Worst-case LDP level of one token over any two inputs: ε·D_max + ε₀ (ε₀ = 0 for SanText).
+        """The per-token metric ε: what one released token is charged, in unit :attr:`ledger_unit`.
+
+        Each token's release is ε·d(x, x')-MLDP, so charges add up per metric (the ledger's sum
+        bounds the metric ε about any one token over all releases); a budget B buys B/ε tokens.
+        This is **not** an LDP level over arbitrary inputs: see :attr:`worst_case_token_epsilon`.
 
         Returns
         -------
         float
-            The per-token ε charged to a ledger and stated in every :class:`PrivacyReport`; a
-            document of n tokens costs n times this (sequential composition).
+            ε (the bundle's metric ε).
         """
-        return self.epsilon * self.d_max + self.epsilon0
+        return self.epsilon
+
+    @property
+    def worst_case_token_epsilon(self) -> float | None:
+        """The worst-case LDP level of one token over any two inputs, where one exists.
+
+        Returns
+        -------
+        float or None
+            SanText: ε·D_max (a true LDP bound, ε·d ≤ ε·D_max). SanText+: ``None`` — V_N words are
+            released in the clear with probability 1 − p, so no finite level holds
+            (:data:`NO_WORST_CASE`).
+        """
+        return None if self.mechanism == "santext+" else self.epsilon * self.d_max
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -284,7 +368,7 @@ class Sanitizer:
         Returns
         -------
         np.ndarray of int32, same shape as ``ids``
-            Sanitized ids. The ledger (if any) is charged n_ids · :attr:`per_token_epsilon` first.
+            Sanitized ids. The ledger (if any) is charged n_ids · ε first (unit :attr:`ledger_unit`).
 
         Raises
         ------
@@ -302,7 +386,8 @@ class Sanitizer:
         §2.4, Theorems 1–2.
         """
         out = self._sample(ids)
-        _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0, f"santext ids x{out.size}")
+        _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0, f"santext ids x{out.size}",
+                        unit=self.ledger_unit)
         return out
 
     def _sample(self, ids: Any) -> np.ndarray:
@@ -329,25 +414,34 @@ class Sanitizer:
         Returns
         -------
         PrivacyReport
-            ε, p, ε₀, D_max, the per-token worst case :attr:`per_token_epsilon`, the document's
-            n_tokens × that, and the numeric tolerance.
+            ε, p, ε₀, D_max, the per-token metric ε and the document's n·ε (the ledger charge, in
+            :attr:`ledger_unit`), the worst-case LDP level where one exists (SanText: ε·D_max per
+            token, n·ε·D_max per document; SanText+: ``None`` with the reason), the numeric
+            tolerance τ with the ratio bound's slack exp(2τ), and whether the output is seeded.
 
         Notes
         -----
-        Guarantee: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP (SanText+), for
-        any two tokens x, x' of the input domain; a document of n tokens against any other of n
-        tokens: ε·Σᵢ d(xᵢ, x'ᵢ) (+ε₀ per pair across the split), at worst n·(ε·D_max + ε₀). Yue et
-        al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings
-        of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
-        (PhD thesis, Ohio State), §2.4, Theorems 1–2.
+        Guarantee: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP (SanText+, V_N
+        words in the clear w.p. 1 − p), for any two tokens x, x' of the input domain; a document of
+        n tokens against any other of n tokens: ε·Σᵢ d(xᵢ, x'ᵢ) (+ε₀ per pair across the split, for
+        protected outputs). Yue et al. 2021, *Differential Privacy for Text Analytics via Natural
+        Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting
+        Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
-        per_token = self.per_token_epsilon
+        n = int(n_tokens)
+        worst = self.worst_case_token_epsilon
         return PrivacyReport(
             mechanism=self.mechanism, notion="UMLDP" if self.mechanism == "santext+" else "MLDP",
             epsilon=self.epsilon, p=self.p, epsilon0=self.epsilon0, d_max=self.d_max,
-            per_token_epsilon=per_token, n_tokens=int(n_tokens),
-            document_epsilon=per_token * int(n_tokens), numeric_tolerance=self.tolerance,
-            kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None)
+            n_tokens=n, per_token_epsilon=self.per_token_epsilon,
+            document_epsilon=self.per_token_epsilon * n, ledger_unit=self.ledger_unit,
+            worst_case_token_epsilon=worst,
+            worst_case_document_epsilon=None if worst is None else worst * n,
+            worst_case_note=NO_WORST_CASE if worst is None else
+            "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token",
+            numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
+            kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None,
+            seeded=self.seeded)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.
@@ -420,7 +514,7 @@ class Sanitizer:
         results = [Sanitized(text=t, report=self.privacy_report(n))
                    for t, n in zip(decoded, lengths)]
         _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
-                        f"santext batch of {len(results)} documents")
+                        f"santext batch of {len(results)} documents", unit=self.ledger_unit)
         return results
 
     # -- exact realised distribution ---------------------------------------------------------

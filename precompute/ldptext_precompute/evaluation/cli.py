@@ -36,7 +36,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "evaluate", help="privacy–utility evaluation over a sweep of epsilon",
         description="Sanitize a labelled data set with SanText / SanText+ and the baselines at "
-                    "each epsilon; write results.json, report.md and PNG plots to --out.")
+                    "each epsilon; write results.json, report.md and PNG plots to --out. Finished "
+                    "stages are kept in OUT/checkpoints; re-running the same command resumes.")
     p.add_argument("--data", default="rotten-tomatoes",
                    help="FILE.csv | FILE.jsonl | rotten-tomatoes (built in; default)")
     p.add_argument("--text-col", default="text")
@@ -66,6 +67,9 @@ def register(sub) -> None:
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--cache-dir", default=None,
                    help="where evaluation bundles are cached (~/.cache/ldptext/evaluate)")
+    p.add_argument("--fresh", action="store_true",
+                   help="recompute every stage instead of resuming from the checkpoints in "
+                        "OUT/checkpoints (which hold sanitized samples of your data)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", required=True, help="output directory")
@@ -101,7 +105,7 @@ def run(args) -> int:
         baselines=args.baselines, seeds=args.seeds, seed_base=args.seed_base,
         reproducible=not args.private_rng, threshold=args.threshold, columns=args.columns,
         max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
-        progress=not args.quiet, plots=not args.no_plots, command=command_line())
+        resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, command=command_line())
     results = evaluate(cfg)
     print(f"wrote {args.out}/results.json, report.md and "
           f"{len(results.get('plots', []))} plots in {results['timings']['total_s']:.0f} s")

@@ -19,8 +19,10 @@ from __future__ import annotations
 import bz2
 import csv
 import hashlib
+import io
 import json
 import sysconfig
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -28,7 +30,7 @@ from typing import Sequence
 from ldptext.errors import InputError
 
 __all__ = ["Dataset", "load_dataset", "load_table", "rotten_tomatoes_path", "load_rotten_tomatoes",
-           "split_indices", "BUILTIN_DATASETS"]
+           "split_indices", "dataset_warnings", "BUILTIN_DATASETS", "MIN_TRAIN_PER_CLASS"]
 
 BUILTIN_DATASETS = ("rotten-tomatoes",)
 
@@ -65,6 +67,20 @@ class Dataset:
         list of str
         """
         return sorted(set(self.train_labels) | set(self.test_labels))
+
+    def fingerprint(self) -> str:
+        """SHA-256 of both splits (texts and labels, in order): what checkpoints are keyed by.
+
+        Returns
+        -------
+        str
+            64 hex digits.
+        """
+        h = hashlib.sha256()
+        for part in (self.train_texts, self.train_labels, self.test_texts, self.test_labels):
+            h.update(json.dumps(part, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+        return h.hexdigest()
 
     def majority_rate(self) -> float:
         """Accuracy of always predicting the most frequent training label on the test set.
@@ -120,6 +136,36 @@ def split_indices(labels: Sequence[str], test_fraction: float = 0.2,
     return [i for i in range(len(labels)) if i not in test_set], sorted(test)
 
 
+def _read_text(path: Path, opener) -> str:
+    """The whole file decoded as UTF-8 (a leading byte-order mark is dropped).
+
+    Raises
+    ------
+    InputError
+        When the file cannot be read or is not UTF-8 (the message names the line, not the bytes).
+    """
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise InputError(f"{path.name}: cannot be read ({type(e).__name__})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path.name}: line {line} is not valid UTF-8; save the file as UTF-8") from None
+
+
+def _label(value, where: str) -> str:
+    """A label as a string: strings (stripped) and numbers; anything else, or nothing, is an error."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+        raise InputError(f"{where}: the label is missing or not a string or number")
+    text = value.strip() if isinstance(value, str) else str(value)
+    if not text:
+        raise InputError(f"{where}: the label is empty")
+    return text
+
+
 def load_table(path: str | Path, text_col: str = "text",
                label_col: str = "label") -> tuple[list[str], list[str]]:
     """Texts and labels from a CSV (header row) or JSONL file.
@@ -128,20 +174,22 @@ def load_table(path: str | Path, text_col: str = "text",
     ----------
     path : str or Path
         ``.csv``, ``.jsonl`` or ``.json`` (one object per line), optionally ``.bz2`` / ``.gz``
-        compressed.
+        compressed; UTF-8 (with or without a byte-order mark).
     text_col, label_col : str
         Column (CSV) or key (JSONL) of the text and of the label.
 
     Returns
     -------
     texts, labels : list of str
-        Aligned, in file order; labels converted to strings.
+        Aligned, in file order; labels converted to strings (numbers as written by ``str``, strings
+        stripped of surrounding blanks).
 
     Raises
     ------
     InputError
-        On a missing file, column or key, invalid JSON, a non-string text, an unsupported format or no
-        rows. Messages name the file, column and line, never the text.
+        On a missing or empty file, a file that is not UTF-8, a missing column or key (the message lists
+        the columns there are), invalid JSON, a non-string text, a missing or empty label, an unsupported
+        format or no rows. Messages name the file, column and line, never the text.
     """
     path = Path(path)
     suffixes = [s.lower() for s in path.suffixes]
@@ -154,36 +202,47 @@ def load_table(path: str | Path, text_col: str = "text",
         kind = suffixes[-1] if suffixes else ""
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
+    if kind not in (".csv", ".jsonl", ".json"):
+        raise InputError(f"{path.name}: unsupported data format (use .csv or .jsonl)")
+    content = _read_text(path, opener)
+    if not content.strip():
+        raise InputError(f"{path.name}: the file is empty")
     texts: list[str] = []
     labels: list[str] = []
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        if kind == ".csv":
-            reader = csv.DictReader(f)
-            for col in (text_col, label_col):
-                if reader.fieldnames is None or col not in reader.fieldnames:
-                    raise InputError(f"{path.name}: no column named {col!r}")
+    if kind == ".csv":
+        reader = csv.DictReader(io.StringIO(content, newline=""))
+        fields = [f for f in (reader.fieldnames or []) if f is not None]
+        for col, option in ((text_col, "--text-col"), (label_col, "--label-col")):
+            if col not in fields:
+                raise InputError(f"{path.name}: no column named {col!r} (columns: "
+                                 f"{', '.join(repr(f) for f in fields)}); choose one with {option}")
+        try:
             for row in reader:
+                if not any((v or "").strip() for k, v in row.items() if k is not None):
+                    continue                                    # blank line
                 texts.append(row[text_col] or "")
-                labels.append(str(row[label_col]))
-        elif kind in (".jsonl", ".json"):
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    raise InputError(f"{path.name}: line {lineno} is not valid JSON") from None
-                if not isinstance(obj, dict) or text_col not in obj or label_col not in obj:
-                    raise InputError(f"{path.name}: line {lineno} lacks {text_col!r} or "
-                                     f"{label_col!r}")
-                if not isinstance(obj[text_col], str):
-                    raise InputError(f"{path.name}: line {lineno}: {text_col!r} is not a string")
-                texts.append(obj[text_col])
-                labels.append(str(obj[label_col]))
-        else:
-            raise InputError(f"{path.name}: unsupported data format (use .csv or .jsonl)")
+                labels.append(_label(row[label_col], f"{path.name}: line {reader.line_num}"))
+        except csv.Error as e:
+            raise InputError(f"{path.name}: line {reader.line_num}: malformed CSV "
+                             f"({str(e).split(':')[0]})") from None
+    else:
+        for lineno, line in enumerate(content.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                raise InputError(f"{path.name}: line {lineno} is not valid JSON") from None
+            if not isinstance(obj, dict) or text_col not in obj or label_col not in obj:
+                keys = ", ".join(repr(k) for k in obj) if isinstance(obj, dict) else "not an object"
+                raise InputError(f"{path.name}: line {lineno} lacks {text_col!r} or {label_col!r} "
+                                 f"(keys: {keys}); choose them with --text-col / --label-col")
+            if not isinstance(obj[text_col], str):
+                raise InputError(f"{path.name}: line {lineno}: {text_col!r} is not a string")
+            texts.append(obj[text_col])
+            labels.append(_label(obj[label_col], f"{path.name}: line {lineno}"))
     if not texts:
-        raise InputError(f"{path.name}: no rows")
+        raise InputError(f"{path.name}: no rows (only a header or blank lines)")
     return texts, labels
 
 
@@ -284,8 +343,8 @@ def load_dataset(data: str | Path, *, text_col: str = "text", label_col: str = "
     Raises
     ------
     InputError
-        When a file cannot be read (see :func:`load_table`) or the training set has fewer than two
-        distinct labels.
+        When a file cannot be read (see :func:`load_table`), the training or the test set is empty, or
+        the training set has fewer than two distinct labels.
     """
     if str(data) == "rotten-tomatoes":
         ds = load_rotten_tomatoes(test_fraction=test_fraction, split_seed=split_seed)
@@ -308,7 +367,54 @@ def load_dataset(data: str | Path, *, text_col: str = "text", label_col: str = "
             setattr(ds, f"{which}_texts", [texts[i] for i in keep])
             setattr(ds, f"{which}_labels", [labels[i] for i in keep])
             ds.info[f"max_{which}"] = limit
-    if len(set(ds.train_labels)) < 2:
-        raise InputError("the training set needs at least two distinct labels")
+    _check_splits(ds)
     ds.info.update(n_train=len(ds.train_texts), n_test=len(ds.test_texts), labels=ds.labels)
     return ds
+
+
+#: A class with fewer training documents than this is warned about (:func:`dataset_warnings`).
+MIN_TRAIN_PER_CLASS = 5
+
+
+def _check_splits(ds: Dataset) -> None:
+    """Reject a data set no classifier can be trained and scored on (before anything is sampled)."""
+    if not ds.train_texts:
+        raise InputError(f"{ds.name}: the training set is empty")
+    if not ds.test_texts:
+        raise InputError(f"{ds.name}: the test set is empty (too few rows for a test_fraction split; "
+                         f"give more rows or a separate test file)")
+    counts = Counter(ds.train_labels)
+    if len(counts) < 2:
+        (label, n), = counts.items()
+        raise InputError(f"{ds.name}: the training set has a single label ({label!r}, {n} documents); "
+                         f"a classifier needs at least two (check --label-col)")
+
+
+def dataset_warnings(ds: Dataset, min_per_class: int = MIN_TRAIN_PER_CLASS) -> list[str]:
+    """Warnings about a loaded data set: classes with too few training documents, test labels never
+    seen in training. Labels and counts only, never text.
+
+    Parameters
+    ----------
+    ds : Dataset
+        The loaded data set.
+    min_per_class : int, default :data:`MIN_TRAIN_PER_CLASS`
+        Fewest training documents per class without a warning.
+
+    Returns
+    -------
+    list of str
+        One sentence per problem (empty when there is none).
+    """
+    counts = Counter(ds.train_labels)
+    out = []
+    small = sorted((lab, n) for lab, n in counts.items() if n < min_per_class)
+    if small:
+        listed = ", ".join(f"{lab!r} ({n})" for lab, n in small)
+        out.append(f"fewer than {min_per_class} training documents in class(es) {listed}: their scores "
+                   f"and the cross-validation of the classifier are unreliable")
+    unseen = sorted(set(ds.test_labels) - set(counts))
+    if unseen:
+        out.append(f"test label(s) {', '.join(repr(lab) for lab in unseen)} never occur in the training "
+                   f"set: the classifier cannot predict them")
+    return out

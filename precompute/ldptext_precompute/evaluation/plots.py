@@ -1,16 +1,19 @@
 """PNG plots of an evaluation (matplotlib, Agg backend: no display needed).
 
 * ``utility_vs_epsilon.png`` — accuracy on sanitized and on original test text vs ε, per mechanism,
-  error bars = std over seeds; the ε-free baselines as horizontal lines;
+  error bars = std over seeds; the ε-free baselines and the majority-class rate as horizontal lines;
 * ``privacy_vs_epsilon.png`` — exact Bayes-attack success, median N_x, median S_x, median S_y* vs ε;
 * ``frontier.png`` — the privacy–utility frontier: accuracy against exact attack success (left) and
   against BLEU (right, which also places CMP).
+
+Each file is written atomically.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .report import LABELS
+from ldptext.fileio import atomic_path
+from .report import LABELS, MAJORITY_LABEL, shareable_mode
 
 __all__ = ["write_plots", "COLORS"]
 
@@ -28,6 +31,12 @@ def _series(entries, mech):
 def _flat(entries, mech):
     """The entry of an ε-free baseline, or None."""
     return next((e for e in entries if e["mechanism"] == mech and e["epsilon"] is None), None)
+
+
+def _save(fig, path: Path) -> None:
+    """Save a figure as PNG atomically."""
+    with atomic_path(path, mode=shareable_mode()) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
 
 
 def write_plots(results: dict, out: Path) -> list[str]:
@@ -68,13 +77,16 @@ def write_plots(results: dict, out: Path) -> list[str]:
             if e and "utility" in e:
                 ax.axhline(e["utility"][test]["accuracy"]["mean"], ls="--", color=COLORS[m],
                            label=LABELS[m])
+        majority = results.get("dataset", {}).get("majority_rate_test")
+        if majority is not None:
+            ax.axhline(majority, ls=":", color="tab:red", label=MAJORITY_LABEL)
         ax.set_xlabel("ε")
         ax.set_title(f"Accuracy, trained on sanitized text,\n{title}", fontsize=10)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "utility_vs_epsilon.png", dpi=120)
+    _save(fig, out / "utility_vs_epsilon.png")
     plt.close(fig)
     written.append("utility_vs_epsilon.png")
 
@@ -108,7 +120,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "privacy_vs_epsilon.png", dpi=120)
+    _save(fig, out / "privacy_vs_epsilon.png")
     plt.close(fig)
     written.append("privacy_vs_epsilon.png")
 
@@ -146,7 +158,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
     for ax in axes:
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(out / "frontier.png", dpi=120)
+    _save(fig, out / "frontier.png")
     plt.close(fig)
     written.append("frontier.png")
     return written

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import metrics as M
 from ..bleu import BLEU_DESCRIPTION
-from .utility import CLASSIFIER_DESCRIPTION
+from .utility import CLASSIFIER_DESCRIPTION, ClassifierSettings
 
 __all__ = [
     "FORMAT",
@@ -138,12 +138,48 @@ class SeedRun:
     empirical_attack_success : float or None
         Fraction of released tokens the exact Bayes decoder inverts correctly; None where the mechanism
         has no closed-form distribution (CMP).
+    hyperparameters : dict or None
+        The classifier's hyper-parameters chosen by cross-validation on this run's training text
+        (:class:`.utility.ClassifierRun`).
     """
 
     classifier: dict[str, dict[str, float]]
     bleu: float
     unchanged_token_rate: float
     empirical_attack_success: float | None = None
+    hyperparameters: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The run as a JSON-ready dictionary (a utility checkpoint).
+
+        Returns
+        -------
+        dict
+            The attributes by name.
+        """
+        return {"classifier": self.classifier, "bleu": self.bleu,
+                "unchanged_token_rate": self.unchanged_token_rate,
+                "empirical_attack_success": self.empirical_attack_success,
+                "hyperparameters": self.hyperparameters}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SeedRun:
+        """The inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        d : dict
+            A dictionary written by :meth:`to_dict` (a null ``unchanged_token_rate`` reads as NaN).
+
+        Returns
+        -------
+        SeedRun
+        """
+        rate = d["unchanged_token_rate"]
+        return cls(classifier=d["classifier"], bleu=d["bleu"],
+                   unchanged_token_rate=float("nan") if rate is None else rate,
+                   empirical_attack_success=d.get("empirical_attack_success"),
+                   hyperparameters=d.get("hyperparameters"))
 
 
 @dataclass
@@ -163,6 +199,9 @@ class UtilitySummary:
         See :class:`SeedRun`; None (and absent from the file) for CMP.
     seconds : float
         Wall time of the configuration's runs.
+    hyperparameters : list of dict
+        The classifier's hyper-parameters of each run, in seed order (``classifier_hyperparameters`` in
+        the file).
     """
 
     seeds: int
@@ -172,6 +211,7 @@ class UtilitySummary:
     unchanged_token_rate: MeanStd
     empirical_attack_success: MeanStd | None
     seconds: float
+    hyperparameters: list[dict] = field(default_factory=list)
 
     @classmethod
     def of(cls, runs: Sequence[SeedRun], seconds: float) -> UtilitySummary:
@@ -197,7 +237,7 @@ class UtilitySummary:
                    original_test=scores("original_test"), bleu=MeanStd.of([r.bleu for r in runs]),
                    unchanged_token_rate=MeanStd.of([r.unchanged_token_rate for r in runs]),
                    empirical_attack_success=None if attack is None else MeanStd.of(attack),
-                   seconds=seconds)
+                   seconds=seconds, hyperparameters=[r.hyperparameters for r in runs if r.hyperparameters])
 
     def to_dict(self) -> dict:
         """The entry's ``utility`` object of ``results.json``.
@@ -206,7 +246,7 @@ class UtilitySummary:
         -------
         dict
             ``seeds``, ``sanitized_test``, ``original_test``, ``bleu``, ``unchanged_token_rate``,
-            ``empirical_attack_success`` (when present) and ``seconds``.
+            ``empirical_attack_success`` (when present), ``classifier_hyperparameters`` and ``seconds``.
         """
         out: dict = {"seeds": self.seeds,
                      "sanitized_test": {m: s.to_dict() for m, s in self.sanitized_test.items()},
@@ -215,6 +255,7 @@ class UtilitySummary:
                      "unchanged_token_rate": self.unchanged_token_rate.to_dict()}
         if self.empirical_attack_success is not None:
             out["empirical_attack_success"] = self.empirical_attack_success.to_dict()
+        out["classifier_hyperparameters"] = self.hyperparameters
         out["seconds"] = self.seconds
         return out
 
@@ -411,7 +452,10 @@ class BundleInfo:
     outputs : int
         Size of the output domain.
     per_token_epsilon : float
-        Worst-case LDP level of one token, ``Sanitizer.per_token_epsilon`` (ε·D_max + ε₀).
+        The per-token metric ε charged to the ledger, ``Sanitizer.per_token_epsilon`` (not an LDP level).
+    worst_case_token_epsilon : float or None
+        ``Sanitizer.worst_case_token_epsilon``: ε·D_max for SanText, None for SanText+ (no finite
+        worst case across the sensitive/non-sensitive split).
     epsilon0 : float
         ε₀ of SanText+ (0 for SanText).
     """
@@ -422,6 +466,7 @@ class BundleInfo:
     vocab_size: int
     outputs: int
     per_token_epsilon: float
+    worst_case_token_epsilon: float | None
     epsilon0: float
 
     @classmethod
@@ -443,7 +488,7 @@ class BundleInfo:
         """
         return cls(path=str(path), d_max=san.d_max, numeric_tolerance=san.tolerance, vocab_size=vocab_size,
                    outputs=int(san.outputs.size), per_token_epsilon=san.per_token_epsilon,
-                   epsilon0=san.epsilon0)
+                   worst_case_token_epsilon=san.worst_case_token_epsilon, epsilon0=san.epsilon0)
 
     def to_dict(self) -> dict:
         """The entry's ``bundle`` object of ``results.json``.
@@ -455,7 +500,8 @@ class BundleInfo:
         """
         return {"path": self.path, "d_max": self.d_max, "numeric_tolerance": self.numeric_tolerance,
                 "vocab_size": self.vocab_size, "outputs": self.outputs,
-                "per_token_epsilon": self.per_token_epsilon, "epsilon0": self.epsilon0}
+                "per_token_epsilon": self.per_token_epsilon,
+                "worst_case_token_epsilon": self.worst_case_token_epsilon, "epsilon0": self.epsilon0}
 
 
 @dataclass
@@ -551,7 +597,8 @@ class Results:
     versions : dict of str to str or None
         Python and package versions.
     dataset : dict
-        The data set's provenance (``Dataset.info``), ``name`` and ``majority_rate_test``.
+        The data set's provenance (``Dataset.info``), ``name``, ``majority_rate_test`` and
+        ``train_class_counts``.
     randomness : str
         :func:`randomness_description`.
     privacy_metric_definitions : dict of str to str
@@ -562,6 +609,10 @@ class Results:
         Seconds per step of the sweep and ``total_s``.
     classifier, bleu : str
         How utility was measured.
+    classifier_settings : dict
+        :meth:`.utility.ClassifierSettings.to_dict` (grid, folds, metric, solver).
+    warnings : list of str
+        Problems found with the data or the results (also printed on stderr and in ``report.md``).
     paper_reference_sst2 : dict
         :data:`PAPER_SST2` (mechanism -> ε -> accuracy).
     plots : list of str or None
@@ -578,6 +629,8 @@ class Results:
     entries: list[Entry]
     timings: dict[str, float]
     classifier: str = CLASSIFIER_DESCRIPTION
+    classifier_settings: dict = field(default_factory=lambda: ClassifierSettings().to_dict())
+    warnings: list[str] = field(default_factory=list)
     bleu: str = BLEU_DESCRIPTION
     paper_reference_sst2: dict = field(default_factory=lambda: PAPER_SST2)
     plots: list[str] | None = None
@@ -593,7 +646,8 @@ class Results:
             The sections in file order; ε keys of ``paper_reference_sst2`` as strings.
         """
         out = {"format": self.format, "format_version": self.format_version, "config": self.config,
-               "versions": self.versions, "dataset": self.dataset, "classifier": self.classifier,
+               "versions": self.versions, "dataset": self.dataset, "warnings": self.warnings,
+               "classifier": self.classifier, "classifier_settings": self.classifier_settings,
                "bleu": self.bleu, "randomness": self.randomness,
                "privacy_metric_definitions": self.privacy_metric_definitions,
                "paper_reference_sst2": {k: {str(e): v for e, v in d.items()}

@@ -6,24 +6,30 @@ has one row per configuration. The report is a sequence of sections, one functio
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["write_report", "ROW_ORDER", "LABELS"]
+from ldptext.fileio import write_bytes_atomic
+
+__all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL"]
 
 #: Row order of every table (as in Yue 2023, Table 2.1).
 ROW_ORDER = ("random", "cmp", "santext", "santext+", "none")
 #: Display name of each mechanism, in the report and the plots.
 LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
           "santext+": "SanText+"}
+#: Row of the accuracy tables: always predicting the most frequent training label.
+MAJORITY_LABEL = "Majority class"
 _PAPER = ("Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* "
           "(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in "
           "NLP* (PhD thesis, Ohio State)")
 
 
 def write_report(results: dict, path: Path) -> None:
-    """Write ``report.md``: setup, utility and leakage tables, exact privacy metrics, the paper's
-    reference numbers and the plots.
+    """Write ``report.md`` (atomically): setup, warnings, utility and leakage tables (the majority-class
+    rate next to the accuracies), the classifier's chosen hyper-parameters, exact privacy metrics, the
+    paper's reference numbers and the plots.
 
     Parameters
     ----------
@@ -32,9 +38,25 @@ def write_report(results: dict, path: Path) -> None:
     path : Path
         The file written (overwritten).
     """
-    lines = (_setup(results) + _utility_tables(results) + _privacy_table(results)
-             + _formula_check(results) + _paper_reference(results) + _plots(results))
-    path.write_text("\n".join(lines))
+    lines = (_setup(results) + _warnings(results) + _utility_tables(results) + _hyperparameters(results)
+             + _privacy_table(results) + _formula_check(results) + _paper_reference(results)
+             + _plots(results))
+    write_bytes_atomic(path, "\n".join(lines).encode("utf-8"), mode=shareable_mode())
+
+
+def shareable_mode() -> int:
+    """Permission bits of an ordinary new file under the process umask (``0o666 & ~umask``).
+
+    ``results.json``, ``report.md`` and the plots hold no text and get these; the checkpoints keep the
+    private ``0o600`` of :func:`ldptext.fileio.atomic_path`.
+
+    Returns
+    -------
+    int
+    """
+    umask = os.umask(0o077)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 # -- sections -----------------------------------------------------------------------------------
@@ -51,24 +73,41 @@ def _setup(results: dict) -> list[str]:
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
         f"p = {cfg['p']:g}, w = {cfg['w']:g}.",
-        f"- Classifier: {results['classifier']}.",
+        f"- Classifier: {results['classifier']}{_class_counts(ds)}.",
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
         f"- Wall time: {results['timings']['total_s']:.0f} s.", ""]
 
 
+def _class_counts(ds: dict) -> str:
+    """`` (training documents per class: a 10, b 4)``, or nothing when the counts are not recorded."""
+    counts = ds.get("train_class_counts")
+    if not counts:
+        return ""
+    return " (training documents per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")"
+
+
+def _warnings(results: dict) -> list[str]:
+    """The sweep's warnings, if any, as a list under a heading."""
+    notes = results.get("warnings") or []
+    if not notes:
+        return []
+    return ["## Warnings", ""] + [f"- **Warning:** {n}" for n in notes] + [""]
+
+
 def _utility_tables(results: dict) -> list[str]:
-    """Mechanism × ε tables: accuracy and macro-F1 on sanitized and original test text, BLEU, the exact
-    attack success and the empirical unchanged-token rate.
+    """Mechanism × ε tables: accuracy (with a majority-class row) and macro-F1 on sanitized and original
+    test text, BLEU, the exact attack success and the empirical unchanged-token rate.
     """
     def score(test: str, metric: str = "accuracy") -> Callable[[dict], str]:
         return lambda e: _fmt(e["utility"][test][metric])
 
+    majority = results["dataset"].get("majority_rate_test")
     return (_table(results, "Accuracy — trained on sanitized text, tested on sanitized text "
-                            "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"))
+                            "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"), majority)
             + _table(results, "Accuracy — trained on sanitized text, tested on original text",
-                     score("original_test"))
+                     score("original_test"), majority)
             + _table(results, "Macro-F1 — sanitized test text", score("sanitized_test", "macro_f1"))
             + _table(results, "Macro-F1 — original test text", score("original_test", "macro_f1"))
             + _table(results, "BLEU of the sanitized text against its input (high = much of the "
@@ -78,6 +117,18 @@ def _utility_tables(results: dict) -> list[str]:
                      lambda e: f"{e['privacy']['attack']['exact_success_rate_dataset']:.4f}")
             + _table(results, "Unchanged-token rate (empirical N_x over the data set's tokens)",
                      lambda e: _fmt(e["utility"]["unchanged_token_rate"])))
+
+
+def _hyperparameters(results: dict) -> list[str]:
+    """Mechanism × ε table of the classifier's hyper-parameters chosen on each run's training text."""
+    def cell(e: dict) -> str:
+        chosen = e["utility"].get("classifier_hyperparameters") or []
+        return "; ".join(f"C={h['C']:g}, {h['class_weight'] or 'unweighted'}" for h in chosen) or "–"
+
+    settings = results.get("classifier_settings") or {}
+    grid = ", ".join(f"{c:g}" for c in settings.get("c_grid", []))
+    return _table(results, f"Classifier hyper-parameters chosen by cross-validation on each run's (sanitized) "
+                           f"training set — C in {{{grid}}}, class weight; one per seed", cell)
 
 
 def _privacy_table(results: dict) -> list[str]:
@@ -142,8 +193,11 @@ def _plots(results: dict) -> list[str]:
 
 # -- table cells --------------------------------------------------------------------------------
 
-def _table(results: dict, title: str, getter: Callable[[dict], str]) -> list[str]:
-    """A mechanism × ε table of ``getter(entry)``; rows without any entry are left out."""
+def _table(results: dict, title: str, getter: Callable[[dict], str],
+           majority: float | None = None) -> list[str]:
+    """A mechanism × ε table of ``getter(entry)``; rows without any entry are left out; a last
+    "Majority class" row of ``majority`` in every column when it is given.
+    """
     eps = results["config"]["epsilons"]
     lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
              "| --- |" + " --- |" * len(eps)]
@@ -152,6 +206,8 @@ def _table(results: dict, title: str, getter: Callable[[dict], str]) -> list[str
         if all(c is None for c in cells):
             continue
         lines.append(f"| {LABELS[mech]} | " + " | ".join(c or "–" for c in cells) + " |")
+    if majority is not None:
+        lines.append(f"| {MAJORITY_LABEL} | " + " | ".join(f"{majority:.4f}" for _ in eps) + " |")
     return lines + [""]
 
 

@@ -28,15 +28,31 @@ Methods in NLP* (PhD thesis), §6.4–6.5.
    of the exact Bayes decoder on the sample drawn; then mean and sample standard deviation (ddof = 1)
    over seeds;
 7. **write** ``results.json`` (:class:`.records.Results`: every number, the configuration, versions,
-   timings), ``report.md`` (:mod:`.report`) and PNG plots (:mod:`.plots`).
+   timings, warnings), ``report.md`` (:mod:`.report`) and PNG plots (:mod:`.plots`), each atomically.
+
+The data are checked in step 1, before anything is sampled (:func:`.datasets.load_dataset`), and the
+unsanitized configuration is scored first in step 6, so a classifier problem shows before any
+sampling. **Warnings** (a class with fewer than :data:`.datasets.MIN_TRAIN_PER_CLASS` training
+documents, test labels never seen in training, an unsanitized classifier that does not beat the
+majority-class rate) go to stderr as they are found, to ``results.json`` (``warnings``) and to
+``report.md``.
+
+**Checkpoints.** Every finished stage is kept under ``OUT/checkpoints/`` (:class:`_Checkpoints`), each
+file written atomically and named by a hash of everything that determines it: the exact privacy profile
+of each SanText bundle, the sanitized sample of the corpus for each (mechanism, ε, seed) — token ids,
+i.e. the sanitized text, which is the user's data and stays in the user's output directory — and each
+utility run (classifier scores, chosen hyper-parameters, BLEU, attack). A re-run with the same
+arguments recomputes only what is missing, so a late failure loses nothing; ``resume=False`` recomputes
+(and overwrites) everything.
 
 Seeds: by default each seed uses a seeded :class:`ldptext.rng.Generator` (reproducible experiment
 mode, **not private**; the results say so); ``reproducible=False`` uses OS-keyed generators.
-Raw text is never logged.
+Raw text is never logged, and is written nowhere except the sanitized-sample checkpoints in ``OUT``.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import platform
@@ -52,15 +68,16 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ldptext.errors import LdptextError, ParameterError
+from ldptext.fileio import write_bytes_atomic
 from . import metrics as M
 from .attacks import empirical_attack_success, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
-from .datasets import Dataset, load_dataset
+from .datasets import Dataset, dataset_warnings, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
 from .records import (PRIOR_NAME, BundleInfo, EmpiricalOnlyPrivacy, Entry, MechanismPrivacy, PrivacySummary,
                       Results, SeedRun, UtilitySummary, privacy_metric_definitions, randomness_description)
 from ..bleu import bleu_tokenize, corpus_bleu
-from .utility import train_and_score
+from .utility import ClassifierSettings, fit_and_score
 
 __all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES"]
 
@@ -106,6 +123,8 @@ class EvaluationConfig:
         Deterministic stratified subsets, for quick runs.
     cache_dir : str or None
         Where bundles are cached (default ``~/.cache/ldptext/evaluate``).
+    resume : bool
+        Reuse the checkpoints of finished stages under ``out/checkpoints`` (they are written either way).
     head_size : int
         Bundle head size.
     progress, plots : bool
@@ -137,6 +156,7 @@ class EvaluationConfig:
     max_train: int | None = None
     max_test: int | None = None
     cache_dir: str | None = None
+    resume: bool = True
     head_size: int = 64
     progress: bool = True
     plots: bool = True
@@ -200,22 +220,29 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out, cache = _prepare_directories(cfg)
+    notes = _Warnings()
     with _timed(timings, "load_data_s"):
         ds = _load_data(cfg)
+    notes.extend(dataset_warnings(ds))
     with _timed(timings, "bundles_s"):
         bundles = _load_bundles(cfg, cache)
     domain = _TokenDomain.of(next(iter(bundles.values())).sanitizer)
     with _timed(timings, "tokenize_and_prior_s"):
         corpus = _Corpus(ds, domain.reference)
         prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
-    sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles)
+    store = _Checkpoints(out / CHECKPOINT_DIR, resume=cfg.resume,
+                         base={"format": CHECKPOINT_FORMAT, "data": ds.fingerprint()})
+    sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store)
     with _timed(timings, "privacy_profiles_s"):
         entries = _profile_mechanisms(sweep)
     entries += _profile_baselines(sweep)
     with _timed(timings, "utility_s"):
-        _measure_utility(sweep, entries)
+        _measure_utility(sweep, entries, notes)
+    if store.reused:
+        _log(cfg, "resumed from " + ", ".join(f"{n} {k}" for k, n in sorted(store.reused.items()))
+             + f" checkpoints in {store.root}")
     timings["total_s"] = time.perf_counter() - started
-    return _write_outputs(cfg, _assemble_results(cfg, ds, entries, timings), out)
+    return _write_outputs(cfg, _assemble_results(cfg, ds, entries, timings, notes), out)
 
 
 def _resolve_config(config: EvaluationConfig | None, overrides: dict) -> EvaluationConfig:
@@ -272,19 +299,31 @@ def _profile_mechanisms(sweep: _Sweep) -> list[Entry]:
 
 
 def _profile_santext(sweep: _Sweep, mech: str, eps: float, bundle: _Bundle) -> Entry:
-    """The exact profile of one SanText bundle from its formula, checked against the sampler."""
+    """The exact profile of one SanText bundle from its formula, checked against the sampler (or its
+    checkpoint).
+    """
     cfg, domain, san = sweep.cfg, sweep.domain, bundle.sanitizer
-    rows = santext_log_prob_rows(san)
-    started = time.perf_counter()
-    prof = M.profile_mechanism(rows, domain.inputs, domain.vocab_size, threshold=cfg.threshold,
-                               prior=sweep.prior, prior_name=PRIOR_NAME,
-                               columns=np.intersect1d(sweep.column_pool, san.outputs),
-                               progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
-    check_rows = _rank(f"agree:{mech}:{eps}", domain.inputs)[:cfg.agreement_rows]
-    agreement = realised_agreement(san, rows, check_rows) if cfg.agreement_rows else None
+    key = {"stage": "profile", "bundle": bundle.digest, "mechanism": mech, "epsilon": eps,
+           "threshold": cfg.threshold, "columns": cfg.columns, "seed_base": cfg.seed_base,
+           "agreement_rows": cfg.agreement_rows, "prior": PRIOR_NAME}
+    saved = sweep.store.load_arrays("profile", key)
+    if saved is not None:
+        prof, meta = _profile_from_arrays(saved)
+        agreement, seconds = meta["formula_vs_realised"], meta["seconds"]
+    else:
+        rows = santext_log_prob_rows(san)
+        started = time.perf_counter()
+        prof = M.profile_mechanism(rows, domain.inputs, domain.vocab_size, threshold=cfg.threshold,
+                                   prior=sweep.prior, prior_name=PRIOR_NAME,
+                                   columns=np.intersect1d(sweep.column_pool, san.outputs),
+                                   progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
+        check_rows = _rank(f"agree:{mech}:{eps}", domain.inputs)[:cfg.agreement_rows]
+        agreement = realised_agreement(san, rows, check_rows) if cfg.agreement_rows else None
+        seconds = time.perf_counter() - started
+        sweep.store.save_arrays("profile", key, _profile_to_arrays(
+            prof, {"formula_vs_realised": agreement, "seconds": seconds}))
     summary = PrivacySummary.of(prof, sweep.corpus.counts)
-    privacy = MechanismPrivacy(summary=summary, formula_vs_realised=agreement,
-                               seconds=time.perf_counter() - started)
+    privacy = MechanismPrivacy(summary=summary, formula_vs_realised=agreement, seconds=seconds)
     _log(cfg, f"privacy {mech} eps={eps:g}: median N_x {summary.vocabulary['n_x']['median']:.4f}, "
               f"attack {summary.attack.exact_success_rate_dataset:.4f}")
     return Entry(mechanism=mech, epsilon=eps, privacy=privacy, profile=prof,
@@ -313,73 +352,135 @@ def _profile_baselines(sweep: _Sweep) -> list[Entry]:
     return entries
 
 
-def _measure_utility(sweep: _Sweep, entries: list[Entry]) -> None:
-    """Step 6: fill in every entry's :class:`.records.UtilitySummary` (one run per seed)."""
-    for entry in _progress(list(entries), sweep.cfg, desc="utility", unit="config"):
+def _measure_utility(sweep: _Sweep, entries: list[Entry], notes: _Warnings) -> None:
+    """Step 6: fill in every entry's :class:`.records.UtilitySummary` (one run per seed).
+
+    The unsanitized configuration goes first: a classifier that cannot handle the data fails before
+    anything is sampled, and one that does not beat the majority-class rate is warned about at once.
+    """
+    majority = sweep.corpus.ds.majority_rate()
+    ordered = sorted(entries, key=lambda e: e.mechanism != "none")
+    for entry in _progress(ordered, sweep.cfg, desc="utility", unit="config"):
         started = time.perf_counter()
         entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
         _log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
-                        f"{entry.utility.sanitized_test['accuracy'].mean:.4f}")
+                        f"{entry.utility.sanitized_test['accuracy'].mean:.4f} (majority class {majority:.4f})")
+        if entry.mechanism == "none":
+            notes.extend(_ceiling_warnings(entry.utility, majority))
+
+
+def _ceiling_warnings(utility: UtilitySummary, majority: float) -> list[str]:
+    """A warning when the classifier on unsanitized text does not beat the majority-class rate."""
+    acc = utility.sanitized_test["accuracy"].mean
+    if not (acc > majority + 1e-9):
+        return [f"the classifier on unsanitized text does not beat the majority-class rate (accuracy "
+                f"{acc:.4f}, macro-F1 {utility.sanitized_test['macro_f1'].mean:.4f}, majority class "
+                f"{majority:.4f}): the data set is too small or its labels are not predictable from "
+                f"the text, so the sanitized rows say nothing about utility"]
+    return []
 
 
 def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
     """The runs of one configuration: one per seed, or a single one for the unsanitized text (seeds
-    change nothing there).
+    change nothing there); each from its checkpoint when there is one.
     """
+    settings = sweep.classifier.to_dict()
     if entry.mechanism == "none":
-        return [_unsanitized_run(sweep.corpus.ds)]
-    return [_release_run(sweep.corpus, *_sanitize(sweep, entry, s), seed=s) for s in range(sweep.cfg.seeds)]
+        key = {"stage": "utility", "mechanism": "none", "classifier": settings}
+        return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep.corpus.ds, sweep.classifier),
+                                        SeedRun.to_dict, SeedRun.from_dict)]
+    runs = []
+    for s in range(sweep.cfg.seeds):
+        sample_key = _sample_key(sweep, entry, s)
+        key = {"stage": "utility", "sample": sample_key, "classifier": settings}
+
+        def compute(s=s, sample_key=sample_key) -> SeedRun:
+            released = _sanitized_sample(sweep, entry, s, sample_key)
+            return _release_run(sweep.corpus, released, _decoder(entry), seed=s, settings=sweep.classifier)
+
+        runs.append(sweep.store.cached_json("utility", key, compute, SeedRun.to_dict, SeedRun.from_dict))
+    return runs
 
 
-def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _sample_key(sweep: _Sweep, entry: Entry, seed_index: int) -> dict:
+    """Everything that determines one sanitized sample of the corpus (besides the data)."""
+    cfg, mech, eps = sweep.cfg, entry.mechanism, entry.epsilon
+    bundle = sweep.bundles[(mech, eps)] if mech in MECHANISMS else next(iter(sweep.bundles.values()))
+    stream = f"{mech}:{eps}"
+    return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": bundle.digest,
+            "seed": _seed_int(cfg, seed_index, stream) if cfg.reproducible else f"os-keyed:{seed_index}"}
+
+
+def _sanitized_sample(sweep: _Sweep, entry: Entry, seed_index: int, key: dict) -> np.ndarray:
+    """The released ids of one seed (:func:`_sanitize`), from the checkpoint when there is one."""
+    saved = sweep.store.load_arrays("sample", key)
+    if saved is not None and saved["released"].shape == sweep.corpus.flat.shape:
+        return saved["released"].astype(np.int64)
+    released = _sanitize(sweep, entry, seed_index)
+    sweep.store.save_arrays("sample", key, {"released": released.astype(np.int32)})
+    return released
+
+
+def _decoder(entry: Entry) -> np.ndarray | None:
+    """The exact Bayes decoder of the entry's mechanism (None for CMP, which has none)."""
+    return None if entry.mechanism == "cmp" or entry.profile is None else entry.profile.decoder
+
+
+def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> np.ndarray:
     """One sanitized sample of the whole corpus under ``entry``'s mechanism and ε for one seed.
 
-    Returns the released ids (int64, aligned with ``corpus.flat``) and the exact Bayes decoder of the
-    mechanism (int64 ``[V]``; None for CMP, which has none).
+    Returns the released ids (int64, aligned with ``corpus.flat``).
     """
     cfg, corpus, domain = sweep.cfg, sweep.corpus, sweep.domain
     mech, eps = entry.mechanism, entry.epsilon
     stream = f"{mech}:{eps}"
     if mech in MECHANISMS:
         san = _seeded_sanitizer(cfg, sweep.bundles[(mech, eps)].path, seed_index, stream)
-        return san.sample_ids(corpus.flat).astype(np.int64), entry.profile.decoder
+        return san.sample_ids(corpus.flat).astype(np.int64)
     gen = _generator(cfg, seed_index, stream)
     if mech == "random":
-        return random_replacement(corpus.flat, domain.outputs, gen).astype(np.int64), entry.profile.decoder
+        return random_replacement(corpus.flat, domain.outputs, gen).astype(np.int64)
     cmp = CMPMechanism(domain.reference.embeddings, domain.outputs, eps)
-    return cmp.sample_ids(corpus.flat, gen).astype(np.int64), None
+    return cmp.sample_ids(corpus.flat, gen).astype(np.int64)
 
 
-def _unsanitized_run(ds: Dataset) -> SeedRun:
+def _unsanitized_run(ds: Dataset, settings: ClassifierSettings) -> SeedRun:
     """The utility ceiling: the classifier on the raw text; BLEU, unchanged rate and attack all 1."""
-    scores = train_and_score(ds.train_texts, ds.train_labels,
-                             {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels)
-    return SeedRun(classifier=scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0)
+    run = fit_and_score(ds.train_texts, ds.train_labels,
+                        {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels,
+                        settings=settings)
+    return SeedRun(classifier=run.scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0,
+                   hyperparameters=run.hyperparameters)
 
 
-def _release_run(corpus: _Corpus, released: np.ndarray, decoder: np.ndarray | None, seed: int) -> SeedRun:
+def _release_run(corpus: _Corpus, released: np.ndarray, decoder: np.ndarray | None, seed: int,
+                 settings: ClassifierSettings) -> SeedRun:
     """Utility of one sanitized sample of the corpus (train + test)."""
     train_txt, test_txt = corpus.decode(released)
     ds = corpus.ds
-    scores = train_and_score(train_txt, ds.train_labels,
-                             {"sanitized_test": test_txt, "original_test": ds.test_texts},
-                             ds.test_labels, seed=seed)
+    run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
+                        ds.test_labels, seed=seed, settings=settings)
     hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
     return SeedRun(
-        classifier=scores, bleu=corpus_bleu(hyps, corpus.references),
+        classifier=run.scores, bleu=corpus_bleu(hyps, corpus.references),
         unchanged_token_rate=float(np.mean(released == corpus.flat)) if released.size else float("nan"),
         empirical_attack_success=(None if decoder is None
-                                  else empirical_attack_success(decoder, corpus.flat, released)))
+                                  else empirical_attack_success(decoder, corpus.flat, released)),
+        hyperparameters=run.hyperparameters)
 
 
 def _assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
-                      timings: dict[str, float]) -> Results:
+                      timings: dict[str, float], notes: _Warnings) -> Results:
     """Step 7a: the ``results.json`` record."""
+    settings = ClassifierSettings()
+    counts = {lab: ds.train_labels.count(lab) for lab in sorted(set(ds.train_labels))}
     return Results(config=asdict(cfg), versions=_versions(),
-                   dataset={**ds.info, "name": ds.name, "majority_rate_test": ds.majority_rate()},
+                   dataset={**ds.info, "name": ds.name, "majority_rate_test": ds.majority_rate(),
+                            "train_class_counts": counts},
                    randomness=randomness_description(cfg.reproducible),
                    privacy_metric_definitions=privacy_metric_definitions(cfg.threshold),
-                   entries=entries, timings=timings)
+                   entries=entries, timings=timings, classifier=settings.describe(),
+                   classifier_settings=settings.to_dict(), warnings=list(notes))
 
 
 def _write_outputs(cfg: EvaluationConfig, results: Results, out: Path) -> dict:
@@ -402,10 +503,13 @@ def _write_outputs(cfg: EvaluationConfig, results: Results, out: Path) -> dict:
 # -- bundles -----------------------------------------------------------------------------------
 
 class _Bundle(NamedTuple):
-    """A bundle file and the Sanitizer loaded from it (no seed)."""
+    """A bundle file, the Sanitizer loaded from it (no seed) and the SHA-256 of the file (what
+    checkpoints are keyed by).
+    """
 
     path: Path
     sanitizer: object
+    digest: str
 
 
 def _bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: float) -> Path:
@@ -459,7 +563,7 @@ def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, floa
                     path, embeddings=cfg.embeddings, epsilon=eps, mechanism=mech, p=cfg.p,
                     w=cfg.w, vocab_size=cfg.vocab_size, head_size=cfg.head_size, sign_key=False,
                     cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded)
-            bundles[(mech, eps)] = _Bundle(path, _load_unsigned(path))
+            bundles[(mech, eps)] = _Bundle(path, _load_unsigned(path), _file_digest(path))
     return bundles
 
 
@@ -513,7 +617,8 @@ class _Corpus:
 @dataclass
 class _Sweep:
     """What the privacy and utility steps read: the configuration, the tokenised corpus, the token
-    domain, the attacker's prior (float64 ``[V]``), the S_y* column pool (int64) and the bundles.
+    domain, the attacker's prior (float64 ``[V]``), the S_y* column pool (int64), the bundles, the
+    checkpoint store and the classifier's settings.
     """
 
     cfg: EvaluationConfig
@@ -522,6 +627,109 @@ class _Sweep:
     prior: np.ndarray
     column_pool: np.ndarray
     bundles: dict[tuple[str, float], _Bundle]
+    store: _Checkpoints
+    classifier: ClassifierSettings = field(default_factory=ClassifierSettings)
+
+
+# -- checkpoints and warnings --------------------------------------------------------------------
+
+#: Sub-directory of the output directory that holds the checkpoints.
+CHECKPOINT_DIR = "checkpoints"
+#: Version of the checkpoint layout (part of every key: a new layout never reads an old file).
+CHECKPOINT_FORMAT = 1
+
+
+class _Checkpoints:
+    """Finished stages as files named ``{stage}-{sha256 of the key}.{npz|json}`` under ``root``.
+
+    A key is a JSON-able dictionary of everything that determines the stage; ``base`` (the checkpoint
+    format and the data set's fingerprint) is added to every key, and so are the ldptext, scikit-learn
+    and wordfreq (the attacker's prior) versions. Files are written atomically
+    (:func:`ldptext.fileio.write_bytes_atomic`, mode 0o600: sanitized samples are the user's data); an
+    unreadable one counts as missing. With ``resume=False`` nothing is read (everything is recomputed
+    and written again). ``reused`` counts the checkpoints read, per stage.
+    """
+
+    def __init__(self, root: Path, *, resume: bool, base: dict) -> None:
+        self.root = root
+        self.resume = resume
+        versions = _versions()
+        self.base = {**base, **{k: versions.get(k) for k in ("ldptext", "scikit-learn", "wordfreq")}}
+        self.reused: dict[str, int] = {}
+
+    def path(self, stage: str, key: dict, suffix: str) -> Path:
+        """The file of one stage's checkpoint."""
+        blob = json.dumps(_jsonable({**self.base, **key}), sort_keys=True).encode()
+        return self.root / f"{stage}-{hashlib.sha256(blob).hexdigest()[:32]}.{suffix}"
+
+    def _hit(self, stage: str) -> None:
+        self.reused[stage] = self.reused.get(stage, 0) + 1
+
+    def load_arrays(self, stage: str, key: dict) -> dict[str, np.ndarray] | None:
+        """The arrays of a checkpoint, or None when there is none (or it cannot be read)."""
+        path = self.path(stage, key, "npz")
+        if not (self.resume and path.is_file()):
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError):
+            return None
+        self._hit(stage)
+        return arrays
+
+    def save_arrays(self, stage: str, key: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Write a checkpoint of arrays (``.npz``) atomically."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes_atomic(self.path(stage, key, "npz"), buf.getvalue())
+
+    def cached_json(self, stage: str, key: dict, compute, encode, decode):
+        """``decode`` of the JSON checkpoint when there is one; else ``compute()``, saved via ``encode``."""
+        path = self.path(stage, key, "json")
+        if self.resume and path.is_file():
+            try:
+                value = decode(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            else:
+                self._hit(stage)
+                return value
+        value = compute()
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, (json.dumps(_jsonable(encode(value)), sort_keys=True) + "\n").encode())
+        return value
+
+
+def _profile_to_arrays(prof: M.MechanismProfile, meta: dict) -> dict[str, np.ndarray]:
+    """A profile and JSON-able extras as the arrays of one ``.npz`` checkpoint."""
+    arrays = {name: np.asarray(getattr(prof, name)) for name in _PROFILE_ARRAYS}
+    extra = {"threshold": prof.threshold, "prior_name": prof.prior_name, "extra": prof.extra, **meta}
+    arrays["meta"] = np.array(json.dumps(_jsonable(extra)))
+    return arrays
+
+
+def _profile_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[M.MechanismProfile, dict]:
+    """The inverse of :func:`_profile_to_arrays`: the profile and the extras."""
+    meta = json.loads(str(arrays["meta"]))
+    prof = M.MechanismProfile(threshold=meta.pop("threshold"), prior_name=meta.pop("prior_name"),
+                              extra=meta.pop("extra"), **{name: arrays[name] for name in _PROFILE_ARRAYS})
+    return prof, meta
+
+
+_PROFILE_ARRAYS = ("inputs", "n_x", "s_x", "h0", "h1", "h2", "h_inf", "attack_success", "columns", "s_y",
+                   "decoder")
+
+
+class _Warnings(list):
+    """The sweep's warnings: each printed on stderr when added (labels and numbers only, never text)."""
+
+    def extend(self, items) -> None:
+        """Add warnings, printing each as one ``[evaluate] warning:`` line on stderr."""
+        for msg in items:
+            print(f"[evaluate] warning: {msg}", file=sys.stderr)
+            self.append(msg)
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -591,8 +799,18 @@ def _versions() -> dict:
 
 
 def _write_json(path: Path, document: dict) -> None:
-    """Write a document as indented JSON (non-finite floats as null)."""
-    path.write_text(json.dumps(_jsonable(document), indent=2) + "\n")
+    """Write a document as indented JSON (non-finite floats as null), atomically."""
+    from .report import shareable_mode
+    write_bytes_atomic(path, (json.dumps(_jsonable(document), indent=2) + "\n").encode(), mode=shareable_mode())
+
+
+def _file_digest(path: Path) -> str:
+    """SHA-256 of a file, hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _jsonable(obj):

@@ -40,12 +40,17 @@ from ldptext import keys as _keys
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
 
+from ldptext.santext import STATED_MAX_TOLERANCE
+
 from . import embeddings as _emb
 from . import frequency as _freq
+from . import function_words as _fw
 from .knn import Neighbours, cached_neighbours
 
 U = 2.0 ** -53
 MECHANISMS = ("santext", "santext+")
+#: The default non-sensitive set of SanText+ (:mod:`ldptext_precompute.santext.function_words`).
+FUNCTION_WORDS = "function-words"
 
 
 def quantize_int8(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -99,13 +104,15 @@ def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float |
     Parameters
     ----------
     epsilon : float
-        The metric ε: finite and > 0.
+        The metric ε: finite and > 0 (ε = ∞ — also what a literal such as 1e309 parses to — is
+        refused: it releases every token as its nearest output, i.e. no privacy at all).
     mechanism : str
         ``"santext"`` or ``"santext+"``.
     p : float or None
         SanText+: probability of sanitizing a non-sensitive token, in (0, 1].
     w : float or None
-        SanText+: fraction of least frequent valid tokens that are sensitive, in [0, 1].
+        SanText+ with the frequency split: fraction of least frequent valid tokens that are
+        sensitive, in [0, 1]; ``None`` when the non-sensitive set is not by frequency.
 
     Raises
     ------
@@ -114,13 +121,63 @@ def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float |
     """
     if mechanism not in MECHANISMS:
         raise ParameterError(f"mechanism must be one of {MECHANISMS}")
+    if isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isinf(epsilon) \
+            and epsilon > 0:
+        raise ParameterError("epsilon = inf (or a value too large for a float, e.g. 1e309) is not "
+                             "private: every token would be released as its nearest output; SanText "
+                             "bundles need a finite epsilon > 0")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ParameterError("epsilon must be a finite number > 0")
     if mechanism == "santext+":
         if p is None or not (0.0 < p <= 1.0):
             raise ParameterError("p must be in (0, 1]")
-        if w is None or not (0.0 <= w <= 1.0):
+        if w is not None and not (0.0 <= w <= 1.0):
             raise ParameterError("w must be in [0, 1]")
+
+
+def parse_non_sensitive(spec: "str | Path | None", w: float | None = None) -> tuple[str, Any]:
+    """The SanText+ non-sensitive set a build asks for.
+
+    Parameters
+    ----------
+    spec : str, Path or None
+        ``"function-words"`` (the default: closed-class function words and punctuation,
+        :mod:`ldptext_precompute.santext.function_words`), ``"frequency:W"`` (the paper's split: the
+        fraction W of least frequent valid tokens is sensitive, by a public frequency list), or a
+        file with one non-sensitive word per line (exact vocabulary entries; blank lines ignored).
+    w : float or None
+        The older way to ask for ``frequency:w`` (used when ``spec`` is ``None``).
+
+    Returns
+    -------
+    (kind, value) : tuple
+        ``("function-words", None)``, ``("frequency", W)`` or ``("file", Path)``.
+
+    Raises
+    ------
+    ParameterError
+        Both ``spec`` and ``w`` given, a malformed ``frequency:W``, or a missing file.
+    """
+    if spec is None:
+        return (FUNCTION_WORDS, None) if w is None else ("frequency", float(w))
+    if w is not None:
+        raise ParameterError("give either non_sensitive or w (= 'frequency:w'), not both")
+    text = str(spec)
+    if text == FUNCTION_WORDS:
+        return FUNCTION_WORDS, None
+    if text.startswith("frequency:"):
+        try:
+            value = float(text.split(":", 1)[1])
+        except ValueError:
+            raise ParameterError("--non-sensitive frequency:W needs a number W in [0, 1]") from None
+        if not 0.0 <= value <= 1.0:
+            raise ParameterError("--non-sensitive frequency:W needs W in [0, 1]")
+        return "frequency", value
+    path = Path(text)
+    if not path.is_file():
+        raise ParameterError(f"--non-sensitive: expected 'function-words', 'frequency:W' or a word "
+                             f"file; {path} is not a file")
+    return "file", path
 
 
 def check_head_size(head_size: int) -> None:
@@ -153,18 +210,25 @@ class DomainSplit:
     outputs : np.ndarray of int32, shape (O,)
         The output domain, ascending: V minus special tokens (SanText) or V_S minus specials.
     frequency_source : str or None
-        Where the public frequencies came from (``None`` for SanText, which needs none).
+        Where the non-sensitive set came from (``None`` for SanText, which has none).
+    non_sensitive : str or None
+        SanText+: the split asked for (``"function-words"``, ``"frequency:W"``, ``"file:NAME"``).
     """
 
     sensitive: np.ndarray
     keep_row: np.ndarray
     outputs: np.ndarray
     frequency_source: str | None
+    non_sensitive: str | None = None
 
 
-def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None,
-                 frequencies: np.ndarray | None = None) -> DomainSplit:
-    """The output domain and (SanText+) V_S from a **public** frequency list, never from private text.
+def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None = None,
+                 frequencies: np.ndarray | None = None,
+                 non_sensitive: "str | Path | None" = None) -> DomainSplit:
+    """The output domain and (SanText+) the sensitive split, from public data, never from private text.
+
+    Special and out-of-vocabulary rows (``[UNK]``, ``<unk>``) are never non-sensitive: where they
+    are inputs they are sensitive and never kept (``keep_row = 0``), and they are never outputs.
 
     Parameters
     ----------
@@ -173,10 +237,13 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None,
     mechanism : str
         ``"santext"`` or ``"santext+"``.
     w : float or None
-        SanText+: the sensitive fraction of least frequent valid tokens.
+        SanText+: ``frequency:w`` (kept for older callers; see ``non_sensitive``).
     frequencies : np.ndarray of float, shape (V,), optional
-        A public frequency per row; default: the wordfreq list
+        For the frequency split: a public frequency per row; default: the wordfreq list
         (:func:`ldptext_precompute.santext.frequency.token_frequencies`).
+    non_sensitive : str, Path or None
+        SanText+'s non-sensitive set V_N (:func:`parse_non_sensitive`); default (with ``w=None``)
+        the closed-class function words and punctuation marks.
 
     Returns
     -------
@@ -185,18 +252,34 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None,
     Raises
     ------
     ParameterError
-        ``frequencies`` has the wrong length, or the output domain is empty.
+        ``frequencies`` has the wrong length, the split is malformed, or the output domain is empty.
     """
     n_rows = len(emb.vocab)
+    plain = emb.valid_input & ~emb.special  # rows that may be non-sensitive
+    spec = None
     if mechanism == "santext+":
-        freqs = (_freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
-                 if frequencies is None else np.asarray(frequencies, dtype=np.float64))
-        if freqs.shape != (n_rows,):
-            raise ParameterError("frequencies must have one entry per vocabulary row")
-        sensitive = _freq.sensitive_mask(freqs, emb.valid_input, w)
-        keep_row = (emb.valid_input & ~sensitive).astype(np.uint8)
+        kind, value = parse_non_sensitive(non_sensitive, w)
+        if kind == "frequency":
+            freqs = (_freq.token_frequencies(emb.vocab, emb.kind, emb.tokenizer_json)
+                     if frequencies is None else np.asarray(frequencies, dtype=np.float64))
+            if freqs.shape != (n_rows,):
+                raise ParameterError("frequencies must have one entry per vocabulary row")
+            sensitive = _freq.sensitive_mask(freqs, plain, value)
+            source = _freq.SOURCE if frequencies is None else "caller-supplied frequencies"
+            spec = f"frequency:{value:g}"
+        else:
+            if kind == FUNCTION_WORDS:
+                words, lower = _fw.function_words(), True
+                source, spec = _fw.SOURCE, FUNCTION_WORDS
+            else:
+                words = frozenset(line.strip() for line in value.read_text(encoding="utf-8").splitlines()
+                                  if line.strip())
+                lower, source, spec = False, f"word file {value.name}", f"file:{value.name}"
+            listed = np.array([(t.lower() if lower else t) in words for t in emb.vocab], dtype=bool)
+            sensitive = plain & ~listed
+        sensitive |= emb.valid_input & emb.special  # [UNK] / <unk>: always sensitive
+        keep_row = (plain & ~sensitive).astype(np.uint8)
         output_mask = sensitive & ~emb.special
-        source = _freq.SOURCE if frequencies is None else "caller-supplied"
     else:
         sensitive = emb.valid_input.copy()
         keep_row = np.zeros(n_rows, dtype=np.uint8)
@@ -205,7 +288,8 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None,
     outputs = np.flatnonzero(output_mask).astype(np.int32)
     if outputs.size == 0:
         raise ParameterError("the output domain is empty (w too small?)")
-    return DomainSplit(sensitive=sensitive, keep_row=keep_row, outputs=outputs, frequency_source=source)
+    return DomainSplit(sensitive=sensitive, keep_row=keep_row, outputs=outputs, frequency_source=source,
+                       non_sensitive=spec)
 
 
 class Proposal(NamedTuple):
@@ -284,11 +368,15 @@ def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.
 
 def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray,
                       n_outputs: int) -> float:
-    """Bound on the relative error of any realised probability against the exact formula.
+    """Bound on |log P̂(y | x) − log P(y | x)| for every realised probability P̂ against the formula P.
 
-    Float64 rounding of γ (a few operations on numbers of magnitude ≤ ε·D_max/2 + log(S·2^32·T)),
-    of the head distances ((m+2)u relative), and of the runtime's tail distance, whose d² is within
-    E = 8u(|a|²+|b|²) of the truth, so d is within min(√E, E/(2·floor)) (floor ≤ d).
+    Each realised log-weight is within E of the exact −ε·d/2 (float64 rounding of γ, a few
+    operations on numbers of magnitude ≤ ε·D_max/2 + log(S·2^32·T); of the head distances,
+    (m+2)u relative; and of the runtime's tail distance, whose d² is within 8u(|a|²+|b|²) of the
+    truth, so d is within min(√·, ·/(2·floor)) with floor ≤ d). Normalising moves every log-probability
+    by at most E more, so the bound returned is 2E. It is also a bound on the relative error
+    (|P̂/P − 1| ≤ expm1(tolerance)), and for realised probabilities the (U)MLDP ratio bound holds
+    with slack exp(2·tolerance).
 
     Parameters
     ----------
@@ -314,8 +402,28 @@ def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray
         dd = np.minimum(np.sqrt(e), np.where(nb.tail_floor > 0, e / (2 * nb.tail_floor), np.inf))
     magnitude = epsilon * nb.d_max / 2 + math.log((k + 1) * _alias.COLUMN) + \
         math.log(max(n_outputs, 2))
-    return float(16 * U * magnitude + epsilon / 2 * nb.d_max * (dim + 2) * U
-                 + (epsilon / 2 * float(dd.max()) if n_outputs > k else 0.0))
+    per_weight = (16 * U * magnitude + epsilon / 2 * nb.d_max * (dim + 2) * U
+                  + (epsilon / 2 * float(dd.max()) if n_outputs > k else 0.0))
+    return float(2 * per_weight)
+
+
+def check_tolerance(tolerance: float) -> None:
+    """Refuse a bundle whose realised tolerance is above the one the documentation states.
+
+    Parameters
+    ----------
+    tolerance : float
+        :func:`numeric_tolerance` of the bundle being built.
+
+    Raises
+    ------
+    ParameterError
+        ``tolerance`` exceeds :data:`ldptext.santext.STATED_MAX_TOLERANCE` (1e-9): the bundle would
+        claim less error than it realises (happens only at very large ε·D_max; lower ε).
+    """
+    if not (math.isfinite(tolerance) and 0 <= tolerance <= STATED_MAX_TOLERANCE):
+        raise ParameterError(f"numeric tolerance {tolerance:.2e} of this build exceeds the stated maximum "
+                             f"{STATED_MAX_TOLERANCE:g} (epsilon·D_max too large); use a smaller epsilon")
 
 
 def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: float | None,
@@ -330,7 +438,8 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
     epsilon : float
         The metric ε.
     p, w : float or None
-        SanText+'s parameters (``None`` for SanText).
+        SanText+'s parameters (``None`` for SanText; ``w`` is ``None`` unless the split is by
+        frequency).
     emb : Embeddings
         The source embeddings (vocabulary, kind, provenance).
     domain : DomainSplit
@@ -346,18 +455,32 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
     -------
     dict
         Sections ``params``, ``privacy``, ``vocab``, ``sources``, ``numeric`` and ``build``.
+
+    Raises
+    ------
+    ParameterError
+        The realised numeric tolerance is above the stated maximum (:func:`check_tolerance`).
     """
     n_outputs = int(domain.outputs.size)
+    tolerance = numeric_tolerance(float(epsilon), nb, metric_vectors, n_outputs)
+    check_tolerance(tolerance)
+    params = dict(epsilon=float(epsilon), p=p, w=w, head_size=int(nb.head_ids.shape[1]),
+                  epsilon0=(math.log(1.0 / p) if mechanism == "santext+" else 0.0))
+    if mechanism == "santext+":
+        params["non_sensitive"] = domain.non_sensitive
+    n_kept = int(domain.keep_row.sum())
     return dict(
-        params=dict(epsilon=float(epsilon), p=p, w=w, head_size=int(nb.head_ids.shape[1]),
-                    epsilon0=(math.log(1.0 / p) if mechanism == "santext+" else 0.0)),
+        params=params,
         privacy=dict(d_max=nb.d_max, metric="euclidean over the bundle's int8-quantized embeddings",
                      quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
                      notion="UMLDP" if mechanism == "santext+" else "MLDP"),
         vocab=dict(size=len(emb.vocab), dim=int(emb.vectors.shape[1]), outputs=n_outputs,
-                   sensitive=int(domain.sensitive.sum()), kind=emb.kind),
+                   sensitive=int(domain.sensitive.sum()), non_sensitive=n_kept, kind=emb.kind),
         sources=dict(embeddings=emb.source, frequencies=domain.frequency_source),
-        numeric=dict(max_relative_error=numeric_tolerance(float(epsilon), nb, metric_vectors, n_outputs)),
+        numeric=dict(max_relative_error=tolerance, stated_maximum=STATED_MAX_TOLERANCE,
+                     meaning="bound on |log P_realised - log P_formula| for every (x, y); the ratio "
+                             "bound holds with slack exp(2 x this)",
+                     above_stated_maximum="refused at build"),
         build=dict(tool=f"ldptext {ldptext.__version__}", backend=nb.backend,
                    neighbour_seconds=round(nb.seconds, 3),
                    seconds=round(time.perf_counter() - started, 3),
@@ -399,12 +522,13 @@ def write_santext_bundle(out: str | Path, *, mechanism: str, tables: SanTextTabl
 
 
 def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
-                         mechanism: str = "santext+", p: float | None = 0.3, w: float | None = 0.9,
+                         mechanism: str = "santext+", p: float | None = 0.3, w: float | None = None,
                          vocab_size: int | None = None, head_size: int = 64, sign_key: Any = None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
-                         frequencies: np.ndarray | None = None) -> Path:
+                         frequencies: np.ndarray | None = None,
+                         non_sensitive: str | Path | None = None) -> Path:
     """Build and sign a SanText(+) bundle.
 
     Parameters
@@ -421,8 +545,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     p : float or None
         SanText+: probability of sanitizing a non-sensitive token, (0, 1]; ignored for SanText.
     w : float or None
-        SanText+: fraction of least frequent valid tokens that are sensitive, [0, 1]; ignored
-        for SanText.
+        SanText+: shorthand for ``non_sensitive="frequency:w"`` (the paper's split: the fraction w
+        of least frequent valid tokens is sensitive); ``None`` (default): the function-word split.
     vocab_size : int or None
         Word-level embeddings: keep the first (most frequent) N words.
     head_size : int
@@ -441,7 +565,12 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     loaded : Embeddings or None
         Embeddings already in memory (then ``embeddings`` and ``vocab_size`` are unused).
     frequencies : np.ndarray of float, shape (V,), optional
-        A public frequency per vocabulary row (default: wordfreq).
+        For the frequency split: a public frequency per vocabulary row (default: wordfreq).
+    non_sensitive : str, Path or None
+        SanText+'s non-sensitive set V_N, released in the clear with probability 1 − p:
+        ``"function-words"`` (default: closed-class function words and punctuation marks),
+        ``"frequency:W"``, or a file with one word per line (:func:`parse_non_sensitive`).
+        Special and out-of-vocabulary rows are always sensitive.
 
     Returns
     -------
@@ -451,23 +580,32 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     Raises
     ------
     ParameterError
-        A parameter is out of range, the embeddings are unusable, or the output domain is empty.
+        A parameter is out of range (ε must be finite), the embeddings are unusable, the output
+        domain is empty, or the realised numeric tolerance would exceed the stated 1e-9.
 
     Notes
     -----
     The bundle's runtime (:class:`ldptext.santext.Sanitizer`) releases each token ε·d(x, x')-MLDP
-    (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+), for any two tokens x, x' of
-    the input domain: Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
-    Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and
-    Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2. Nothing here reads private text.
+    (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+: V_N words are released in the
+    clear with probability 1 − p), for any two tokens x, x' of the input domain: Yue et al. 2021,
+    *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as
+    presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio
+    State), §2.4, Theorems 1–2. Nothing here reads private text.
     """
     started = time.perf_counter()
     if mechanism == "santext":
-        p = w = None
+        p = w = non_sensitive = None
     check_parameters(epsilon, mechanism, p, w)
     check_head_size(head_size)
+    if mechanism == "santext+":
+        kind, value = parse_non_sensitive(non_sensitive, w)
+        w = value if kind == "frequency" else None
+        non_sensitive, w_arg = (None, w) if kind == "frequency" else (non_sensitive, None)
+    else:
+        w_arg = None
     emb = loaded or _emb.load_embeddings(embeddings, vocab_size)
-    domain = split_domain(emb, mechanism=mechanism, w=w, frequencies=frequencies)
+    domain = split_domain(emb, mechanism=mechanism, w=w_arg, frequencies=frequencies,
+                          non_sensitive=non_sensitive)
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
     nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,

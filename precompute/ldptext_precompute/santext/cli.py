@@ -27,12 +27,19 @@ def register(targets: Any) -> None:
                            description="Build a signed SanText(+) bundle (exact sampler tables).")
     p.add_argument("--embeddings", required=True,
                    help="glove-6b-50d, minilm-wordpiece, or a GloVe text / .npy file")
-    p.add_argument("--epsilon", type=_positive_float, required=True, help="metric ε (> 0)")
+    p.add_argument("--epsilon", type=_positive_float, required=True,
+                   help="metric ε (finite, > 0; 'inf' and values that overflow to inf, e.g. 1e309, are refused)")
     p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+")
     p.add_argument("--p", type=_positive_float, default=0.3,
                    help="SanText+: probability of sanitizing a non-sensitive token (0, 1]")
-    p.add_argument("--w", type=_positive_float, default=0.9,
-                   help="SanText+: fraction of least frequent tokens that are sensitive [0, 1]")
+    p.add_argument("--non-sensitive", default=None, metavar="SPLIT",
+                   help="SanText+: the non-sensitive words, released in the clear with probability 1 - p: "
+                        "'function-words' (default: closed-class function words and punctuation), "
+                        "'frequency:W' (the paper's split: the fraction W of least frequent tokens is "
+                        "sensitive, by a public frequency list), or a FILE with one word per line; "
+                        "special and out-of-vocabulary rows are always sensitive")
+    p.add_argument("--w", type=_positive_float, default=None,
+                   help="SanText+: same as --non-sensitive frequency:W")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="word-level embeddings: keep the N most frequent words (GloVe default 50000)")
     p.add_argument("--head-size", type=int, default=64, help="alias-table head size K")
@@ -60,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
     path = build_santext_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism,
-        p=args.p, w=args.w, vocab_size=args.vocab_size, head_size=args.head_size,
+        p=args.p, w=args.w, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
+        head_size=args.head_size,
         **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
         progress=sys.stderr.isatty())
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")

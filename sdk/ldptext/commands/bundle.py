@@ -13,11 +13,14 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import bundle as _bundle
 from .. import keys as _keys
 from .keys import add_passphrase_options, read_passphrase
 
 _HIDDEN = ("format", "format_version", "mechanism", "arrays")
+_SHOW_WORDS = 30
 
 
 def register(sub) -> None:
@@ -30,7 +33,8 @@ def register(sub) -> None:
     sign.add_argument("--key", required=True, help="PEM private key file")
     sign.add_argument("--out", default=None, help="write here instead of replacing FILE")
     sign.add_argument("--force", action="store_true",
-                      help="re-sign even if the existing signature does not verify")
+                      help="re-sign even if the existing signature does not verify (the parameters are "
+                           "still checked against the arrays)")
     add_passphrase_options(sign)
     sign.set_defaults(func=run_sign)
 
@@ -50,10 +54,16 @@ def register(sub) -> None:
 
 
 def run_sign(args) -> int:
-    """``ldptext bundle sign``: (re-)sign a bundle; returns the exit status."""
+    """``ldptext bundle sign``: (re-)sign a bundle; returns the exit status.
+
+    Refuses (exit 2) a bundle whose manifest parameters do not match its arrays, ``--force`` or not
+    (:func:`ldptext.bundle_check.check_parameters`).
+    """
     key = _keys.load_private_key(args.key, read_passphrase(args))
     path = _bundle.sign_bundle(args.file, key, out=args.out, force=args.force)
-    print(f"signed {path} with key {_keys.key_id(key.public_key())}")
+    b, _ = _bundle.open_unverified(path)
+    print(f"signed {path} with key {_keys.key_id(key.public_key())} (parameters checked against the arrays)")
+    print(f"bundle id {b.bundle_id}")
     return 0
 
 
@@ -62,7 +72,8 @@ def run_verify(args) -> int:
     b = _bundle.read_bundle(args.file, trusted_keys=args.trusted_key,
                             allow_unsigned=args.allow_unsigned)
     who = f"signed by trusted key {b.key_id}" if b.signed else "UNSIGNED (allowed explicitly)"
-    print(f"OK: {b.mechanism} bundle, {who}, {len(b.arrays)} arrays verified")
+    print(f"OK: {b.mechanism} bundle, {who}, {len(b.arrays)} arrays and the header verified")
+    print(f"bundle id {b.bundle_id}")
     return 0
 
 
@@ -92,7 +103,25 @@ def _num(x: Any) -> float | None:
 
 
 def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
-    """The guarantee a user gets from this bundle, from the signed manifest's own numbers."""
+    """The guarantee a user gets from this bundle, from the signed manifest's own numbers.
+
+    SanText: ε·d(x, x')-MLDP per token, worst case ε·D_max-LDP. SanText+: (V_S, V_P, ε, ε₀)-UMLDP
+    with non-sensitive words in the clear w.p. 1 − p, so no finite worst-case LDP level (Yue et al.
+    2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*, as presented in
+    Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*, PhD thesis, §2.4). DP-BART: what
+    the bundle fixes (L, d, |P|, n, C, Δ₁, Δ₂, the noise families); each chunk of L tokens is one
+    (ε, δ)-LDP release with (ε, δ) chosen at run time (Igamberdiev 2023, chapter 6).
+
+    Parameters
+    ----------
+    manifest : dict
+        The bundle's manifest (verified or not: only its own numbers are shown).
+
+    Returns
+    -------
+    list of (str, str)
+        Labelled lines, in display order.
+    """
     mech = manifest.get("mechanism")
     params = manifest.get("params") if isinstance(manifest.get("params"), dict) else {}
     privacy = manifest.get("privacy") if isinstance(manifest.get("privacy"), dict) else {}
@@ -100,39 +129,94 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     eps, d_max = _num(params.get("epsilon")), _num(privacy.get("d_max"))
     rows: list[tuple[str, str]] = []
     if mech in ("santext", "santext+") and eps is not None:
+        from ..santext import NO_WORST_CASE, metric_id
+
         eps0 = _num(params.get("epsilon0")) or 0.0
         p = _num(params.get("p"))
         notion = privacy.get("notion", "UMLDP" if mech == "santext+" else "MLDP")
-        rows.append(("notion", f"{_safe(notion)}: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y]"
-                     + (" (+eps0 across the sensitive split)" if mech == "santext+" else "")))
-        rows.append(("metric epsilon", f"{eps:g}"))
+        rows.append(("notion", f"{_safe(notion)}: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y] per token"
+                     + (" for protected outputs y in V_S (+eps0 across the sensitive split)"
+                        if mech == "santext+" else "")))
+        rows.append(("metric epsilon", f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
+        try:
+            rows.append(("ledger unit", f"metric:{metric_id(manifest)}"))
+        except Exception:  # a manifest without the array table: nothing to name
+            pass
+        if d_max is not None:
+            rows.append(("D_max", f"{d_max:.6g}"))
         if mech == "santext+":
             rows.append(("epsilon0 = ln(1/p)", f"{eps0:.6g}" + (f" (p = {p:g})" if p else "")))
             if p is not None:
-                rows.append(("kept in the clear", f"non-sensitive tokens, with probability "
+                rows.append(("kept in the clear", f"non-sensitive (V_N) words, with probability "
                              f"1 - p = {1 - p:.6g}"))
-        if d_max is not None:
-            per_token = eps * d_max + eps0
-            rows.append(("D_max", f"{d_max:.6g}"))
-            rows.append(("per token, worst case", f"eps*D_max{' + eps0' if eps0 else ''} = "
-                         f"{per_token:.6g}"))
-            rows.append(("document of n tokens", f"n x {per_token:.6g} (e.g. 100 tokens: "
+            if "non_sensitive" in params:
+                rows.append(("non-sensitive split", _safe(params["non_sensitive"])))
+            rows.append(("worst-case LDP level", "none (not finite): " + NO_WORST_CASE))
+        elif d_max is not None:
+            per_token = eps * d_max
+            rows.append(("worst case per token", f"eps*D_max = {per_token:.6g}-LDP (a true bound for SanText)"))
+            rows.append(("document of n tokens", f"n x {per_token:.6g}-LDP (e.g. 100 tokens: "
                          f"{100 * per_token:.6g}); the number of tokens is not hidden"))
-    elif eps is not None:  # DP-BART and future mechanisms: report what the manifest states
+    elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
+        rows += _dpbart_summary(manifest["dpbart"])
+    elif eps is not None:  # future mechanisms: report what the manifest states
         delta = _num(params.get("delta"))
         rows.append(("per release", f"({eps:g}, {delta:g})-LDP" if delta else f"{eps:g}-LDP"))
-        for k in ("noise", "clip", "sequence_length", "pruned"):
-            if k in params:
-                rows.append((k, _safe(params[k])))
-        rows.append(("composition", "k chunks of one document cost k*eps (and k*delta)"))
     tol = _num(numeric.get("max_relative_error"))
     if tol is not None:
-        rows.append(("numeric tolerance", f"{tol:.2e} relative error of every probability"))
+        stated = _num(numeric.get("stated_maximum"))
+        rows.append(("numeric tolerance", f"{tol:.2e} = bound on |log P_realised - log P_formula|"
+                     + (f" (stated maximum {stated:g})" if stated is not None else "")
+                     + f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
+    return rows
+
+
+def _dpbart_summary(dp: dict) -> list[tuple[str, str]]:
+    """What a DP-BART bundle fixes; (ε, δ) per chunk are chosen at run time."""
+    from .. import noise as _noise
+
+    rows: list[tuple[str, str]] = []
+    seq_len, hidden = _num(dp.get("seq_len")), _num(dp.get("hidden"))
+    n_pruned, clip = _num(dp.get("n_pruned")), _num(dp.get("clip"))
+    rows.append(("notion", "(eps, 0)-LDP (discrete Laplace) or (eps, delta)-LDP (discrete Gaussian) per "
+                 "chunk, against any other input; eps and delta are chosen at run time"))
+    if seq_len is not None:
+        rows.append(("release unit", f"each chunk of L = {seq_len:g} tokens is one release; a document of "
+                     "k chunks costs k*eps (and k*delta); the number of chunks is not hidden"))
+    if hidden is not None:
+        rows.append(("hidden size d", f"{hidden:g}"))
+    if n_pruned is not None:
+        rows.append(("pruned |P|", f"{n_pruned:g} hidden indices set to 0 (public, fixed by the bundle)"))
+    if clip is not None:
+        rows.append(("clip C", f"{clip:.6g} (every encoder value clipped to [-C, C])"))
+    try:
+        n = _noise.effective_dim(int(seq_len), int(hidden), int(n_pruned))
+        rows.append(("n = L x (d - |P|)", f"{n}"))
+        rows.append(("sensitivity", f"L1 = {_noise.l1_sensitivity(clip, n):.6g}, "
+                     f"L2 = {_noise.l2_sensitivity(clip, n):.6g}"))
+    except Exception:  # missing or malformed numbers: show only what the manifest states
+        pass
+    rows.append(("noise families", "discrete Laplace (pure eps) or discrete Gaussian (eps, delta), "
+                 "calibrated at run time to (C, n)"))
     return rows
 
 
 def inspect_data(path, trusted_keys=None) -> dict:
-    """Everything ``bundle inspect`` shows of the bundle at ``path``, as a JSON-ready dict."""
+    """Everything ``bundle inspect`` shows of the bundle at ``path``, as a JSON-ready dict.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The bundle file (structure and hashes checked, no trust decision).
+    trusted_keys : iterable or None
+        Keys to consider trusted; ``None``: the local trust store.
+
+    Returns
+    -------
+    dict
+        Path, mechanism, signature, manifest, the privacy report (:func:`privacy_summary`, plus for
+        SanText+ the size and first words of the non-sensitive set V_N) and the array table.
+    """
     b, info = _bundle.open_unverified(path)
     try:
         trusted = info.signed and any(_keys.public_bytes(k) == info.public_key
@@ -150,9 +234,24 @@ def inspect_data(path, trusted_keys=None) -> dict:
         "signature": {"signed": info.signed, "valid": info.valid, "key_id": info.key_id,
                       "trusted": bool(trusted), "trust_error": trust_error},
         "manifest": {k: v for k, v in b.manifest.items() if k not in _HIDDEN},
-        "privacy_report": dict(privacy_summary(b.manifest)),
+        "privacy_report": dict(privacy_summary(b.manifest) + _non_sensitive_rows(b)),
         "arrays": arrays,
     }
+
+
+def _non_sensitive_rows(b) -> list[tuple[str, str]]:
+    """SanText+: |V_N| and its first words (the words released in the clear w.p. 1 − p)."""
+    if b.mechanism != "santext+":
+        return []
+    try:
+        keep = np.flatnonzero(np.asarray(b.arrays["keep_row"]).astype(bool))
+        vocab = json.loads(b.blob("vocab.json").decode("utf-8"))
+        first = [_safe(vocab[i]) for i in keep[:_SHOW_WORDS]]
+    except Exception:  # inspect shows what it can
+        return []
+    more = f", ... ({keep.size - len(first)} more)" if keep.size > len(first) else ""
+    return [("non-sensitive |V_N|", f"{keep.size} words, in the clear w.p. 1 - p: "
+             + " ".join(first) + more)]
 
 
 def _fmt_bytes(n: int) -> str:
@@ -164,7 +263,18 @@ def _fmt_bytes(n: int) -> str:
 
 
 def run_inspect(args) -> int:
-    """``ldptext bundle inspect``: print the manifest, arrays and privacy parameters."""
+    """``ldptext bundle inspect``: print the privacy report, the manifest, the arrays; returns the exit status.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``file``, ``json`` and ``trusted_key``.
+
+    Returns
+    -------
+    int
+        0.
+    """
     data = inspect_data(args.file, args.trusted_key)
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=True))

@@ -1,8 +1,9 @@
 """``ldptext keys``: Ed25519 signing keys and the local trust store.
 
 ``generate --out DIR`` writes ``signing.key`` (PKCS#8 PEM, mode 0600, encrypted when a passphrase is
-given) and ``signing.pub``; ``trust PUBFILE`` adds a public key to ``$LDPTEXT_HOME/trusted_keys``;
-``untrust`` removes one; ``list`` shows the trusted key ids. Passphrases are read from a file or an
+given) and ``signing.pub``; ``trust PUBFILE`` adds a public key to ``$LDPTEXT_HOME/trusted_keys``
+(``trust --developer``: this machine's developer key, which is never trusted implicitly); ``untrust``
+removes one; ``list`` shows the trusted key ids. Passphrases are read from a file or an
 environment variable, never from the command line (where ``ps`` and shell history would see them).
 """
 from __future__ import annotations
@@ -70,7 +71,10 @@ def register(sub) -> None:
     gen.set_defaults(func=run_generate)
 
     tr = actions.add_parser("trust", help="trust a public key for loading bundles")
-    tr.add_argument("pubfile", metavar="PUBFILE", help=".pub file (or base64 / PEM public key)")
+    tr.add_argument("pubfile", metavar="PUBFILE", nargs="?", default=None,
+                    help=".pub file (or base64 / PEM public key)")
+    tr.add_argument("--developer", action="store_true",
+                    help="trust this machine's developer key (bundles built here without --sign-key)")
     tr.set_defaults(func=run_trust)
 
     un = actions.add_parser("untrust", help="remove a key from the trust store")
@@ -95,7 +99,15 @@ def run_generate(args) -> int:
 
 
 def run_trust(args) -> int:
-    """``ldptext keys trust``: add a public key to the local trust store."""
+    """``ldptext keys trust``: add a public key (or, with ``--developer``, the local developer key) to
+    the local trust store; returns the exit status."""
+    if args.developer == (args.pubfile is not None):
+        raise KeyFileError("give either PUBFILE or --developer")
+    if args.developer:
+        path = _keys.trust_developer_key()
+        print(f"trusted this machine's DEVELOPER key {path.stem} ({path}): bundles built here without "
+              f"--sign-key now load here; `ldptext keys untrust {path.stem}` undoes it")
+        return 0
     path = _keys.trust(args.pubfile)
     print(f"trusted key {path.stem} ({path})")
     return 0
@@ -112,8 +124,14 @@ def run_untrust(args) -> int:
 def run_list(args) -> int:
     """``ldptext keys list``: print the ids of the trusted keys."""
     found = _keys.trusted_public_keys()
+    dev = _keys.developer_public_key()
+    stored = {_keys.public_bytes(k) for k in _keys._stored_public_keys()}
     for key in found:
-        print(_keys.key_id(key))
+        note = ""
+        if dev is not None and _keys.public_bytes(key) == _keys.public_bytes(dev):
+            note = (" (developer key)" if _keys.public_bytes(key) in stored
+                    else f" (developer key, trusted while {_keys.DEV_ENV}=1)")
+        print(_keys.key_id(key) + note)
     if not found:
         print(f"(no trusted keys in {_keys.trust_dir()})")
     return 0

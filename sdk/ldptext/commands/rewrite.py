@@ -1,11 +1,18 @@
-"""``ldptext rewrite``: DP-BART rewriting, one document per line in, one rewritten line out, same order,
-streaming (input handling in ``_io.py``: UTF-8 only, a bad line is reported by number, never echoed)."""
+"""``ldptext rewrite``: DP-BART rewriting, one document per line in, one rewritten line out.
+
+Same order, streaming (input handling in ``_io.py``: UTF-8 only, a bad line is reported by number,
+never echoed). Lines are rewritten :data:`BATCH` at a time; each line's output is the same whatever
+the other lines of its batch are (every chunk is encoded, noised and decoded on its own).
+"""
 from __future__ import annotations
 
+import argparse
 import math
+from typing import Any
 
 from ..errors import ParameterError
 from ._io import process
+from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 16
 
@@ -18,7 +25,14 @@ def _epsilon(text: str) -> float:
     return value
 
 
-def register(sub) -> None:
+def register(sub: Any) -> None:
+    """Add ``ldptext rewrite`` to the CLI.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The CLI's sub-parsers.
+    """
     p = sub.add_parser("rewrite", help="rewrite documents with DP-BART (document-level LDP)")
     p.add_argument("input", nargs="?", default="-", help="file with one document per line, or - (stdin)")
     p.add_argument("--bundle", required=True, help="a dpbart bundle")
@@ -34,17 +48,36 @@ def register(sub) -> None:
     p.add_argument("--trusted-key", action="append", default=None,
                    help="public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    add_pinning_options(p, epsilon=False)  # a DP-BART bundle fixes no ε: it is chosen per call
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Rewrite the input lines to stdout.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    int
+        0 on success (errors raise ``LdptextError`` subclasses; the CLI maps them to exit codes).
+
+    Notes
+    -----
+    Each line is a document; each chunk of it is one (ε, δ)-LDP release, neighbouring relation
+    "replace the whole chunk" (Igamberdiev & Habernal 2023, *DP-BART for Privatized Text Rewriting
+    under Local Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023,
+    *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5).
+    """
     from ..dpbart import Rewriter
 
     eps = _epsilon(args.epsilon)
     if math.isnan(eps) or eps <= 0:
         raise ParameterError("--epsilon must be > 0")
     rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                       seed=args.seed, threads=args.threads)
+                       seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long)
     rw.rewrite_batch([], **opts)  # validate the parameters before reading any input
     process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ._io import process
+from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
 
@@ -23,10 +24,13 @@ def register(sub: Any) -> None:
     p.add_argument("--bundle", required=True)
     p.add_argument("--seed", type=int, default=None,
                    help="reproducible output for tests (NOT private)")
-    p.add_argument("--json", action="store_true", help="emit {text, report} per line")
+    p.add_argument("--json", action="store_true",
+                   help="emit {text, report} per line (the report states the guarantee, the ledger "
+                        "charge and whether the output is seeded)")
     p.add_argument("--trusted-key", action="append", default=None,
                    help="public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    add_pinning_options(p)
     p.set_defaults(func=run)
 
 
@@ -45,8 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    Each output line is ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p)
-    (SanText+) per token, for any two lines of the same length; Yue et al. 2021, *Differential
+    Each output line is ε·d(x, x')-MLDP (SanText, worst case ε·D_max-LDP per token) or
+    (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+: non-sensitive words in the clear with
+    probability 1 − p, no finite worst-case LDP level) per token, for any two lines of the same
+    length; every JSON report says ``seeded: true`` when ``--seed`` made it reproducible and not
+    private. Yue et al. 2021, *Differential
     Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
     Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
     Theorems 1–2.
@@ -54,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from ..santext import Sanitizer
 
     san = Sanitizer.load(args.bundle, trusted_keys=args.trusted_key,
-                         allow_unsigned=args.allow_unsigned, seed=args.seed)
+                         allow_unsigned=args.allow_unsigned, seed=args.seed,
+                         expect=expectation_from_args(args))
     process(args.input, san.sanitize_batch, args.json, BATCH)
     return 0
