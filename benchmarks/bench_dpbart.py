@@ -102,7 +102,9 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         outs = []
         for i in range(0, len(docs), args.batch):
-            outs += [r.text for r in rw.rewrite_batch(docs[i:i + args.batch], epsilon=cal_eps, delta=cal_delta)]
+            # ε = ∞ (the reconstruction row) is evaluation only: the benchmark opts in explicitly
+            outs += [r.text for r in rw.rewrite_batch(docs[i:i + args.batch], epsilon=cal_eps, delta=cal_delta,
+                                                      allow_infinite_epsilon=True)]
         return time.perf_counter() - t, outs
 
     def run_torch(cal):

@@ -327,7 +327,7 @@ class NativeTarget:
 
     def _op(self, p: Provider) -> None:
         g = self.gen
-        op = p.int(0, 13)
+        op = p.int(0, 14)
         if op == 0:
             key = p.bytes(p.int(28, 36)) if p.byte() % 4 else p.choice([None, "x" * 32, 5])
             self.gen = _native.Generator(key, p.bigint() if p.byte() % 2 else 0)
@@ -393,6 +393,12 @@ class NativeTarget:
                 t.distance(p.int(-2, rows + 1), p.int(-2, rows + 1))
         elif op == 12:
             _native.chacha20_block(p.bytes(p.int(60, 68)))
+        elif op == 14:  # the exact integer-parameter samplers: any int, or a valid Gaussian (t, m)
+            a, b = p.bigint(), p.bigint()
+            if p.byte() % 2 and 1 <= b <= 2**60:
+                a = b + p.int(0, 3) * (b // 2)  # m <= t <= 4m
+            out = random_array(p, max_items=8)
+            (g.discrete_gaussian_exact if p.byte() % 2 else g.discrete_laplace_exact)(a, b, out)
         else:  # an uninitialised table object
             t = _native.SantextTable.__new__(_native.SantextTable)
             xs = np.zeros(p.int(0, 3), np.int32)

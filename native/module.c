@@ -204,6 +204,62 @@ static PyObject *Generator_discrete_gaussian(GeneratorObject *self, PyObject *ar
     return fill_integers(self, args, ldp_discrete_gaussian, "sigma");
 }
 
+typedef int64_t (*int_sampler_exact)(ldp_chacha *, uint64_t, uint64_t, int *);
+
+/* An integer parameter of the exact samplers: a Python int in [1, 2^62] (checked, never masked). */
+static int exact_param(PyObject *obj, uint64_t *out, const char *name) {
+    unsigned long long v;
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int", name);
+        return -1;
+    }
+    v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        v = 0; /* negative or beyond 64 bits: out of range below */
+    }
+    if (v < 1 || v > LDP_EXACT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s must be an integer in [1, 2**62]", name);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static PyObject *fill_integers_exact(GeneratorObject *self, PyObject *args, int_sampler_exact f,
+                                     const char *a_name, const char *b_name) {
+    PyObject *ao, *bo, *obj;
+    uint64_t a, b;
+    Py_buffer out;
+    Py_ssize_t i, count;
+    int ok = 1;
+    if (!PyArg_ParseTuple(args, "OOO", &ao, &bo, &obj)) return NULL;
+    if (exact_param(ao, &a, a_name) != 0 || exact_param(bo, &b, b_name) != 0) return NULL;
+    if (f == ldp_discrete_gaussian_exact && !(b <= a && (a - 1) / 4 < b)) {
+        PyErr_SetString(PyExc_ValueError, "need m <= t <= 4m (proposal scale t within [sigma, 2 sigma])");
+        return NULL;
+    }
+    if (get_array(obj, &out, 'i', 8, 1, "out") != 0) return NULL;
+    count = out.len / 8;
+    for (i = 0; ok && i < count; i++) ((int64_t *)out.buf)[i] = f(&self->state, a, b, &ok);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "a draw overflowed int64");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* discrete_laplace_exact(num, den, out): P(k) ∝ exp(-|k| den / num) */
+static PyObject *Generator_discrete_laplace_exact(GeneratorObject *self, PyObject *args) {
+    return fill_integers_exact(self, args, ldp_discrete_laplace_exact, "num", "den");
+}
+
+/* discrete_gaussian_exact(t, m, out): P(k) ∝ exp(-k^2 / (2 t m)) */
+static PyObject *Generator_discrete_gaussian_exact(GeneratorObject *self, PyObject *args) {
+    return fill_integers_exact(self, args, ldp_discrete_gaussian_exact, "t", "m");
+}
+
 /* ---- SantextTable: borrowed views of a bundle's arrays ------------------------------------ */
 
 enum { T_EMBQ, T_SCALE, T_SQNORM, T_OUT, T_HEAD, T_THR, T_ALIAS, T_GAMMA, T_FLOOR, T_KEEP,
@@ -267,33 +323,6 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
         PyErr_SetString(PyExc_ValueError, "table arrays have inconsistent sizes");
         return -1;
     }
-    /* ids used as indices must be in range: checked once here rather than on every draw */
-    {
-        const int32_t *out = self->views[T_OUT].buf, *head = self->views[T_HEAD].buf;
-        const uint16_t *alias = self->views[T_ALIAS].buf;
-        const double *gamma = self->views[T_GAMMA].buf, *floor_ = self->views[T_FLOOR].buf;
-        const float *scale = self->views[T_SCALE].buf;
-        const int8_t *q = self->views[T_EMBQ].buf;
-        const int32_t *sqn = self->views[T_SQNORM].buf;
-        Py_ssize_t j, n_out = self->views[T_OUT].len / 4;
-        for (j = 0; j < rows; j++) {
-            int64_t acc = 0;
-            Py_ssize_t c;
-            for (c = 0; c < dim; c++) acc += (int64_t)q[j * dim + c] * q[j * dim + c];
-            if (acc != sqn[j] || !(scale[j] >= 0.0f) || !isfinite(scale[j]) ||
-                !(floor_[j] >= 0.0) || !isfinite(floor_[j]))
-                goto range;
-        }
-        for (j = 0; j < n_out; j++)
-            if (out[j] < 0 || out[j] >= rows || (j > 0 && out[j] <= out[j - 1])) goto range;
-        /* strictly increasing within a row: the sampler's binary search needs sorted rows, and
-         * together with sorted outputs it guarantees a non-empty tail when n_outputs > k */
-        for (j = 0; j < rows * k; j++)
-            if (head[j] < 0 || head[j] >= rows || (j % k != 0 && head[j] <= head[j - 1]))
-                goto range;
-        for (j = 0; j < rows * slots; j++)
-            if (alias[j] >= slots || !(gamma[j] >= 0.0)) goto range;
-    }
     self->table.n_rows = (int32_t)rows;
     self->table.dim = dim;
     self->table.head_size = k;
@@ -310,8 +339,12 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.keep_row = self->views[T_KEEP].buf;
     self->table.half_epsilon = eps / 2.0;
     self->table.p = p;
+    /* ids used as indices must be in range: checked once here rather than on every draw (the
+     * same check libldptext runs, santext_sampler.c) */
+    if (ldp_santext_table_check(&self->table) != LDP_SAMPLE_OK) goto range;
     return 0;
 range:
+    memset(&self->table, 0, sizeof(self->table));
     PyErr_SetString(PyExc_ValueError,
                     "table values out of range (ids, alias slots, gammas, norms or scales)");
     return -1;
@@ -337,16 +370,16 @@ static PyObject *Generator_santext_sample(GeneratorObject *self, PyObject *args)
     } else {
         rc = ldp_santext_sample_many(&self->state, &((SantextTableObject *)tobj)->table, xs.buf,
                                      ys.buf, (size_t)(xs.len / 4), &failed_at);
-        if (rc == LDP_ERR_ROW)
+        if (rc == LDP_SAMPLE_ERR_ROW)
             PyErr_Format(PyExc_IndexError, "token id at position %zu is outside the domain",
                          failed_at);
-        else if (rc != LDP_OK)
+        else if (rc != LDP_SAMPLE_OK)
             PyErr_Format(PyExc_RuntimeError,
                          "sampler invariant violated at position %zu (corrupted tables)", failed_at);
     }
     PyBuffer_Release(&xs);
     PyBuffer_Release(&ys);
-    if (rc != LDP_OK) return NULL;
+    if (rc != LDP_SAMPLE_OK) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -407,6 +440,10 @@ static PyMethodDef Generator_methods[] = {
      "discrete_laplace(scale, out_int64)"},
     {"discrete_gaussian", (PyCFunction)Generator_discrete_gaussian, METH_VARARGS,
      "discrete_gaussian(sigma, out_int64)"},
+    {"discrete_laplace_exact", (PyCFunction)Generator_discrete_laplace_exact, METH_VARARGS,
+     "discrete_laplace_exact(num, den, out_int64): P(k) ~ exp(-|k| den/num), integer arithmetic"},
+    {"discrete_gaussian_exact", (PyCFunction)Generator_discrete_gaussian_exact, METH_VARARGS,
+     "discrete_gaussian_exact(t, m, out_int64): P(k) ~ exp(-k^2/(2tm)), integer arithmetic"},
     {"santext_sample", (PyCFunction)Generator_santext_sample, METH_VARARGS,
      "santext_sample(table, xs_int32, ys_int32)"},
     {NULL, NULL, 0, NULL}};

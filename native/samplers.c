@@ -1,5 +1,6 @@
 /* Exact samplers: uniform integers, Bernoulli(p), Bernoulli(exp(-gamma)), discrete Laplace and
- * discrete Gaussian. See samplers.h; algorithms from Canonne, Kamath, Steinke (2020). */
+ * discrete Gaussian. See samplers.h; algorithms from Canonne, Kamath, Steinke (2020). The *_exact
+ * samplers at the end work in integer arithmetic only (what DP-BART's releases use). */
 #include "samplers.h"
 #include <math.h>
 
@@ -135,5 +136,134 @@ int64_t ldp_discrete_gaussian(ldp_chacha *g, double sigma, int *ok) {
         }
         double a = fabs((double)y) - s2 / t;
         if (ldp_bernoulli_exp(g, a * a / (2.0 * s2)) == 1) return y;
+    }
+}
+
+/* ---- exact samplers with integer (rational) parameters ------------------------------------
+ * No floating point at all: every probability below is a ratio of integers, realised by uniform
+ * integers (Lemire / masked rejection), so the output distribution is exactly the formula. Numbers
+ * up to 2^127 are handled by a portable two-word integer (no compiler extension needed). */
+
+typedef struct {
+    uint64_t hi, lo;
+} u128;
+
+static u128 u128_from(uint64_t x) {
+    u128 r;
+    r.hi = 0;
+    r.lo = x;
+    return r;
+}
+
+static u128 u128_mul64(uint64_t a, uint64_t b) { /* full 64 x 64 -> 128-bit product */
+    uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+    u128 r;
+    r.lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
+    r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    return r;
+}
+
+static int u128_lt(u128 a, u128 b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+
+static u128 u128_sub(u128 a, u128 b) { /* a - b for a >= b */
+    u128 r;
+    r.lo = a.lo - b.lo;
+    r.hi = a.hi - b.hi - (a.lo < b.lo);
+    return r;
+}
+
+/* Uniform on {0, ..., n-1} for 1 <= n < 2^128: one 64-bit word when n fits, else masked rejection
+ * on two words (accepts with probability > 1/2). n = 1 draws nothing. */
+static u128 u128_uniform(ldp_chacha *g, u128 n) {
+    u128 x;
+    uint64_t mask;
+    if (n.hi == 0) return u128_from(n.lo <= 1 ? 0 : ldp_uniform_u64(g, n.lo));
+    mask = n.hi;
+    mask |= mask >> 1; mask |= mask >> 2; mask |= mask >> 4;
+    mask |= mask >> 8; mask |= mask >> 16; mask |= mask >> 32;
+    do {
+        x.hi = ldp_next_u64(g) & mask;
+        x.lo = ldp_next_u64(g);
+    } while (!u128_lt(x, n));
+    return x;
+}
+
+/* CKS Algorithm 1 for gamma = num/den in [0, 1] (num <= den, den >= 1): K = 1; while
+ * Bernoulli(gamma/K): K++; return K odd. Bernoulli(gamma/K) is a 1-in-K event and then
+ * Bernoulli(num/den) = [U < num] with U uniform on {0..den-1}: both exact. */
+static int bernoulli_exp_unit_q(ldp_chacha *g, u128 num, u128 den) {
+    uint32_t k = 1;
+    for (;;) {
+        if (k > 1 && ldp_uniform_u32(g, k) != 0) break;
+        if (!u128_lt(u128_uniform(g, den), num)) break;
+        k++;
+        if (k == 0xFFFFFFFFu) break; /* probability < 1/(2^32)! : unreachable in practice */
+    }
+    return (int)(k & 1u);
+}
+
+/* Bernoulli(exp(-num/den)) for integers num >= 0, den >= 1: exp(-1)^floor(num/den) (stopping at
+ * the first failure, so the expected work is O(1) however large the quotient) times
+ * exp(-(num mod den)/den). The quotient is never formed: den is subtracted once per success. */
+static int bernoulli_exp_q(ldp_chacha *g, u128 num, u128 den) {
+    const u128 one = u128_from(1);
+    while (!u128_lt(num, den)) {
+        if (!bernoulli_exp_unit_q(g, one, one)) return 0;
+        num = u128_sub(num, den);
+    }
+    return bernoulli_exp_unit_q(g, num, den);
+}
+
+int64_t ldp_discrete_laplace_exact(ldp_chacha *g, uint64_t num, uint64_t den, int *ok) {
+    /* CKS Algorithm 2 with scale num/den: X = U + num*V with U on {0..num-1} accepted with
+     * probability exp(-U/num) and V geometric (successes of Bernoulli(exp(-1))), so
+     * P(X = x) ∝ exp(-x/num) on x >= 0; Y = floor(X/den) has P(Y = y) ∝ exp(-y*den/num). Then a
+     * random sign, rejecting (negative, 0) so that 0 is not counted twice. */
+    const u128 one = u128_from(1);
+    *ok = num >= 1 && den >= 1 && num <= LDP_EXACT_MAX && den <= LDP_EXACT_MAX;
+    if (!*ok) return 0;
+    for (;;) {
+        uint64_t u = ldp_uniform_u64(g, num), x, y;
+        int64_t v = 0;
+        int negative;
+        if (!bernoulli_exp_unit_q(g, u128_from(u), u128_from(num))) continue;
+        while (bernoulli_exp_unit_q(g, one, one)) v++;
+        /* u + num*v must fit in int64: fails only with probability ~exp(-(2^63 - u)/num) */
+        if ((uint64_t)v > ((uint64_t)INT64_MAX - u) / num) {
+            *ok = 0;
+            return 0;
+        }
+        x = u + num * (uint64_t)v;
+        y = x / den;
+        negative = (int)ldp_next_bit(g);
+        if (negative && y == 0) continue;
+        return negative ? -(int64_t)y : (int64_t)y;
+    }
+}
+
+int64_t ldp_discrete_gaussian_exact(ldp_chacha *g, uint64_t t, uint64_t m, int *ok) {
+    /* CKS Algorithm 3 with sigma^2 = t*m: propose Y from the discrete Laplace of integer scale t,
+     * accept with probability exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2)) = exp(-(|Y| - m)^2 / (2tm)).
+     * Then P(Y = y) ∝ exp(-|y|/t - (|y| - m)^2/(2tm)) = exp(-y^2/(2tm) - m/(2t)) ∝
+     * exp(-y^2/(2 sigma^2)). (|Y| - m)^2 < 2^126 and 2tm < 2^125: two-word integers. */
+    /* m <= t <= 4m keeps the proposal scale t within [sigma, 2 sigma]: each try is accepted with
+     * probability bounded away from 0 (far outside it a draw could take astronomically long) */
+    *ok = m >= 1 && m <= t && t <= LDP_EXACT_MAX && (t - 1) / 4 < m;
+    if (!*ok) return 0;
+    for (;;) {
+        int lap_ok;
+        uint64_t ay, a;
+        u128 den;
+        int64_t y = ldp_discrete_laplace_exact(g, t, 1, &lap_ok);
+        if (!lap_ok) { /* the proposal overflowed int64 (see above) */
+            *ok = 0;
+            return 0;
+        }
+        ay = y < 0 ? (uint64_t)(-(y + 1)) + 1u : (uint64_t)y;
+        a = ay >= m ? ay - m : m - ay;
+        den = u128_mul64(2u * t, m);
+        if (bernoulli_exp_q(g, u128_mul64(a, a), den)) return y;
     }
 }

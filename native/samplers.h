@@ -1,9 +1,13 @@
-/* Exact samplers on top of the ChaCha20 generator.
+/* Samplers on top of the ChaCha20 generator (Canonne, Kamath, Steinke 2020, "The Discrete Gaussian
+ * for Differential Privacy", §5): no exp() that can underflow, no modulo bias.
  *
- * "Exact" means: the probability of every outcome equals the mathematical formula evaluated at the
- * given float64 parameters, with no further floating-point rounding (Canonne, Kamath, Steinke 2020,
- * "The Discrete Gaussian for Differential Privacy", §5): no exp() that can underflow, no modulo
- * bias. */
+ * Exactness. ldp_uniform_*, ldp_bernoulli and ldp_bernoulli_exp are exact: the probability of every
+ * outcome equals the formula at the given float64 parameter, with no further rounding.
+ * ldp_discrete_laplace / ldp_discrete_gaussian (float parameters) are NOT exact: they form
+ * acceptance exponents by floating-point division and squaring (u/scale, sigma^2/t, a^2/(2 sigma^2)),
+ * so their pmf deviates from the formula by a relative ~1e-16 per term. The *_exact samplers take
+ * integer parameters and use integer arithmetic only: their pmf is exactly the formula. DP-BART's
+ * releases use the *_exact ones. */
 #ifndef LDPTEXT_SAMPLERS_H
 #define LDPTEXT_SAMPLERS_H
 
@@ -24,10 +28,26 @@ int ldp_bernoulli(ldp_chacha *g, double p);
 int ldp_bernoulli_exp(ldp_chacha *g, double gamma);
 
 /* Discrete Laplace: P(k) proportional to exp(-|k| / scale), scale > 0 (CKS 2020 Alg. 2, generalised
- * to a real scale). Sets *ok = 0 on a bad parameter. */
+ * to a real scale; the exponents are rounded float64 quotients, so not exact, see above). Sets
+ * *ok = 0 on a bad parameter. */
 int64_t ldp_discrete_laplace(ldp_chacha *g, double scale, int *ok);
 
-/* Discrete Gaussian: P(k) proportional to exp(-k^2 / (2 sigma^2)), sigma > 0 (CKS 2020 Alg. 3). */
+/* Discrete Gaussian: P(k) proportional to exp(-k^2 / (2 sigma^2)), sigma > 0 (CKS 2020 Alg. 3; float
+ * exponents, not exact, see above). */
 int64_t ldp_discrete_gaussian(ldp_chacha *g, double sigma, int *ok);
+
+/* Largest integer parameter of the exact samplers (2^62). */
+#define LDP_EXACT_MAX ((uint64_t)1 << 62)
+
+/* Exact discrete Laplace with the rational scale num/den: P(k) proportional to
+ * exp(-|k| * den / num), 1 <= num, den <= LDP_EXACT_MAX (CKS 2020 Alg. 2, integer arithmetic only).
+ * Sets *ok = 0 on a bad parameter or a draw beyond int64. */
+int64_t ldp_discrete_laplace_exact(ldp_chacha *g, uint64_t num, uint64_t den, int *ok);
+
+/* Exact discrete Gaussian with sigma^2 = t * m: P(k) proportional to exp(-k^2 / (2 t m)),
+ * 1 <= m <= t <= min(4m, LDP_EXACT_MAX), i.e. the proposal scale t is in [sigma, 2 sigma] (CKS 2020
+ * Alg. 3 with proposal scale t, integer arithmetic only; t = floor(sigma) + 1 and m = ceil(sigma^2/t)
+ * qualify). Sets *ok = 0 on a bad parameter or a draw beyond int64. */
+int64_t ldp_discrete_gaussian_exact(ldp_chacha *g, uint64_t t, uint64_t m, int *ok);
 
 #endif

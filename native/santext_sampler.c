@@ -41,6 +41,35 @@ static void int8_dot_norm(const int8_t *qa, const int8_t *qb, int32_t n, int32_t
     *norm_out = norm;
 }
 
+int ldp_santext_table_check(const ldp_santext_table *t) {
+    const int64_t rows = t->n_rows, dim = t->dim, k = t->head_size, slots = k + 1;
+    int64_t j;
+    if (rows <= 0 || dim <= 0 || k <= 0 || k >= 65535 || t->n_outputs < k)
+        return LDP_SAMPLE_ERR_INVARIANT;
+    for (j = 0; j < rows; j++) {
+        int64_t acc = 0, c;
+        const int8_t *q = t->emb_q + j * dim;
+        for (c = 0; c < dim; c++) acc += (int64_t)q[c] * q[c];
+        if (acc != t->emb_sqnorm[j] || !(t->emb_scale[j] >= 0.0f) || !isfinite(t->emb_scale[j]) ||
+            !(t->tail_floor[j] >= 0.0) || !isfinite(t->tail_floor[j]))
+            return LDP_SAMPLE_ERR_INVARIANT;
+    }
+    for (j = 0; j < t->n_outputs; j++)
+        if (t->outputs[j] < 0 || t->outputs[j] >= rows ||
+            (j > 0 && t->outputs[j] <= t->outputs[j - 1]))
+            return LDP_SAMPLE_ERR_INVARIANT;
+    /* strictly increasing within a row: the sampler's binary search needs sorted rows, and
+     * together with sorted outputs it guarantees a non-empty tail when n_outputs > k */
+    for (j = 0; j < rows * k; j++)
+        if (t->head_ids[j] < 0 || t->head_ids[j] >= rows ||
+            (j % k != 0 && t->head_ids[j] <= t->head_ids[j - 1]))
+            return LDP_SAMPLE_ERR_INVARIANT;
+    for (j = 0; j < rows * slots; j++)
+        if (t->alias_index[j] >= slots || !(t->accept_gamma[j] >= 0.0))
+            return LDP_SAMPLE_ERR_INVARIANT;
+    return LDP_SAMPLE_OK;
+}
+
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
     /* d^2 = s_a^2 |q_a|^2 + s_b^2 |q_b|^2 - 2 s_a s_b <q_a, q_b>. The integer dot product is exact
      * (|q| <= 127, so |dot| < 2^31 for dim < 133,000); s_a * s_b and s_a^2 are exact in double
@@ -97,12 +126,13 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
         /* The range checks below re-assert what SantextTable validated at construction: they
          * cost a compare each and keep memory safe even if a caller mutates the arrays later. */
         if (ldp_next_u32(g) >= thr[slot]) slot = alias[slot];
-        if (slot > (uint32_t)k) return -LDP_ERR_INVARIANT;
+        if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
         if (slot < (uint32_t)k) {
             int accept = ldp_bernoulli_exp(g, gamma[slot]);
-            if (accept < 0) return -LDP_ERR_INVARIANT;
+            if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
             if (accept) {
-                if (head[slot] < 0 || head[slot] >= t->n_rows) return -LDP_ERR_INVARIANT;
+                if (head[slot] < 0 || head[slot] >= t->n_rows)
+                    return -LDP_SAMPLE_ERR_INVARIANT;
                 *y = head[slot];
                 return PROPOSED_HEAD;
             }
@@ -111,11 +141,11 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
             /* at most K of the n_outputs > K candidates are head members: 64 n + 1024 rounds
              * without a tail member have probability below e^-64 unless the table is broken */
             uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
-            if (t->n_outputs <= k) return -LDP_ERR_INVARIANT; /* tail slot must have mass 0 */
+            if (t->n_outputs <= k) return -LDP_SAMPLE_ERR_INVARIANT; /* tail slot must have mass 0 */
             do { /* uniform over outputs \ head by rejection of head members */
-                if (tries-- == 0) return -LDP_ERR_INVARIANT;
+                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
                 cand = t->outputs[ldp_uniform_u32(g, (uint32_t)t->n_outputs)];
-                if (cand < 0 || cand >= t->n_rows) return -LDP_ERR_INVARIANT;
+                if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
                 prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
 #if defined(__GNUC__)
                 __builtin_prefetch(t->emb_scale + cand, 0, 0);
@@ -135,14 +165,14 @@ static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int
     double g_tail = t->accept_gamma[(size_t)x * slots + (size_t)t->head_size] +
                     t->half_epsilon * (d - t->tail_floor[x]);
     int accept = ldp_bernoulli_exp(g, g_tail);
-    return accept < 0 ? -LDP_ERR_INVARIANT : accept;
+    return accept < 0 ? -LDP_SAMPLE_ERR_INVARIANT : accept;
 }
 
 /* Start sampling x: 1 if *y is final (kept in the clear or an accepted head slot), 0 if *y is a
  * pending tail candidate, negative on error. */
 static int start(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
     int r;
-    if (x < 0 || x >= t->n_rows) return -LDP_ERR_ROW;
+    if (x < 0 || x >= t->n_rows) return -LDP_SAMPLE_ERR_ROW;
     if (t->keep_row[x] && !ldp_bernoulli(g, t->p)) { /* SanText+: V_N kept w.p. 1 - p */
         *y = x;
         return 1;
@@ -191,5 +221,5 @@ int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int
             else i++;
         }
     }
-    return LDP_OK;
+    return LDP_SAMPLE_OK;
 }

@@ -38,10 +38,17 @@ typedef struct {
 } ldp_santext_table;
 
 enum {
-    LDP_OK = 0,
-    LDP_ERR_ROW = 1,        /* input id outside [0, n_rows) */
-    LDP_ERR_INVARIANT = 2   /* a table invariant is violated (negative gamma, empty tail) */
+    LDP_SAMPLE_OK = 0,
+    LDP_SAMPLE_ERR_ROW = 1,        /* input id outside [0, n_rows) */
+    LDP_SAMPLE_ERR_INVARIANT = 2   /* a table invariant is violated (negative gamma, empty tail) */
 };
+
+/* The value checks every table must pass before sampling (ids used as indices in range, outputs
+ * and head rows strictly increasing, alias slots <= K, gammas >= 0 and not NaN, scales and tail
+ * floors finite and >= 0, emb_sqnorm equal to the codes' squared norms). Shapes are the caller's
+ * job. Returns LDP_SAMPLE_OK or LDP_SAMPLE_ERR_INVARIANT. Shared by the Python extension and
+ * libldptext. */
+int ldp_santext_table_check(const ldp_santext_table *t);
 
 /* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */

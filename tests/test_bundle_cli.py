@@ -1,5 +1,5 @@
 """``ldptext keys`` and ``ldptext bundle``: generate, trust, sign, verify, inspect, and one-line
-errors (exit status 2) for every refusal."""
+errors for every refusal (exit status 4 for a damaged bundle, 5 for signature and key problems)."""
 from __future__ import annotations
 
 import json
@@ -43,19 +43,19 @@ def test_generate_trust_sign_verify_inspect(tmp_path, capsys, monkeypatch):
     path = B.write_bundle(tmp_path / "b.ldpb", mechanism="santext+", arrays=ARRAYS,
                           manifest=MANIFEST)
     rc, _, err = run(capsys, "bundle", "verify", str(path))
-    assert rc == 2 and "unsigned" in err and err.count("\n") == 1
+    assert rc == 5 and "unsigned" in err and err.count("\n") == 1
 
     rc, _, err = run(capsys, "bundle", "sign", str(path), "--key", str(key))
-    assert rc == 2 and "passphrase" in err.lower() or "Password" in err
+    assert rc == 5 and ("passphrase" in err.lower() or "Password" in err)
     rc, out, err = run(capsys, "bundle", "sign", str(path), "--key", str(key),
                      "--passphrase-env", "LDP_PASS")
     # these arrays are no SanText+ tables: signing is refused (tests/test_bundle_params.py signs real ones)
-    assert rc == 2 and "not a loadable santext+ bundle" in err and err.count("\n") == 1
+    assert rc == 4 and "not a loadable santext+ bundle" in err and err.count("\n") == 1
     from ldptext.keys import load_private_key
     path = B.write_bundle(path, mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST,
                           sign_key=load_private_key(key, b"hunter2"))
     rc, _, err = run(capsys, "bundle", "verify", str(path))
-    assert rc == 2 and "untrusted key" in err
+    assert rc == 5 and "untrusted key" in err
     rc, out, _ = run(capsys, "bundle", "verify", str(path), "--trusted-key", str(pub))
     assert rc == 0 and out.startswith("OK")
     assert f"bundle id {B.read_bundle(path, trusted_keys=[str(pub)]).bundle_id}" in out
@@ -96,7 +96,7 @@ def test_sign_refuses_a_tampered_bundle(tmp_path, capsys):
     rc, out, err = run(capsys, "bundle", "inspect", str(path))
     assert rc == 0 and "INVALID" in out
     rc, _, err = run(capsys, "bundle", "sign", str(path), "--key", str(tmp_path / "k/signing.key"))
-    assert rc == 2 and "refusing to re-sign" in err
+    assert rc == 5 and "refusing to re-sign" in err
 
 
 def test_corrupt_bundle_gives_one_line_error(tmp_path, capsys):
@@ -104,7 +104,7 @@ def test_corrupt_bundle_gives_one_line_error(tmp_path, capsys):
     p.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
     for action in ("verify", "inspect"):
         rc, out, err = run(capsys, "bundle", action, str(p))
-        assert rc == 2 and err.startswith("ldptext: error:") and err.count("\n") == 1
+        assert rc == 4 and err.startswith("ldptext: error:") and err.count("\n") == 1
 
 
 def test_passphrase_sources(tmp_path, capsys):
@@ -112,10 +112,10 @@ def test_passphrase_sources(tmp_path, capsys):
     f.write_text("")
     rc, _, err = run(capsys, "keys", "generate", "--out", str(tmp_path / "k"),
                      "--passphrase-file", str(f))
-    assert rc == 2 and "empty" in err
+    assert rc == 5 and "empty" in err
     rc, _, err = run(capsys, "keys", "generate", "--out", str(tmp_path / "k"),
                      "--passphrase-env", "SURELY_UNSET_VARIABLE_X")
-    assert rc == 2
+    assert rc == 5
     f.write_text("pass phrase\n")
     rc, out, _ = run(capsys, "keys", "generate", "--out", str(tmp_path / "k"),
                      "--passphrase-file", str(f), "--trust")
@@ -165,3 +165,45 @@ def test_inspect_states_what_a_dpbart_bundle_fixes():
     assert "L = 32 tokens is one release" in rows["release unit"]
     assert "discrete Laplace" in rows["noise families"] and "discrete Gaussian" in rows["noise families"]
     assert rows["clip C"].startswith("0.1 ") and rows["pruned |P|"].startswith("68 ")
+
+
+def test_verify_json_states_id_key_trust_and_verified(tmp_path, capsys):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from ldptext import keys
+    key = Ed25519PrivateKey.generate()
+    pub = tmp_path / "k.pub"
+    pub.write_text(base64_pub(key))
+    path = B.write_bundle(tmp_path / "b.ldpb", mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST, sign_key=key)
+    expected_id = B.read_bundle(path, trusted_keys=[str(pub)]).bundle_id
+
+    rc, out, err = run(capsys, "bundle", "verify", "--json", str(path), "--trusted-key", str(pub))
+    data = json.loads(out)
+    assert rc == 0 and err == ""
+    assert data == {"path": str(path), "verified": True, "error": None, "bundle_id": expected_id,
+                    "key_id": keys.key_id(key.public_key()), "signed": True, "trusted": True,
+                    "mechanism": "santext+", "format_version": 1}
+
+    rc, out, err = run(capsys, "bundle", "verify", "--json", str(path))  # signer not trusted here
+    data = json.loads(out)
+    assert rc == 5 and err.count("\n") == 1 and "untrusted key" in err
+    assert data["verified"] is False and data["trusted"] is False and "untrusted key" in data["error"]
+    assert data["bundle_id"] == expected_id and data["key_id"] == keys.key_id(key.public_key())
+
+    unsigned = B.write_bundle(tmp_path / "u.ldpb", mechanism="santext", arrays=ARRAYS, manifest=MANIFEST)
+    with pytest.warns(B.UnsignedBundleWarning):
+        rc, out, _ = run(capsys, "bundle", "verify", "--json", "--allow-unsigned", str(unsigned))
+    data = json.loads(out)
+    assert rc == 0 and data["verified"] is True and data["signed"] is False and data["trusted"] is False
+
+    broken = tmp_path / "x.ldpb"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
+    rc, out, err = run(capsys, "bundle", "verify", "--json", str(broken))
+    data = json.loads(out)
+    assert rc == 4 and err.startswith("ldptext: error:")
+    assert data["verified"] is False and data["bundle_id"] is None and data["mechanism"] is None
+
+
+def base64_pub(key) -> str:
+    import base64
+    from ldptext import keys
+    return base64.b64encode(keys.public_bytes(key.public_key())).decode()

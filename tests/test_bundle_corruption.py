@@ -492,3 +492,58 @@ def test_not_a_regular_file_is_refused_without_blocking(tmp_path, good):
 def test_expect_mechanism(good):
     assert load(good, expect_mechanism=["santext+"]).mechanism == "santext+"
     expect_refused(good, BundleFormatError, expect_mechanism=["dpbart"])
+
+
+# ---- bundles read from bytes: the same checks, the same errors ---------------------------------------
+
+def _outcome(source, **kw):
+    """What reading ``source`` gives: ("loaded", bundle id) or (error type, message)."""
+    try:
+        b = load(source, **kw)
+    except BundleError as e:
+        return type(e), str(e)
+    except Exception as e:  # noqa: BLE001 - the point of the test
+        pytest.fail(f"raised non-bundle exception {type(e).__name__}: {e}")
+    return "loaded", b.bundle_id
+
+
+def test_tampered_bytes_are_refused_exactly_like_a_tampered_file(good, tmp_path):
+    original = good.read_bytes()
+    hlen = struct.unpack("<Q", original[:8])[0]
+    rng = np.random.default_rng(3)
+    variants = []
+    for off in sorted(rng.choice(len(original), size=60, replace=False)) + [3, 8 + hlen // 2, len(original) - 1]:
+        flipped = bytearray(original)
+        flipped[int(off)] ^= 1 << int(off % 8)
+        variants.append(bytes(flipped))
+    variants += [original[:n] for n in (1, 7, 8, 20, 8 + hlen, len(original) - 1)]  # truncated
+    variants += [original + b"\0" * 8]                                                 # appended
+    variants += [original.replace(b'\\"epsilon\\":3.0', b'\\"epsilon\\":9.0', 1)]     # edited manifest
+    refused = 0
+    for data in variants:
+        put(good, data)
+        from_file = _outcome(good)
+        assert from_file[0] != "loaded"
+        for source in (data, bytearray(data), memoryview(data)):
+            assert _outcome(source) == from_file
+        refused += 1
+    assert refused == len(variants)
+    put(good, original)
+    assert _outcome(original) == _outcome(good) == ("loaded", load(good).bundle_id)
+    # trust decisions too: an unsigned or foreign bundle as bytes is refused as the file is
+    unsigned = B.write_bundle(tmp_path / "u.ldpb", mechanism="santext", arrays=sample_arrays(), manifest=MANIFEST)
+    foreign = B.write_bundle(tmp_path / "f.ldpb", mechanism="santext", arrays=sample_arrays(), manifest=MANIFEST,
+                             sign_key=Ed25519PrivateKey.generate())
+    for path, exc in ((unsigned, UnsignedBundleError), (foreign, UnknownKeyError)):
+        assert _outcome(path.read_bytes()) == _outcome(path) and _outcome(path)[0] is exc
+
+
+def test_bundle_bytes_cannot_change_after_verification(good):
+    data = bytearray(good.read_bytes())
+    b = load(data)                     # a bytearray is copied once, before verification
+    data[-1] ^= 0xFF
+    assert b.path is None and b.bundle_id == load(good).bundle_id
+    for name, a in sample_arrays().items():
+        np.testing.assert_array_equal(b.arrays[name], a)
+        assert not b.arrays[name].flags.writeable
+    assert _outcome(b"")[0] is BundleError and _outcome(bytearray())[0] is BundleError

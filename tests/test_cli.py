@@ -1,11 +1,20 @@
-"""The ``ldptext`` command shell: version, and one clear line when an optional extra is missing."""
+"""The ``ldptext`` command shell: version, one clear line when an optional extra is missing, one exit
+status per kind of error (usage 2, input 3, bundle 4, trust 5, budget 6, ledger 7, extra 8, Ctrl-C 130),
+and help text on every option of every command (runtime and offline)."""
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import ldptext
-from ldptext.cli import EXTRAS, main
+from ldptext import cli
+from ldptext import errors as E
+from ldptext.cli import EXIT_MISSING_EXTRA, EXTRAS, main
 
 
 def test_version(capsys):
@@ -26,7 +35,7 @@ def _run_without(module: str, args: list[str]) -> subprocess.CompletedProcess:
 
 def test_missing_precompute_extra_is_one_line_naming_it(tmp_path):
     r = _run_without("torch", ["precompute", "dpbart", "--out", str(tmp_path / "x.ldpb")])
-    assert r.returncode == 2
+    assert r.returncode == EXIT_MISSING_EXTRA == 8
     assert r.stderr.strip().splitlines() == [
         "ldptext: error: this command needs the optional dependency 'torch': pip install 'ldptext[precompute]'"]
 
@@ -37,7 +46,7 @@ def test_missing_evaluate_extra_is_one_line_naming_it(tmp_path):
     r = _run_without("sklearn", ["evaluate", "--data", str(csv), "--epsilon", "1", "--seeds", "1",
                                  "--baselines", "no", "--mechanism", "santext", "--vocab-size", "500",
                                  "--no-plots", "--quiet", "--out", str(tmp_path / "out")])
-    assert r.returncode == 2, r.stderr
+    assert r.returncode == EXIT_MISSING_EXTRA, r.stderr
     assert "pip install 'ldptext[evaluate]'" in r.stderr
     assert "Traceback" not in r.stderr
 
@@ -47,3 +56,127 @@ def test_every_extra_named_exists_in_setup():
     text = open(setup, encoding="utf-8").read()
     for extra in set(EXTRAS.values()):
         assert f'"{extra}":' in text, extra
+
+
+# ---- exit status: usage errors vs runtime errors (README "Command line") -----------------------------
+ERROR_STATUS = [
+    (E.ParameterError("--epsilon must be > 0"), 2),
+    (E.InputError("input line 3 is not valid UTF-8"), 3),
+    (E.BundleError("bundle file not found: x"), 4),
+    (E.BundleFormatError("not an ldptext bundle"), 4),
+    (E.BundleIntegrityError("hash differs"), 4),
+    (E.BundleExpectationError("not the pinned bundle"), 4),
+    (E.ParameterMismatchError("epsilon is not what the tables realise"), 4),
+    (E.SignatureError("signature does not verify"), 5),
+    (E.UnsignedBundleError("bundle is unsigned"), 5),
+    (E.UnknownKeyError("untrusted key"), 5),
+    (E.KeyFileError("wrong passphrase"), 5),
+    (E.BudgetExceededError("over budget"), 6),
+    (E.LedgerError("ledger tampered"), 7),
+    (E.ClosedError("closed"), 1),
+    (E.LdptextError("something else"), 1),
+]
+
+
+@pytest.mark.parametrize("error,status", ERROR_STATUS, ids=[type(e).__name__ for e, _ in ERROR_STATUS])
+def test_each_kind_of_error_has_its_own_exit_status(error, status, monkeypatch, capsys):
+    from ldptext.commands import keys as keys_cmd
+
+    def fail(args):
+        raise error
+    monkeypatch.setattr(keys_cmd, "run_list", fail)  # bound when the parser is built
+    assert cli.exit_status(error) == status
+    assert main(["keys", "list"]) == status
+    err = capsys.readouterr().err
+    assert err == f"ldptext: error: {error}\n"  # one line
+
+
+def test_interrupt_exits_130(monkeypatch):
+    from ldptext.commands import keys as keys_cmd
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(keys_cmd, "run_list", interrupted)
+    assert main(["keys", "list"]) == cli.EXIT_INTERRUPTED == 130
+
+
+def test_usage_errors_exit_2_and_runtime_errors_do_not(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:  # argparse: missing required option
+        main(["sanitize", "-"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:  # argparse: unknown option
+        main(["bundle", "verify", "--no-such-option", "x"])
+    assert e.value.code == 2
+    # an option value outside its domain (ParameterError): usage, before the bundle is opened
+    assert main(["sanitize", "--bundle", str(tmp_path / "missing.ldpb"), "--expect-bundle-id", "xyz", "-"]) == 2
+    assert main(["keys", "trust"]) == 2                      # neither PUBFILE nor --developer
+    assert main(["sanitize", "--bundle", str(tmp_path / "missing.ldpb"), "-"]) == 4    # bundle
+    assert main(["sanitize", "--bundle", str(tmp_path), "-"]) == 4                      # a directory
+    capsys.readouterr()
+
+
+def test_offline_commands_without_the_offline_package_name_the_extra(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])  # as on a device install
+    for command, extra in (("precompute", "precompute"), ("evaluate", "evaluate"), ("demo", "precompute")):
+        assert main([command, "--help"]) == cli.EXIT_MISSING_EXTRA
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"pip install 'ldptext[{extra}]'" in err and "Traceback" not in err
+    assert main(["keys", "list"]) == 0  # the runtime commands still work
+
+
+def test_missing_extra_messages_cover_precompute_evaluate_and_keyring():
+    def message(module, command=None):
+        return cli.missing_extra_message(ModuleNotFoundError(name=module), command)
+
+    assert message("torch") == "this command needs the optional dependency 'torch': pip install 'ldptext[precompute]'"
+    assert message("transformers.models").endswith("'ldptext[precompute]'")
+    assert message("matplotlib.pyplot").endswith("'ldptext[evaluate]'")
+    assert message("keyring").endswith("'ldptext[keyring]'")
+    # a module that two extras install is named by the extra of the failing command
+    assert message("sklearn", "precompute").endswith("'ldptext[precompute]'")
+    assert message("sklearn", "evaluate").endswith("'ldptext[evaluate]'")
+    assert message("numpy") is None  # not optional: the error is not hidden
+
+
+def test_ledger_without_keyring_names_the_keyring_extra(tmp_path, monkeypatch):
+    # no CLI command opens a ledger: the library's own error names the extra
+    from ldptext.ledger import Ledger
+    monkeypatch.setitem(sys.modules, "keyring", None)  # import fails, as if not installed
+    with pytest.raises(E.LedgerError) as e:
+        Ledger(tmp_path / "l.ledger", budget=1.0)
+    assert "pip install 'ldptext[keyring]'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_readme_lists_every_exit_status():
+    readme = (Path(ldptext.__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Command line"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, re.M))
+    codes = {v for k, v in vars(cli).items() if k.startswith("EXIT_")}
+    assert {int(c) for c in rows} == codes
+    assert "usage" in rows["2"] and "input" in rows["3"] and "bundle" in rows["4"]
+    assert "trust" in rows["5"] and "budget" in rows["6"] and "ledger" in rows["7"] and "extra" in rows["8"]
+    for code in codes:  # and the module docstring of ldptext/cli.py
+        assert re.search(rf"^{code}\s", cli.__doc__, re.M), code
+
+
+# ---- help on every option of every command -----------------------------------------------------------
+def _undocumented(parser: argparse.ArgumentParser, path: list[str]):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not helps.get(name):
+                    yield f"{' '.join(path)} {name} (the command itself)"
+                yield from _undocumented(sub, path + [name])
+        elif not action.help or action.help == argparse.SUPPRESS:
+            yield f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_option_of_every_command_has_help():
+    parser = cli.build_parser()
+    commands = {a for act in parser._actions if isinstance(act, argparse._SubParsersAction) for a in act.choices}
+    # the runtime commands and the offline ones (entry point): all of them are checked
+    assert {"sanitize", "rewrite", "bundle", "keys", "precompute", "evaluate", "demo"} <= commands
+    missing = list(_undocumented(parser, ["ldptext"]))
+    assert not missing, "options without help=:\n" + "\n".join(missing)

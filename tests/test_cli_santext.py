@@ -53,14 +53,15 @@ def test_non_utf8_file_is_refused_with_line_number_and_no_output(bundle, tmp_pat
     src = tmp_path / "bad.txt"
     src.write_bytes(b"w1 w2\nw3\n" + MARKER.encode() + b" \xff\xfe w4\nw5\n")
     r = run_cli(["sanitize", "--bundle", str(bundle), str(src)])
-    assert r.returncode == 2
+    assert r.returncode == 3  # input data
     assert b"line 3" in r.stderr and b"UTF-8" in r.stderr
     assert MARKER.encode() not in r.stderr and r.stdout == b""
 
 
 def test_non_utf8_on_stdin_stops_at_the_line(bundle):
     r = run_cli(["sanitize", "--bundle", str(bundle)], b"w1\n" + MARKER.encode() + b"\xc3(\n")
-    assert r.returncode == 2 and b"line 2" in r.stderr and MARKER.encode() not in r.stderr
+    assert r.returncode == 3 and b"line 2" in r.stderr and MARKER.encode() not in r.stderr
+    assert r.stdout.decode().count("\n") == 1  # the line before the bad one, complete
 
 
 @pytest.mark.parametrize("bad", [["--epsilon", "0"], ["--epsilon", "-1"], ["--epsilon", "nan"],
@@ -99,7 +100,7 @@ def test_missing_or_corrupted_bundle_is_refused(bundle, tmp_path):
     with pytest.raises(BundleError):
         Sanitizer.load(bad)
     r = run_cli(["sanitize", "--bundle", str(bad)], b"w1\n")
-    assert r.returncode == 2 and b"error" in r.stderr and r.stdout == b""
+    assert r.returncode == 4 and b"error" in r.stderr and r.stdout == b""  # 4: bundle
 
 
 def test_raw_text_never_reaches_logs_or_exception_messages(bundle, caplog):
@@ -163,3 +164,92 @@ def test_sanitize_pinning_refuses_an_unexpected_bundle(bundle, tmp_path):
     assert ok.returncode == 0, ok.stderr
     bad = run_cli(["sanitize", "--bundle", str(bundle), "--expect-epsilon-max", "1.5", str(src)])
     assert bad.returncode != 0 and b"exceeds" in bad.stderr and bad.stdout == b""
+
+
+# ---- streaming and --skip-bad-lines (README "Command line") -----------------------------------------
+class _Result:
+    def __init__(self, text):
+        self.text = text
+
+
+class _Sink:
+    """Standard output that counts what is written and keeps only the lines."""
+
+    def __init__(self):
+        self.lines = 0
+
+    def write(self, s):
+        self.lines += s.count("\n")
+
+    def flush(self):
+        pass
+
+
+def test_file_input_is_streamed_a_batch_at_a_time_in_bounded_memory(tmp_path, monkeypatch):
+    import tracemalloc
+
+    from ldptext.commands import _io
+
+    src = tmp_path / "big.txt"
+    line = ("w1 w2 w3 " * 11).strip() + "\n"               # 98 bytes
+    with open(src, "w", encoding="utf-8") as f:
+        for _ in range(100):
+            f.write(line * 1000)                          # 100,000 lines, 9.8 MB
+    sink = _Sink()
+    monkeypatch.setattr(sys, "stdout", sink)
+    batches = []
+
+    def run_batch(docs):
+        batches.append(len(docs))
+        return [_Result(d[:2]) for d in docs]
+    tracemalloc.start()
+    try:
+        _io.process(str(src), run_batch, False, 256)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sink.lines == 100_000 and sum(batches) == 100_000 and max(batches) == 256
+    assert peak < 2_000_000, f"peak {peak} bytes for a {src.stat().st_size}-byte file"
+
+
+def test_skip_bad_lines_gives_no_output_line_for_them_and_lists_their_numbers(bundle, tmp_path):
+    src = tmp_path / "mixed.txt"
+    src.write_bytes(b"w1 w2\n" + MARKER.encode() + b" \xff\xfe\nw3\n\xc3(" + MARKER.encode() + b"\nw4 w5 w6\n")
+    for args, stdin in (([str(src)], None), (["-"], src.read_bytes())):
+        r = run_cli(["sanitize", "--bundle", str(bundle), "--skip-bad-lines", "--json", *args], stdin)
+        assert r.returncode == 0, r.stderr
+        out = [json.loads(x) for x in r.stdout.decode().splitlines()]
+        assert [o["report"]["n_tokens"] for o in out] == [2, 1, 3]   # one line per good input line
+        err = r.stderr.decode()
+        assert "skipped 2 of 5 input lines" in err and "lines 2, 4" in err and err.count("\n") == 1
+        assert MARKER not in err and MARKER.lower() not in r.stdout.decode()
+
+
+def test_a_refused_document_is_named_by_its_line_or_skipped(tmp_path, monkeypatch):
+    from ldptext.commands import _io
+
+    src = tmp_path / "in.txt"
+    src.write_text("a\nb\nREFUSE " + MARKER + "\nc\n", encoding="utf-8")
+    sink = _Sink()
+    monkeypatch.setattr(sys, "stdout", sink)
+    released = []
+
+    def run_batch(docs):
+        for i, d in enumerate(docs):
+            if d.startswith("REFUSE"):
+                raise InputError(f"document {i} could not be tokenized")
+        released.extend(docs)
+        return [_Result("x") for _ in docs]
+    with pytest.raises(InputError) as e:
+        _io.process(str(src), run_batch, False, 256)
+    assert str(e.value) == "the document on input line 3 could not be tokenized"
+    assert sink.lines == 0 and released == []
+    _io.process(str(src), run_batch, False, 256, skip_bad_lines=True)
+    assert sink.lines == 3 and released == ["a", "b", "c"]  # each good line released exactly once
+
+
+def test_stdin_stops_at_a_bad_line_after_writing_every_earlier_line(bundle):
+    data = b"".join(b"w%d w%d\n" % (i % 30, (i + 1) % 30) for i in range(300)) + b"\xff" + MARKER.encode() + b"\n"
+    r = run_cli(["sanitize", "--bundle", str(bundle), "-"], data + b"w1\n")
+    assert r.returncode == 3 and b"line 301" in r.stderr and MARKER.encode() not in r.stderr
+    assert r.stdout.decode().endswith("\n") and len(r.stdout.decode().splitlines()) == 300

@@ -209,14 +209,14 @@ def test_cli_invalid_utf8_file_is_refused_before_any_output(bundle, tmp_path):
     f = tmp_path / "bad.txt"
     f.write_bytes(b"the apple\nhunter2 \xff\xfe secret\nthe\n")
     r = _cli(bundle, str(f))
-    assert r.returncode == 2 and r.stdout == b""
+    assert r.returncode == 3 and r.stdout == b""  # 3: input data
     err = r.stderr.decode()
     assert "line 2" in err and "UTF-8" in err and "hunter2" not in err and err.count("\n") == 1
 
 
 def test_cli_invalid_utf8_on_stdin_stops_with_the_line_number(bundle):
     r = _cli(bundle, "-", stdin=b"the apple\n\xc3\x28 hunter2\n")
-    assert r.returncode == 2
+    assert r.returncode == 3
     assert b"hunter2" not in r.stdout and b"hunter2" not in r.stderr
     assert "line 2" in r.stderr.decode()
 

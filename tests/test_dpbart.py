@@ -84,8 +84,8 @@ def test_long_inputs_split_truncate_refuse_and_compose(bundles):
 
 def test_rewrite_batch_keeps_order_and_matches_single_calls(bundles):
     texts = tiny_sentences(5, seed=9)
-    a = load(bundles["int8"], seed=3).rewrite_batch(texts, epsilon=math.inf)
-    b = [load(bundles["int8"], seed=3).rewrite(t, epsilon=math.inf) for t in texts]
+    a = load(bundles["int8"], seed=3).rewrite_batch(texts, epsilon=math.inf, allow_infinite_epsilon=True)
+    b = [load(bundles["int8"], seed=3).rewrite(t, epsilon=math.inf, allow_infinite_epsilon=True) for t in texts]
     assert [x.text for x in a] == [y.text for y in b]
     assert all(not x.report.private for x in a)
 
@@ -191,7 +191,7 @@ def test_rewriter_greedy_at_eps_inf_matches_pytorch(bundles):
                             torch.tensor(rw.pruned))
         ref = greedy_decode_torch(adapter, z, rw.max_output_tokens)
     ref_text = [adapter.tokenizer.decode(r, skip_special_tokens=True) for r in ref]
-    got = [r.text for r in rw.rewrite_batch(texts, epsilon=math.inf)]
+    got = [r.text for r in rw.rewrite_batch(texts, epsilon=math.inf, allow_infinite_epsilon=True)]
     assert got == ref_text
 
 
@@ -200,10 +200,10 @@ def test_int8_bundle_is_smaller_and_beam_search_runs(bundles):
 
     assert os.path.getsize(bundles["int8"]) < os.path.getsize(bundles["fp32"])
     rw = load(bundles["int8"])
-    greedy = rw.rewrite("the cat sat", epsilon=math.inf).text
-    beam1 = rw.rewrite("the cat sat", epsilon=math.inf, beam=1).text
+    greedy = rw.rewrite("the cat sat", epsilon=math.inf, allow_infinite_epsilon=True).text
+    beam1 = rw.rewrite("the cat sat", epsilon=math.inf, beam=1, allow_infinite_epsilon=True).text
     assert greedy == beam1
-    r = rw.rewrite("the cat sat", epsilon=math.inf, beam=3)
+    r = rw.rewrite("the cat sat", epsilon=math.inf, beam=3, allow_infinite_epsilon=True)
     assert isinstance(r.text, str) and r.report.beam == 3
 
 
@@ -328,7 +328,7 @@ def test_cli_rewrite_reports_bad_utf8_line_number_without_echoing_text(bundles):
     data = b"the cat sat\n" + MARKER.encode() + b" \xff\xfe cat\n"
     r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "5",
               "--delta", "1e-5", "--threads", "1", "-"], stdin=data)
-    assert r.returncode == 2
+    assert r.returncode == 3  # input data (ldptext.cli exit status)
     err = r.stderr.decode()
     assert "line 2" in err and MARKER not in err and MARKER not in r.stdout.decode()
 
@@ -338,7 +338,7 @@ def test_cli_rewrite_rejects_bad_epsilon_and_missing_bundle(bundles, tmp_path):
     assert r.returncode == 2 and b"epsilon" in r.stderr
     r = _cli(["rewrite", "--bundle", str(tmp_path / "nope.ldpb"), "--epsilon", "1", "--delta", "1e-5", "-"],
              stdin=b"x\n")
-    assert r.returncode == 2 and b"not found" in r.stderr
+    assert r.returncode == 4 and b"not found" in r.stderr  # bundle error
 
 
 def test_ledger_records_every_chunk_and_refuses_over_budget(bundles, tmp_path):
@@ -456,3 +456,108 @@ def test_shared_greedy_loop_stops_rows_at_eos_and_at_the_fixed_length():
     # row 0: 1, then eos (0); row 1: 2, 2, 1, then the length limit
     assert greedy(step, 2, start=7, eos=0, max_len=3) == [[1], [2, 2, 1]]
     assert fed == [[7, 7], [1, 2], [0, 2]]  # a finished row is fed eos
+
+
+# ------------------------------------------------------------------------------ stated numbers (issue 9 item 6)
+def _strict_json(line: str) -> dict:
+    """json.loads that refuses Infinity / NaN (not JSON)."""
+    def bad(name):
+        raise ValueError(f"non-JSON constant {name}")
+    return json.loads(line, parse_constant=bad)
+
+
+@pytest.mark.parametrize("value", [math.inf, float("1e400"), 10**400, np.float64("inf")])
+def test_infinite_epsilon_is_refused_unless_explicitly_allowed_for_evaluation(bundles, value):
+    from ldptext.errors import ParameterError
+
+    rw = load(bundles["int8"])
+    for call in (lambda **kw: rw.rewrite(MARKER, **kw), lambda **kw: rw.rewrite_batch([MARKER], **kw)):
+        for mech, delta in (("gaussian", 1e-5), ("gaussian", None), ("laplace", None)):
+            with pytest.raises(ParameterError) as e:
+                call(epsilon=value, delta=delta, mechanism=mech)
+            msg = str(e.value)
+            assert "allow_infinite_epsilon=True" in msg and "not be private" in msg and MARKER not in msg
+    r = rw.rewrite("the cat sat", epsilon=value, allow_infinite_epsilon=True)
+    rep = r.report
+    assert not rep.private and rep.evaluation_only and rep.epsilon == math.inf and rep.sampler_parameters is None
+    assert any("NOT private" in n and "evaluation only" in n for n in rep.notes)
+    assert "NO PRIVACY, evaluation only" in rep.summary()
+    d = rep.to_dict()
+    assert d["epsilon"] == "inf" and d["total_epsilon"] == "inf" and d["evaluation_only"] is True
+    _strict_json(json.dumps(d, allow_nan=False))
+
+
+def test_nan_epsilon_is_refused_with_a_specific_message(bundles):
+    from ldptext.errors import ParameterError
+
+    rw = load(bundles["int8"])
+    for allow in (False, True):
+        with pytest.raises(ParameterError, match="nan"):
+            rw.rewrite("the cat", epsilon=float("nan"), delta=1e-5, allow_infinite_epsilon=allow)
+
+
+def test_report_states_exact_noise_its_rational_parameter_and_seeding(bundles):
+    from ldptext.noise import calibrate
+
+    seeded = load(bundles["int8"], seed=4)
+    from ldptext.bundle import UnsignedBundleWarning
+    from ldptext.dpbart import Rewriter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsignedBundleWarning)
+        private = Rewriter.load(bundles["int8"], allow_unsigned=True, threads=1)
+    for rw, is_seeded in ((seeded, True), (private, False)):
+        for mech, eps, delta in (("gaussian", 50.0, 1e-5), ("laplace", 7.3, None)):
+            rep = rw.rewrite("the cat sat", epsilon=eps, delta=delta, mechanism=mech).report
+            cal = calibrate(mech, eps, delta, clip=rw.clip, n=rw.n)
+            assert rep.seeded is is_seeded and not rep.evaluation_only and rep.private
+            assert rep.noise_exact is True and rep.epsilon_slack == 0.0
+            assert rep.sampler_parameters == cal.sampler_parameters
+            a, b = rep.sampler_parameters
+            assert isinstance(a, int) and isinstance(b, int)
+            if mech == "laplace":
+                assert rep.noise_parameter.startswith(f"t = {a}/{b}")
+                # 2Kn/t ≤ ε in exact arithmetic, for the t the sampler got
+                from fractions import Fraction
+                k = 1 << cal.grid_bits
+                assert Fraction(2 * k * rep.n) * b / a <= Fraction(eps)
+                assert rep.epsilon_bound <= eps
+            else:
+                assert rep.noise_parameter.startswith(f"sigma^2 = {a}*{b}")
+                assert rep.delta_bound <= delta and rep.epsilon_bound == eps
+            assert ("SEEDED" in rep.summary()) is is_seeded
+            d = rep.to_dict()
+            for key in ("seeded", "evaluation_only", "noise_exact", "noise_parameter", "sampler_parameters",
+                        "epsilon_slack", "epsilon_bound"):
+                assert key in d
+            assert d["seeded"] is is_seeded and d["sampler_parameters"] == [a, b]
+            _strict_json(json.dumps(d, allow_nan=False))
+
+
+def test_rewrite_docstring_states_the_noise_is_exact():
+    from ldptext.dpbart import Rewriter
+
+    doc = " ".join(Rewriter.rewrite.__doc__.split())
+    assert "epsilon_slack" in doc and "noise_exact" in doc and "allow_infinite_epsilon" in doc
+
+
+def test_cli_rewrite_refuses_infinite_epsilon_unless_allowed_and_json_says_seeded(bundles, tmp_path):
+    base = ["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--threads", "1", "--json"]
+    for value, words in (("inf", "is infinite"), ("Infinity", "is infinite"), ("1e400", "overflows to inf"),
+                         ("-inf", "> 0"), ("nan", "not a number")):
+        r = _cli([*base, f"--epsilon={value}", "-"], stdin=MARKER.encode() + b"\n")
+        err = r.stderr.decode()
+        assert r.returncode == 2 and words in err and r.stdout == b"" and MARKER not in err, (value, err)
+        if words in ("is infinite", "overflows to inf"):
+            assert "--allow-infinite-epsilon" in err and "not be private" in err
+    r = _cli([*base, "--epsilon", "1e400", "--allow-infinite-epsilon", "--seed", "2", "-"], stdin=b"the cat sat\n")
+    assert r.returncode == 0, r.stderr.decode()[-1500:]
+    assert "NOT private" in r.stderr.decode()
+    rep = _strict_json(r.stdout.decode().splitlines()[0])["report"]
+    assert rep["epsilon"] == "inf" and rep["private"] is False and rep["evaluation_only"] is True
+    assert rep["seeded"] is True
+    r = _cli([*base, "--epsilon", "50", "--delta", "1e-5", "-"], stdin=b"the cat sat\n")
+    assert r.returncode == 0, r.stderr.decode()[-1500:]
+    rep = _strict_json(r.stdout.decode().splitlines()[0])["report"]
+    assert rep["seeded"] is False and rep["evaluation_only"] is False and rep["noise_exact"] is True
+    assert rep["epsilon_slack"] == 0.0 and len(rep["sampler_parameters"]) == 2

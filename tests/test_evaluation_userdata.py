@@ -272,7 +272,7 @@ def test_cli_reports_bad_input_on_one_line(work, tmp_path, capsys):
     (tmp_path / "d.csv").write_bytes(b"\xff\xfetext,label\n")
     rc = main(["evaluate", "--data", str(tmp_path / "d.csv"), "--quiet", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert rc == 2 and "not valid UTF-8" in err and "Traceback" not in err
+    assert rc == 3 and "not valid UTF-8" in err and "Traceback" not in err  # 3: input data
 
 
 def test_csv_with_a_byte_order_mark_loads(tmp_path):

@@ -349,3 +349,43 @@ def test_signed_but_inconsistent_bundle_is_refused_on_load(tmp_path):
                               blobs=blobs, sign_key=keys.build_signing_key(None))
         with pytest.raises(BundleIntegrityError):
             load_seeded(path)
+
+
+class _FailingTokenizer:
+    """Stands in for the bundle's ``tokenizers.Tokenizer``: fails on any piece holding the marker."""
+
+    def __init__(self, inner, marker):
+        self.inner, self.marker = inner, marker
+
+    def encode_batch_fast(self, pieces, add_special_tokens=False):
+        if any(self.marker in p for p in pieces):
+            raise RuntimeError(f"cannot encode {pieces}")  # a library message that quotes the text
+        return self.inner.encode_batch(pieces, add_special_tokens=add_special_tokens)
+
+    encode_batch = encode_batch_fast
+
+
+def test_batch_errors_name_the_document_index_never_the_text(tiny, monkeypatch):
+    from ldptext.errors import InputError
+    marker = "SECRETMARKER7f3a"
+    with pytest.raises(InputError) as e:
+        tiny.sanitize_batch(["w1", "w2 w3", 3, "w4"])
+    assert str(e.value) == "document 2 is int, not str"
+    monkeypatch.setattr(tiny.tokenizer, "_tok", _FailingTokenizer(tiny.tokenizer._tok, marker))
+    with pytest.raises(InputError) as e:
+        tiny.sanitize_batch(["w1", "w2", f"w3 {marker}", "w4"])
+    assert str(e.value) == "document 2 could not be tokenized" and marker not in repr(e.value)
+    monkeypatch.undo()
+    # a token id the tokenizer produces but the bundle cannot sanitize (e.g. a literal "[MASK]" in a
+    # WordPiece bundle): the document and the token position are named
+    real = tiny.tokenizer.encode_batch
+    bad_row = tiny.n_rows  # out of range
+
+    def encode_batch(texts):
+        ids = real(texts)
+        ids[1] = np.append(ids[1], np.int32(bad_row))
+        return ids
+    monkeypatch.setattr(tiny.tokenizer, "encode_batch", encode_batch)
+    with pytest.raises(InputError) as e:
+        tiny.sanitize_batch(["w1 w2", "w3 w4", "w5"])
+    assert str(e.value).startswith("document 1: token 2 is not a valid input")

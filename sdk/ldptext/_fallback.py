@@ -177,6 +177,105 @@ class FallbackGenerator:
             out[todo[ok]] = y[ok]
             todo = todo[~ok]
 
+    # -- exact samplers with integer parameters (native/samplers.c, *_exact) -----------------
+    def _below(self, n: int, size: int) -> np.ndarray:
+        """Uniform on {0..n-1} for an integer n ≥ 1: int64 when n ≤ 2^63, else Python ints."""
+        if n == 1:
+            return np.zeros(size, dtype=np.int64)
+        if n <= (1 << 32):
+            return self.uniform(n, size).astype(np.int64)
+        bits = (n - 1).bit_length()
+        if n <= (1 << 63):
+            mask, out, todo = np.uint64((1 << bits) - 1), np.empty(size, dtype=np.int64), np.arange(size)
+            while todo.size:  # masked rejection, acceptance > 1/2
+                x = self._bits.u64(todo.size) & mask
+                ok = x < np.uint64(n)
+                out[todo[ok]] = x[ok].astype(np.int64)
+                todo = todo[~ok]
+            return out
+        nbytes, mask, big = (bits + 7) // 8, (1 << bits) - 1, np.empty(size, dtype=object)
+        for i in range(size):
+            while True:
+                x = int.from_bytes(self._bits.bytes(nbytes), "little") & mask
+                if x < n:
+                    big[i] = x
+                    break
+        return big
+
+    def _bern_exp_unit_q(self, num: np.ndarray, den: int) -> np.ndarray:
+        """CKS Alg. 1 for γ = num_i/den ∈ [0, 1]: Bernoulli(γ/K) = a 1-in-K event and U < num_i."""
+        k = np.ones(num.shape[0], dtype=np.int64)
+        alive = np.arange(num.shape[0])
+        while alive.size:
+            kk = k[alive]
+            one_in_k = (kk == 1) | (self.uniform(kk.astype(np.uint64), alive.size) == 0)
+            below = np.asarray(self._below(den, alive.size) < num[alive], dtype=bool)
+            a = one_in_k & below
+            k[alive[a]] += 1
+            alive = alive[a]
+        return (k % 2) == 1
+
+    def _bern_exp_q(self, num: np.ndarray, den: int) -> np.ndarray:
+        """Bernoulli(exp(-num_i/den)) for integers num_i ≥ 0 (Python ints allowed), den ≥ 1."""
+        q, r = num // den, num % den
+        result = np.ones(num.shape[0], dtype=bool)
+        alive = np.flatnonzero(np.asarray(q > 0, dtype=bool))
+        step = 0
+        while alive.size:  # exp(-1)^q, stopping each position at its first failure
+            ok = self._bern_exp_unit_q(np.ones(alive.size, dtype=np.int64), 1)
+            result[alive[~ok]] = False
+            step += 1
+            alive = alive[ok]
+            alive = alive[np.asarray(q[alive] > step, dtype=bool)]
+        rem = np.flatnonzero(result)
+        result[rem] = self._bern_exp_unit_q(r[rem], den)
+        return result
+
+    @staticmethod
+    def _check_exact(a: int, b: int, names: tuple[str, str]) -> tuple[int, int]:
+        for v, name in zip((a, b), names):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{name} must be an int")
+            if not 1 <= int(v) <= (1 << 62):
+                raise ValueError(f"{name} must be an integer in [1, 2**62]")
+        return int(a), int(b)
+
+    def discrete_laplace_exact(self, num: int, den: int, out: np.ndarray) -> None:
+        """P(k) ∝ exp(-|k|·den/num): CKS Alg. 2 in integer arithmetic (as native/samplers.c)."""
+        num, den = self._check_exact(num, den, ("num", "den"))
+        todo = np.arange(out.shape[0])
+        while todo.size:
+            u = self._below(num, todo.size)
+            acc = self._bern_exp_unit_q(u, num)
+            idx, u = todo[acc], u[acc]
+            v = np.zeros(idx.size, dtype=np.int64)
+            alive = np.arange(idx.size)
+            while alive.size:  # geometric: successes of Bernoulli(exp(-1))
+                ok = self._bern_exp_unit_q(np.ones(alive.size, dtype=np.int64), 1)
+                v[alive[ok]] += 1
+                alive = alive[ok]
+            if (v > (np.iinfo(np.int64).max - u) // num).any():
+                raise ValueError("a draw overflowed int64")
+            y = (u + num * v) // den
+            neg = (self._bits.u64(idx.size) & np.uint64(1)).astype(bool)
+            good = ~(neg & (y == 0))
+            out[idx[good]] = np.where(neg[good], -y[good], y[good])
+            todo = np.concatenate([todo[~acc], idx[~good]])
+
+    def discrete_gaussian_exact(self, t: int, m: int, out: np.ndarray) -> None:
+        """P(k) ∝ exp(-k²/(2tm)): CKS Alg. 3 with σ² = t·m in integer arithmetic (as the C code)."""
+        t, m = self._check_exact(t, m, ("t", "m"))
+        if not m <= t <= 4 * m:
+            raise ValueError("need m <= t <= 4m (proposal scale t within [sigma, 2 sigma])")
+        todo = np.arange(out.shape[0])
+        while todo.size:
+            y = np.empty(todo.size, dtype=np.int64)
+            self.discrete_laplace_exact(t, 1, y)
+            a = np.abs(y.astype(object)) - m
+            ok = self._bern_exp_q(a * a, 2 * t * m)
+            out[todo[ok]] = y[ok]
+            todo = todo[~ok]
+
     # -- SanText -----------------------------------------------------------------------------
     def santext_sample(self, table: "SantextTable", xs: np.ndarray, ys: np.ndarray) -> None:
         a = table.tables

@@ -12,6 +12,9 @@ header metadata carries
 Loading memory-maps the file, checks the header against the file size, verifies the signature and the
 key, then hashes every array and compares dtype, shape and hash with the signed manifest before any
 array is handed out. Any mismatch raises a specific :class:`~ldptext.errors.BundleError`.
+A bundle may also be read from its bytes (``read_bundle(data)``, for apps that ship it as an asset):
+the same checks, in the same order, with the same errors; only the file-system checks (regular file,
+mapping) do not apply.
 
 **The whole file is authenticated, byte for byte.** The signature covers the manifest, and the manifest
 determines every other byte: the outer safetensors header must be exactly the canonical header
@@ -76,6 +79,10 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 MECHANISMS = ("santext", "santext+", "dpbart")
 BLOB_PREFIX = "blob/"
+
+#: What a bundle is read from: a file path, or the bundle's bytes (an app that ships the bundle as an
+#: asset); both go through exactly the same verification.
+BundleSource = str | os.PathLike | bytes | bytearray | memoryview
 
 _META_MANIFEST = "ldptext.manifest"
 _META_SIGNATURE = "ldptext.signature"
@@ -160,9 +167,10 @@ def _dtype_code(a: np.ndarray) -> str:
 
 @dataclass(frozen=True)
 class Bundle:
-    """A verified bundle. ``arrays`` are read-only views of the memory-mapped file."""
+    """A verified bundle. ``arrays`` are read-only views of the memory-mapped file (or of the bytes
+    it was read from); ``path`` is ``None`` for a bundle read from bytes."""
 
-    path: Path
+    path: Path | None
     manifest: dict
     arrays: Mapping[str, np.ndarray]
     key_id: str | None
@@ -517,12 +525,34 @@ def _array_layout(header: dict, declared: dict, data_start: int, size: int
     return layout
 
 
-def _load(path: str | os.PathLike, expect_mechanism=None, trust_check=None
-          ) -> tuple[Path, dict, dict[str, np.ndarray], SignatureInfo]:
-    """Structure, manifest, signature and array hashes. ``trust_check(info)`` runs right after the
-    signature is checked, before anything the signature covers is interpreted."""
-    path = Path(path)
+def _open_source(source: BundleSource) -> tuple[Path | None, Any, int]:
+    """The bundle's bytes as a read-only buffer: a memory map of a file, or the caller's bytes.
+
+    ``bytes`` are used as they are (immutable); a ``bytearray`` or ``memoryview`` is copied once, so
+    that nothing can change the content between verification and use."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        try:
+            data = source if isinstance(source, bytes) else memoryview(source).tobytes()
+        except (TypeError, ValueError, BufferError):
+            raise BundleError("bundle bytes are not a readable buffer") from None
+        if not data:
+            raise BundleError("bundle bytes are empty")
+        if len(data) > _MAX_FILE:
+            raise BundleError(f"bundle bytes are larger than {_MAX_FILE >> 30} GiB")
+        return None, data, len(data)
+    if not isinstance(source, (str, os.PathLike)):
+        raise BundleError(f"a bundle is a file path or bytes, not {type(source).__name__}")
+    path = Path(source)
     mm, size = _open_regular(path)
+    return path, mm, size
+
+
+def _load(source: BundleSource, expect_mechanism=None, trust_check=None
+          ) -> tuple[Path | None, dict, dict[str, np.ndarray], SignatureInfo]:
+    """Structure, manifest, signature and array hashes. ``trust_check(info)`` runs right after the
+    signature is checked, before anything the signature covers is interpreted. The same checks, in
+    the same order, whether ``source`` is a file or bytes."""
+    path, mm, size = _open_source(source)
     header, data_start, raw_header = _parse_header(mm, size)
     meta = header.pop("__metadata__", None)
     manifest_bytes, manifest = _parse_manifest(meta)
@@ -552,10 +582,14 @@ def _load(path: str | os.PathLike, expect_mechanism=None, trust_check=None
     return path, manifest, arrays, info
 
 
-def read_bundle(path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: bool = False,
+def read_bundle(path: BundleSource, *, trusted_keys=None, allow_unsigned: bool = False,
                 expect_mechanism: Iterable[str] | None = None) -> Bundle:
     """Open, verify and memory-map a bundle.
 
+    ``path``: the bundle file, or its content as ``bytes`` / ``bytearray`` / ``memoryview`` (an app
+    that ships the bundle as an asset). Bytes get exactly the checks a file gets, in the same order,
+    with the same errors; ``bytes`` are used without copying, other buffers are copied once (so the
+    content cannot change after verification), and the result's ``path`` is ``None``.
     ``trusted_keys``: public keys (objects, raw bytes, base64 text or ``.pub`` paths) the signer must
     be among; ``None`` means the local trust store (:func:`ldptext.keys.trusted_public_keys`).
     Raises a :class:`~ldptext.errors.BundleError` subclass for every defect: UnsignedBundleError,
@@ -571,9 +605,9 @@ def read_bundle(path: str | os.PathLike, *, trusted_keys=None, allow_unsigned: b
                   signed=info.signed)
 
 
-def open_unverified(path: str | os.PathLike) -> tuple[Bundle, SignatureInfo]:
-    """Open a bundle with every structural and hash check but **no trust decision**: for
-    ``ldptext bundle inspect`` and ``sign``. Never use the result to sanitize text."""
+def open_unverified(path: BundleSource) -> tuple[Bundle, SignatureInfo]:
+    """Open a bundle (file or bytes) with every structural and hash check but **no trust decision**:
+    for ``ldptext bundle inspect`` and ``sign``. Never use the result to sanitize text."""
     path, manifest, arrays, info = _load(path)
     return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=info.key_id,
                   signed=info.signed), info

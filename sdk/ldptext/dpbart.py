@@ -27,8 +27,13 @@ the maximum output length is fixed by the bundle, never derived from the input.
 
 What is not protected: the number of chunks (with ``long="split"``), timing side channels of the
 decoder (decoding of a chunk stops early when it has ended), and anything about the text that the
-caller reveals by other means. ``epsilon=math.inf`` adds no noise and is for evaluation only (the report
-says ``private=False``).
+caller reveals by other means. ``epsilon=math.inf`` adds no noise: it is refused unless
+``allow_infinite_epsilon=True`` (evaluation only; the report says ``private=False``,
+``evaluation_only=True``).
+
+The noise is sampled exactly (integer arithmetic, rational parameters rounded towards more noise; see
+:mod:`ldptext.noise`): the report's ε and δ hold for the noise actually drawn, with no numerical slack
+(``noise_exact=True``, ``epsilon_slack=0``).
 
 Thread safety: a ``Rewriter`` is immutable after ``load``; ONNX Runtime sessions allow concurrent
 ``run`` calls, the tokenizer is read-only, and ``ldptext.rng.Generator`` serialises its draws with a
@@ -38,6 +43,7 @@ Runtime dependencies: numpy, onnxruntime, tokenizers and the project's own modul
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
@@ -53,7 +59,7 @@ from .rng import Generator
 from .tokenization import TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .bundle import Bundle
+    from .bundle import Bundle, BundleSource
     from .ledger import Ledger
 
 __all__ = ["Rewriter", "Rewritten", "DPBartReport", "LONG_POLICIES", "onnx_session", "iter_rewrite"]
@@ -131,6 +137,23 @@ class DPBartReport:
         The fixed decoding length limit.
     notes : tuple of str
         Caveats in words.
+    seeded : bool
+        True when the noise came from a seeded generator (``seed=``): reproducible and **not
+        private** (tests and experiments only).
+    evaluation_only : bool
+        True only at ε = ∞ (``allow_infinite_epsilon=True``): no noise, **no privacy**, evaluation only.
+    noise_exact : bool
+        True: the noise is sampled exactly from the stated pmf (integer arithmetic only, Canonne,
+        Kamath & Steinke 2020 Alg. 1–3), so no numerical slack is added to ε.
+    noise_parameter : str
+        The exact parameter in grid units: ``t = num/den`` (Laplace) or ``sigma^2 = t*m`` (Gaussian).
+    sampler_parameters : tuple of (int, int) or None
+        The same integers as given to the sampler (``None`` at ε = ∞).
+    epsilon_bound : float or None
+        The ε proved for the realised parameter (Laplace: 2Kn/t ≤ ε exactly; Gaussian: ε, with δ
+        ``delta_bound``).
+    epsilon_slack : float
+        What sampling adds to ε: 0.0 (exact sampling).
 
     Notes
     -----
@@ -162,6 +185,13 @@ class DPBartReport:
     beam: int
     max_output_tokens: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    seeded: bool = False
+    evaluation_only: bool = False
+    noise_exact: bool = True
+    noise_parameter: str = ""
+    sampler_parameters: tuple[int, int] | None = None
+    epsilon_bound: float | None = None
+    epsilon_slack: float = 0.0
 
     @property
     def sigma(self) -> float | None:
@@ -179,10 +209,15 @@ class DPBartReport:
         Returns
         -------
         dict
+            Strict JSON: an infinite ε (evaluation only) is the string ``"inf"``, never ``Infinity``.
         """
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["sampler_parameters"] = None if self.sampler_parameters is None else list(self.sampler_parameters)
         d["sigma"], d["b"] = self.sigma, self.b
+        for k, v in d.items():
+            if isinstance(v, float) and math.isinf(v):
+                d[k] = "inf" if v > 0 else "-inf"
         return d
 
     def summary(self) -> str:
@@ -193,9 +228,13 @@ class DPBartReport:
         str
         """
         dl = f", δ={self.delta:g}" if self.mechanism == "gaussian" else ""
+        flags = "".join([" (truncated)" if self.truncated else "",
+                         "; ε=∞: NO PRIVACY, evaluation only" if self.evaluation_only else "",
+                         "; SEEDED: reproducible, NOT private" if self.seeded else "",
+                         "; exact noise, no ε slack" if self.noise_exact and not self.evaluation_only else ""])
         return (f"dpbart-{self.variant} {self.mechanism}: ε={self.epsilon:g}{dl} per chunk, {self.chunks} "
                 f"chunk(s) → ε={self.total_epsilon:g}, δ={self.total_delta:g}; n={self.n}, C={self.clip:g}, "
-                f"Δ={self.sensitivity:.4g}, scale={self.scale:.4g}{' (truncated)' if self.truncated else ''}")
+                f"Δ={self.sensitivity:.4g}, scale={self.scale:.4g}{flags}")
 
 
 @dataclass(frozen=True)
@@ -214,10 +253,12 @@ class Rewritten:
     report: DPBartReport
 
 
-class Rewriter:
+class Rewriter(_runtime.Closable):
     """DP-BART rewriter over a verified ``dpbart`` bundle; create one with :meth:`load`.
 
-    Implements :class:`ldptext.runtime.Runtime`.
+    Implements :class:`ldptext.runtime.Runtime`, including ``close()`` and ``with``
+    (:class:`ldptext.runtime.Closable`): after ``close()`` the ONNX sessions and the tokenizer are
+    released and rewriting any document raises ``ClosedError`` before anything is released or charged.
 
     Parameters
     ----------
@@ -262,6 +303,9 @@ class Rewriter:
     Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
     """
 
+    # what close() drops: the ONNX sessions, the tokenizer and the random generator
+    _RELEASED = ("_enc", "_init", "_dec", "_tok", "_rng")
+
     def __init__(self, bundle: "Bundle", *, seed: int | None = None, threads: int | None = None,
                  ledger: "Ledger | None" = None) -> None:
         self.ledger = ledger
@@ -295,15 +339,15 @@ class Rewriter:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
+    def load(cls, path: "BundleSource", *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, threads: int | None = None,
              ledger: "Ledger | None" = None, expect: Any = None) -> "Rewriter":
-        """Verify and load a ``dpbart`` bundle.
+        """Verify and load a ``dpbart`` bundle (``with Rewriter.load(...) as rw:`` closes it after use).
 
         Parameters
         ----------
-        path : str or os.PathLike
-            The bundle file.
+        path : str, os.PathLike, bytes, bytearray or memoryview
+            The bundle file, or its content (verified exactly as a file is).
         trusted_keys : iterable or None
             Public keys the signer must be among; ``None`` means the local trust store.
         allow_unsigned : bool
@@ -363,7 +407,7 @@ class Rewriter:
 
     # ------------------------------------------------------------------ public API
     def rewrite(self, text: str, *, epsilon: float, delta: float | None = None, mechanism: str = "gaussian",
-                beam: int = 1, long: str = "split") -> Rewritten:
+                beam: int = 1, long: str = "split", allow_infinite_epsilon: bool = False) -> Rewritten:
         """Rewrite one document with (ε, δ)-LDP per chunk.
 
         Parameters
@@ -371,7 +415,9 @@ class Rewriter:
         text : str
             The private document.
         epsilon : float
-            ε per release (> 0; ``math.inf``: no noise, not private, evaluation only).
+            ε per release, finite and > 0. ``math.inf`` (or anything that overflows to it, e.g.
+            ``float("1e400")``, ``10**400``) means no noise and no privacy: refused unless
+            ``allow_infinite_epsilon=True``.
         delta : float or None
             δ per release, in (0, 1), for ``mechanism="gaussian"``; Laplace is pure ε.
         mechanism : str
@@ -380,16 +426,20 @@ class Rewriter:
             Beam width, 1–64 (1 = greedy).
         long : str
             Documents longer than one chunk: ``"split"`` (k releases), ``"truncate"`` or ``"refuse"``.
+        allow_infinite_epsilon : bool
+            Evaluation only: accept ε = ∞ (no noise; the report says ``private=False``,
+            ``evaluation_only=True``).
 
         Returns
         -------
         Rewritten
-            The text and its :class:`DPBartReport`.
+            The text and its :class:`DPBartReport` (with ``seeded``, ``evaluation_only``,
+            ``noise_exact``, ``noise_parameter``, ``epsilon_slack``).
 
         Raises
         ------
         ParameterError
-            A parameter is out of range.
+            A parameter is out of range; ε = ∞ without ``allow_infinite_epsilon=True``.
         InputError
             Not a string, or too long under ``long="refuse"`` (the text is never quoted).
         BudgetExceededError
@@ -402,19 +452,27 @@ class Rewriter:
         *DP-BART for Privatized Text Rewriting under Local Differential Privacy* (Findings of ACL), as
         presented in Igamberdiev 2023, *Differentially Private Methods in NLP* (PhD thesis, TU
         Darmstadt), §6.3.3–6.3.5.
+
+        The stated numbers are exact: the noise is an integer vector on the grid C/2^k, sampled in
+        integer arithmetic only from the exact discrete Laplace with rational scale t = num/den
+        (2Kn/t ≤ ε holds exactly) or the exact discrete Gaussian with integer σ² = t·m ≥ the
+        calibrated σ² (Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential
+        Privacy* (NeurIPS), Alg. 1–3, Thm 14 and Prop. 12); no floating-point rounding enters the
+        noise, so the report's ``epsilon_slack`` is 0 and ``noise_exact`` is True.
         """
         return self.rewrite_batch([text], epsilon=epsilon, delta=delta, mechanism=mechanism, beam=beam,
-                                  long=long)[0]
+                                  long=long, allow_infinite_epsilon=allow_infinite_epsilon)[0]
 
     def rewrite_batch(self, texts: Sequence[str], *, epsilon: float, delta: float | None = None,
-                      mechanism: str = "gaussian", beam: int = 1, long: str = "split") -> list[Rewritten]:
+                      mechanism: str = "gaussian", beam: int = 1, long: str = "split",
+                      allow_infinite_epsilon: bool = False) -> list[Rewritten]:
         """Rewrite several documents (same order); each chunk of each document is its own release.
 
         Parameters
         ----------
         texts : sequence of str
             The private documents (not one string).
-        epsilon, delta, mechanism, beam, long
+        epsilon, delta, mechanism, beam, long, allow_infinite_epsilon
             As :meth:`rewrite`.
 
         Returns
@@ -435,7 +493,7 @@ class Rewriter:
         (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP*
         (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
         """
-        calib, beam, long = self._check(epsilon, delta, mechanism, beam, long)
+        calib, beam, long = self._check(epsilon, delta, mechanism, beam, long, allow_infinite_epsilon)
         if isinstance(texts, str):
             raise InputError("rewrite_batch expects a sequence of strings, not one string")
         texts = list(texts)
@@ -612,13 +670,16 @@ class Rewriter:
         return seqs
 
     # ------------------------------------------------------------------ internals
-    def _check(self, epsilon: Any, delta: Any, mechanism: str, beam: Any,
-               long: str) -> tuple[_noise.NoiseCalibration, int, str]:
+    def _check(self, epsilon: Any, delta: Any, mechanism: str, beam: Any, long: str,
+               allow_infinite_epsilon: bool = False) -> tuple[_noise.NoiseCalibration, int, str]:
         if long not in LONG_POLICIES:
             raise ParameterError(f"long must be one of {LONG_POLICIES}, got {long!r}")
         if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or not 1 <= int(beam) <= 64:
             raise ParameterError("beam must be an integer between 1 and 64")
-        calib = _noise.calibrate(mechanism, epsilon, delta, clip=self.clip, n=self.n)
+        eps, _ = _noise.validate_privacy_parameters(epsilon, delta, mechanism)
+        _noise.require_finite_epsilon(eps, allow_infinite=bool(allow_infinite_epsilon),
+                                      flag="allow_infinite_epsilon=True")
+        calib = _noise.calibrate(mechanism, eps, delta, clip=self.clip, n=self.n)
         return calib, int(beam), long
 
     def _chunks(self, text: str, long: str, index: int) -> tuple[list[list[int]], bool]:
@@ -672,6 +733,8 @@ class Rewriter:
                          "the number of chunks is not hidden")
         if truncated:
             notes.append(f"input truncated to the first {self._capacity} tokens")
+        if self._rng.seeded:
+            notes.append("seeded generator: reproducible and NOT private (tests and experiments only)")
         return DPBartReport(
             mechanism=calib.mechanism, noise=f"discrete_{calib.mechanism}", variant=self.variant,
             epsilon=calib.epsilon, delta=calib.delta, n=calib.n, seq_len=self.seq_len, hidden=self.hidden,
@@ -679,7 +742,10 @@ class Rewriter:
             sigma_analytic=calib.sigma_analytic, grid_unit=calib.grid_unit, delta_bound=calib.delta_bound,
             chunks=chunks, truncated=truncated, total_epsilon=calib.epsilon * chunks,
             total_delta=min(1.0, calib.delta * chunks), private=calib.private, beam=beam,
-            max_output_tokens=self.max_output_tokens, notes=tuple(notes))
+            max_output_tokens=self.max_output_tokens, notes=tuple(notes), seeded=bool(self._rng.seeded),
+            evaluation_only=not calib.private, noise_exact=calib.noise_exact,
+            noise_parameter=calib.noise_parameter, sampler_parameters=calib.sampler_parameters,
+            epsilon_bound=calib.epsilon_bound, epsilon_slack=calib.epsilon_slack)
 
 
 def iter_rewrite(rewriter: Rewriter, texts: Iterable[str], *, batch_size: int = 32,

@@ -61,3 +61,8 @@ class BundleExpectationError(BundleError):
 class ParameterMismatchError(BundleIntegrityError):
     """A manifest's privacy parameters disagree with what the bundle's arrays realise (checked before
     a bundle is (re-)signed)."""
+
+
+class ClosedError(LdptextError):
+    """A :class:`ldptext.Sanitizer` or :class:`ldptext.Rewriter` was used after ``close()`` (or after
+    its ``with`` block ended)."""

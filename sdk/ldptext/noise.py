@@ -50,6 +50,28 @@ post-processing of the integer vector q + Y. No continuous sample is ever formed
   below the analytic σ (it is a few per cent larger at ε ≫ 1): **conservative**. The report carries
   both (``sigma`` used, ``sigma_analytic`` for reference) and the δ bound actually achieved.
 
+Exact sampling: the noise parameters are rationals, rounded up
+--------------------------------------------------------------
+The samplers get **integers**, not floats, and work in integer arithmetic only
+(``Generator.discrete_laplace_exact`` / ``discrete_gaussian_exact``, CKS 2020 Alg. 1–3; every
+Bernoulli is a comparison of uniform integers): the pmf of the noise is *exactly* the formula at the
+stated rational parameter, so no floating-point error enters the guarantee and **no slack is added to
+ε** (``epsilon_slack = 0``). (The earlier float64 samplers formed their acceptance exponents u/t,
+σ²/t and a²/(2σ²) by rounded division: each pmf term was off by a relative ~1e-16; for Laplace that
+is an unaccounted ε slack of up to 2⁻⁵³·(2Kn/⌊t⌋ + 3n) ≈ 2e-12 at n = 5,760, for the Gaussian an
+unbounded relative error in the far tail.)
+
+* Laplace: t is the float64 rounded up until 2Kn/t ≤ ε holds in rational arithmetic; it is passed
+  exactly as t = num/den (every float64 is a dyadic rational), so the proved level is
+  ``epsilon_bound`` = 2Kn·den/num ≤ ε exactly.
+* Gaussian: σ² = t·m with t = ⌊σ⌋ + 1 and m = ⌈σ²/t⌉ (σ the calibrated float), so σ²_realised ≥ σ²
+  (relative excess < 1/σ, ~2e-7 at DP-BART's scales); ρ = (2K√n)²/(2σ²_realised) = 2K²n/(t·m) is
+  an exact rational and ``delta_bound`` is the δ of the Rényi conversion at that ρ (rounded up).
+
+How the grid enters: only through K = 2^k. The integer query q has |q − q'| ≤ 2K per coordinate
+whatever γ is, so the calibration in grid units (t, σ in multiples of γ) is exact, and the release
+(q + Y)·γ (float64, then float32 for the decoder) is post-processing of the integer vector q + Y.
+
 Numerics round outward: σ and t are rounded up, the analytic-Gaussian condition is evaluated in log
 space (log Φ) so it stays correct for ε up to 5,000 and beyond and δ down to 1e-12 and below.
 """
@@ -68,7 +90,7 @@ __all__ = [
     "DEFAULT_GRID_BITS", "NoiseCalibration", "effective_dim", "l1_sensitivity", "l2_sensitivity",
     "log_ndtr", "analytic_gaussian_log_delta", "analytic_gaussian_sigma", "laplace_scale",
     "rdp_gaussian_delta", "discrete_gaussian_sigma", "calibrate", "privatize", "discrete_laplace_variance",
-    "validate_privacy_parameters",
+    "validate_privacy_parameters", "EXACT_PARAMETER_MAX",
 ]
 
 #: grid unit γ = C / 2**DEFAULT_GRID_BITS: ~1e-7 for C = 0.1, far below any useful noise scale and
@@ -78,13 +100,18 @@ DEFAULT_GRID_BITS = 20
 # make σ smaller than the exact root (1e-9 ≪ the 1e-6 tolerance the tests demand)
 _SAFETY = 1e-9
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+#: largest noise scale (t, or σ) in grid units the exact samplers are given: far from int64 overflow
+#: of a draw (probability ~exp(−2^12)), and far beyond any useful noise (σ ≈ 4.3e9·C at k = 20)
+EXACT_PARAMETER_MAX = 1 << 52
+_INF_MESSAGE = ("epsilon = inf (or a value too large for a float, e.g. 1e400) adds no noise: the output "
+                "would not be private")
 
 
 class _IntegerNoiseSource(Protocol):
     """What ``privatize`` needs from ``ldptext.rng.Generator`` (the randomness contract)."""
 
-    def discrete_laplace(self, scale: float, size: int) -> np.ndarray: ...
-    def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray: ...
+    def discrete_laplace_exact(self, num: int, den: int, size: int) -> np.ndarray: ...
+    def discrete_gaussian_exact(self, t: int, m: int, size: int) -> np.ndarray: ...
 
 
 # --------------------------------------------------------------------------------------------------
@@ -117,8 +144,13 @@ def validate_privacy_parameters(epsilon: Any, delta: Any, mechanism: str) -> tup
         raise ParameterError(f"unknown mechanism {mechanism!r}: expected 'gaussian' or 'laplace'")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)):
         raise ParameterError("epsilon must be a real number")
-    eps = float(epsilon)
-    if math.isnan(eps) or eps <= 0.0:
+    try:
+        eps = float(epsilon)
+    except OverflowError:  # an int beyond the float range, e.g. 10**400
+        eps = math.inf if epsilon > 0 else -math.inf
+    if math.isnan(eps):
+        raise ParameterError("epsilon must be a number > 0, got nan")
+    if eps <= 0.0:
         raise ParameterError(f"epsilon must be > 0, got {eps!r}")
     if mechanism == "laplace":
         if delta is None:
@@ -137,6 +169,29 @@ def validate_privacy_parameters(epsilon: Any, delta: Any, mechanism: str) -> tup
     if math.isnan(d) or not 0.0 < d < 1.0:
         raise ParameterError(f"delta must be in (0, 1), got {d!r}")
     return eps, d
+
+
+def require_finite_epsilon(epsilon: float, *, allow_infinite: bool, flag: str) -> None:
+    """Refuse ε = ∞ (no noise, no privacy) unless the caller opted in for evaluation.
+
+    Parameters
+    ----------
+    epsilon : float
+        A validated ε (:func:`validate_privacy_parameters`): > 0, possibly ``math.inf``.
+    allow_infinite : bool
+        The caller's explicit evaluation-only opt-in.
+    flag : str
+        How the caller opts in, for the message (``"--allow-infinite-epsilon"``,
+        ``"allow_infinite_epsilon=True"``).
+
+    Raises
+    ------
+    ParameterError
+        ε = ∞ without the opt-in.
+    """
+    if math.isinf(epsilon) and not allow_infinite:
+        raise ParameterError(f"{_INF_MESSAGE}; it is refused unless {flag} is given (no privacy, "
+                             "evaluation only)")
 
 
 def effective_dim(seq_len: int, hidden: int, n_pruned: int = 0) -> int:
@@ -502,6 +557,13 @@ class NoiseCalibration:
     private : bool
         False only for ε = ∞ (no noise at all: evaluation mode).
     notes : tuple of str
+    sampler_parameters : tuple of (int, int) or None
+        The integers the exact sampler is given: ``(num, den)`` for Laplace (scale t = num/den grid
+        units), ``(t, m)`` for Gaussian (σ² = t·m grid units²); ``None`` at ε = ∞ (no noise).
+    noise_exact : bool
+        True: the noise pmf is exactly the formula at ``sampler_parameters`` (integer arithmetic).
+    epsilon_slack : float
+        What sampling adds to ε beyond ``epsilon_bound``: 0 (exact sampling).
     """
 
     mechanism: str
@@ -520,11 +582,25 @@ class NoiseCalibration:
     delta_bound: float | None = None
     private: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
+    sampler_parameters: tuple[int, int] | None = None
+    noise_exact: bool = True
+    epsilon_slack: float = 0.0
+
+    @property
+    def noise_parameter(self) -> str:
+        """The exact noise parameter in words, e.g. ``"t = 24159191/1 grid units"``."""
+        if self.sampler_parameters is None:
+            return "none (epsilon = inf: no noise)"
+        a, b = self.sampler_parameters
+        if self.mechanism == "laplace":
+            return f"t = {a}/{b} grid units (exact rational)"
+        return f"sigma^2 = {a}*{b} = {a * b} grid units^2 (exact integer)"
 
     def as_dict(self) -> dict:
         """JSON-ready form of every field."""
         d = asdict(self)
         d["notes"] = list(self.notes)
+        d["sampler_parameters"] = None if self.sampler_parameters is None else list(self.sampler_parameters)
         return d
 
 
@@ -576,28 +652,73 @@ def calibrate(mechanism: str, epsilon: float, delta: float | None, *, clip: floa
         sens = l1_sensitivity(clip, n) if mechanism == "laplace" else l2_sensitivity(clip, n)
         return NoiseCalibration(mechanism, eps, d, int(n), float(clip), sens, 0.0, 0.0, int(grid_bits),
                                 gamma, 0.0, None, math.inf, d, private=False,
-                                notes=("epsilon=inf: no noise is added, the output is NOT private",))
+                                notes=("epsilon=inf: no noise is added, the output is NOT private "
+                                       "(evaluation only)",))
     if mechanism == "laplace":
         l1 = l1_sensitivity(clip, n)
         # work in grid units: the integer query has ℓ₁ sensitivity exactly 2Kn, so t = 2Kn/ε rounded
-        # up gives (2Kn/t ≤ ε) exactly, checked in rational arithmetic
-        t = _round_up(Fraction(2 * k_max * int(n)) / Fraction(eps))
-        assert Fraction(2 * k_max * int(n)) / Fraction(t) <= Fraction(eps)
+        # up gives (2Kn/t ≤ ε) exactly; the sampler gets t as the exact rational num/den
+        num, den = _rational_at_least(Fraction(2 * k_max * int(n)) / Fraction(eps))
+        t_exact = Fraction(num, den)
+        eps_exact = Fraction(2 * k_max * int(n)) / t_exact
+        assert eps_exact <= Fraction(eps)
+        t = _round_up(t_exact)
         b = t * gamma
-        eps_bound = float(Fraction(2 * k_max * int(n)) / Fraction(t))
+        eps_bound = _round_up(eps_exact)
         return NoiseCalibration("laplace", eps, 0.0, int(n), float(clip), l1, b, t, int(grid_bits), gamma,
-                                discrete_laplace_variance(t) * gamma * gamma, None, eps_bound, 0.0)
+                                discrete_laplace_variance(t) * gamma * gamma, None, min(eps_bound, eps), 0.0,
+                                sampler_parameters=(num, den))
     l2 = l2_sensitivity(clip, n)
     sigma_a = analytic_gaussian_sigma(eps, d, l2)
     # integer ℓ₂ sensitivity 2K√n in grid units, rounded up; calibrate the discrete Gaussian there
     l2_grid = math.nextafter(2.0 * k_max * math.sqrt(int(n)), math.inf)
-    sigma_grid = discrete_gaussian_sigma(eps, d, l2_grid)
+    sigma_cal = discrete_gaussian_sigma(eps, d, l2_grid)
+    if not sigma_cal < EXACT_PARAMETER_MAX:
+        raise ParameterError(f"the noise (sigma = {sigma_cal:.3g} grid units) is too large for the exact "
+                             "sampler: epsilon is too small for this clip and grid")
+    # σ² = t·m ≥ σ_cal², t = ⌊σ⌋ + 1 (the sampler's proposal scale): both exact integers
+    t_int = math.floor(sigma_cal) + 1
+    m_int = -((-Fraction(sigma_cal) ** 2) // t_int)  # ⌈σ²/t⌉ ≤ t
+    while True:
+        s2 = t_int * m_int
+        rho = _round_up(Fraction(2 * k_max * k_max * int(n), s2))  # (2K√n)²/(2σ²), exact then up
+        delta_bound = rdp_gaussian_delta(eps, rho)
+        if delta_bound <= d:
+            break
+        # never taken in practice (σ_cal already meets δ); more noise is always safe, and the
+        # sampler's m ≤ t ≤ 4m is kept
+        t_int, m_int = (t_int, m_int + 1) if m_int < t_int else (t_int + 1, t_int)
+    sigma_grid = _sqrt_up(s2)
     sigma = sigma_grid * gamma
-    delta_bound = rdp_gaussian_delta(eps, l2_grid * l2_grid / (2.0 * sigma_grid * sigma_grid))
     return NoiseCalibration("gaussian", eps, d, int(n), float(clip), l2, sigma, sigma_grid, int(grid_bits),
-                            gamma, sigma * sigma, sigma_a, eps, delta_bound,
+                            gamma, float(Fraction(s2) * Fraction(gamma) ** 2), sigma_a, eps, delta_bound,
                             notes=("discrete Gaussian calibrated by the Renyi (zCDP) bound; "
-                                   "sigma_analytic is the continuous analytic-Gaussian value",))
+                                   "sigma_analytic is the continuous analytic-Gaussian value",),
+                            sampler_parameters=(t_int, m_int))
+
+
+def _rational_at_least(x: Fraction) -> tuple[int, int]:
+    """(num, den) with num/den ≥ x > 0, both ≤ 2^56: x itself when it fits, else rounded up."""
+    if not x < EXACT_PARAMETER_MAX:
+        raise ParameterError(f"the noise scale ({float(x):.3g} grid units) is too large for the exact "
+                             "sampler: epsilon is too small for this clip and grid")
+    limit = 1 << 56
+    if x.numerator <= limit and x.denominator <= limit:
+        return x.numerator, x.denominator
+    den = 1 << 56
+    while den > 1 and math.ceil(x * den) > limit:
+        den >>= 1
+    num = math.ceil(x * den)
+    g = math.gcd(num, den)
+    return num // g, den // g
+
+
+def _sqrt_up(v: int) -> float:
+    """A float64 ≥ √v for a positive integer v."""
+    r = math.sqrt(v)
+    while Fraction(r) ** 2 < v:
+        r = math.nextafter(r, math.inf)
+    return r
 
 
 def privatize(z: np.ndarray, calibration: NoiseCalibration, rng: _IntegerNoiseSource,
@@ -662,10 +783,13 @@ def privatize(z: np.ndarray, calibration: NoiseCalibration, rng: _IntegerNoiseSo
     q[..., ~keep] = 0
     if calibration.private:
         count = int(q[..., keep].size)
+        if calibration.sampler_parameters is None:
+            raise ParameterError("a private calibration needs its exact sampler parameters")
+        a, b = calibration.sampler_parameters
         if calibration.mechanism == "laplace":
-            noise = np.asarray(rng.discrete_laplace(calibration.scale_grid, count), dtype=np.int64)
+            noise = np.asarray(rng.discrete_laplace_exact(a, b, count), dtype=np.int64)
         else:
-            noise = np.asarray(rng.discrete_gaussian(calibration.scale_grid, count), dtype=np.int64)
+            noise = np.asarray(rng.discrete_gaussian_exact(a, b, count), dtype=np.int64)
         if noise.shape != (count,):
             raise ParameterError("random generator returned the wrong number of draws")
         kept = q[..., keep]

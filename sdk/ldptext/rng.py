@@ -10,10 +10,14 @@ Properties:
 * **fork-safe**: a forked child never continues its parent's stream (rekeyed in the child by an
   ``os.register_at_fork`` hook, and by a pid check before every draw);
 * **exact samplers**: uniform integers (Lemire 2019, *Fast Random Integer Generation in an
-  Interval*), Bernoulli(p) and Bernoulli(exp(-γ)) for float64 parameters, discrete Laplace and
-  discrete Gaussian (Canonne, Kamath, Steinke 2020, *The Discrete Gaussian for Differential
-  Privacy*), so that no release leaks through floating-point noise (Mironov 2012, *On Significance
-  of the Least Significant Bits for Differential Privacy*);
+  Interval*), Bernoulli(p) and Bernoulli(exp(-γ)) for float64 parameters, and discrete Laplace and
+  discrete Gaussian with integer parameters in integer arithmetic only
+  (:meth:`Generator.discrete_laplace_exact`, :meth:`Generator.discrete_gaussian_exact`; Canonne,
+  Kamath, Steinke 2020, *The Discrete Gaussian for Differential Privacy*), so that no release leaks
+  through floating-point noise (Mironov 2012, *On Significance of the Least Significant Bits for
+  Differential Privacy*). The float-parameter :meth:`Generator.discrete_laplace` /
+  :meth:`Generator.discrete_gaussian` round their acceptance exponents in float64 (relative error
+  ~1e-16 per pmf term): they are not what a release uses;
 * **thread-safe**: every native call holds the GIL; the fallback takes a lock.
 """
 from __future__ import annotations
@@ -62,6 +66,13 @@ def _rekey_all_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_rekey_all_after_fork)
+
+
+def _exact_int(v: Any) -> int:
+    """A Python int for the exact samplers (numpy integers converted; bools and floats refused)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError("the exact samplers take integer parameters")
+    return int(v)
 
 
 def _seed_key(seed: int) -> bytes:
@@ -217,7 +228,10 @@ class Generator:
         return out.view(np.bool_)
 
     def discrete_laplace(self, scale: float, size: int) -> np.ndarray:
-        """Integers with P(k) ∝ exp(-|k|/scale) (exact; CKS 2020 Alg. 2 with a real scale).
+        """Integers with P(k) ∝ exp(-|k|/scale) (CKS 2020 Alg. 2 with a real scale).
+
+        Not exact: the acceptance exponents u/scale are rounded float64 quotients, so each pmf term
+        is off by a relative ~1e-16. Releases use :meth:`discrete_laplace_exact`.
 
         Parameters
         ----------
@@ -236,7 +250,10 @@ class Generator:
         return out
 
     def discrete_gaussian(self, sigma: float, size: int) -> np.ndarray:
-        """Integers with P(k) ∝ exp(-k²/(2σ²)) (exact; CKS 2020 Alg. 3).
+        """Integers with P(k) ∝ exp(-k²/(2σ²)) (CKS 2020 Alg. 3).
+
+        Not exact: σ², σ²/t and the acceptance exponent are rounded in float64, so each pmf term is
+        off by a relative ~1e-16 (more in the far tail). Releases use :meth:`discrete_gaussian_exact`.
 
         Parameters
         ----------
@@ -252,6 +269,70 @@ class Generator:
         out = np.empty(int(size), dtype=np.int64)
         with self._lock:
             self._gen().discrete_gaussian(float(sigma), out)
+        return out
+
+    def discrete_laplace_exact(self, num: int, den: int, size: int) -> np.ndarray:
+        """Integers with P(k) ∝ exp(-|k|·den/num): the discrete Laplace of rational scale num/den, exactly.
+
+        Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential Privacy* (NeurIPS),
+        Alg. 2, in integer arithmetic only (no floating point anywhere): the pmf of the draws is
+        exactly the formula.
+
+        Parameters
+        ----------
+        num, den : int
+            The scale num/den; each in [1, 2^62].
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (size,)
+
+        Raises
+        ------
+        TypeError
+            A parameter is not an int.
+        ValueError
+            A parameter out of range, or a draw beyond int64 (only for scales near 2^62).
+        """
+        out = np.empty(int(size), dtype=np.int64)
+        with self._lock:
+            self._gen().discrete_laplace_exact(_exact_int(num), _exact_int(den), out)
+        return out
+
+    def discrete_gaussian_exact(self, t: int, m: int, size: int) -> np.ndarray:
+        """Integers with P(k) ∝ exp(-k²/(2·t·m)): the discrete Gaussian with σ² = t·m, exactly.
+
+        Canonne, Kamath & Steinke 2020, *The Discrete Gaussian for Differential Privacy* (NeurIPS),
+        Alg. 3 with the discrete-Laplace proposal of integer scale t, in integer arithmetic only:
+        the acceptance probability is exp(-(|Y| − m)²/(2tm)), a ratio of integers, so the pmf of the
+        draws is exactly the formula. t = ⌊σ⌋ + 1 and m = ⌈σ²/t⌉ (what :func:`ldptext.noise.calibrate`
+        uses) give σ² = t·m ≥ σ².
+
+        Parameters
+        ----------
+        t, m : int
+            σ² = t·m with 1 ≤ m ≤ t ≤ min(4m, 2^62): the proposal scale t lies in [σ, 2σ], so every
+            try is accepted with a probability bounded away from 0 (no unbounded running time).
+        size : int
+            Number of draws.
+
+        Returns
+        -------
+        np.ndarray of int64, shape (size,)
+
+        Raises
+        ------
+        TypeError
+            A parameter is not an int.
+        ValueError
+            A parameter out of range (or m ≤ t ≤ 4m violated), or a draw beyond int64 (only for σ
+            near 2^62).
+        """
+        out = np.empty(int(size), dtype=np.int64)
+        with self._lock:
+            self._gen().discrete_gaussian_exact(_exact_int(t), _exact_int(m), out)
         return out
 
     def santext_sample(self, table: Any, xs: np.ndarray) -> np.ndarray:

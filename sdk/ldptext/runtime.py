@@ -6,6 +6,14 @@
 :class:`ldptext.ledger.Ledger` through :func:`charge` *before* any output is returned, so that a
 refused charge releases nothing.
 
+**Closing.** Both runtimes are context managers (:class:`Closable`): ``close()``, or the end of a
+``with Sanitizer.load(...) as san:`` block, drops every reference the runtime holds to the bundle's
+memory map, tables, tokenizer and ONNX sessions, so the mapping is released as soon as no array the
+caller took from it is alive; any later use raises :class:`ldptext.errors.ClosedError`.
+
+**Bytes.** ``load`` takes a file path or the bundle's bytes (an app that ships the bundle as an asset);
+:func:`open_bundle` verifies both the same way.
+
 **Pinning.** ``load(..., expect=...)`` (:class:`BundleExpectation`, or a mapping with the same keys)
 lets an app require what it ships for: the mechanism, a range of the bundle's ε, the exact bundle
 (:attr:`ldptext.bundle.Bundle.bundle_id`) or a minimum format version. A verified bundle that does not
@@ -14,13 +22,12 @@ match is refused with :class:`ldptext.errors.BundleExpectationError` before any 
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, runtime_checkable
 
-from .bundle import MECHANISMS, Bundle, read_bundle
-from .errors import BundleExpectationError, ParameterError
+from .bundle import MECHANISMS, Bundle, BundleSource, read_bundle
+from .errors import BundleExpectationError, ClosedError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -49,12 +56,78 @@ class Runtime(Protocol):
     ledger: "Ledger | None"
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
+    def load(cls, path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None,
              ledger: "Ledger | None" = None, expect: "BundleExpectation | Mapping[str, Any] | None" = None,
              ) -> "Runtime":
-        """Verify the bundle at ``path`` and build the runtime from it."""
+        """Verify the bundle at ``path`` (a file, or the bundle's bytes) and build the runtime from it."""
         ...
+
+    def close(self) -> None:
+        """Release the bundle's memory map, tables and sessions; idempotent."""
+        ...
+
+    def __enter__(self) -> "Runtime":
+        ...
+
+    def __exit__(self, *exc_info: Any) -> None:
+        ...
+
+
+class Closable:
+    """``close()`` and the context-manager protocol, shared by :class:`ldptext.Sanitizer` and
+    :class:`ldptext.Rewriter`.
+
+    A subclass lists in :attr:`_RELEASED` the instance attributes that hold the bundle's memory map,
+    its arrays, tokenizer, sampler tables or ONNX sessions. ``close()`` removes them, so the process
+    keeps no reference of its own: the memory map is unmapped (and the sessions freed) as soon as no
+    array the caller took from the runtime is still alive. Nothing is unmapped under a live array, so
+    closing never invalidates memory another thread or the caller is still reading.
+
+    Guarantees after ``close()``: every method that samples, tokenizes or reads the tables, and every
+    released attribute, raises :class:`ldptext.errors.ClosedError` (never ``AttributeError``, never a
+    result); the verified metadata (``mechanism``, ``manifest``, ``key_id`` and the scalar privacy
+    parameters) stays readable; ``close()`` again does nothing. A call running in another thread
+    when ``close()`` is called either completes or raises ``ClosedError``; it never reads unmapped
+    memory.
+    """
+
+    #: instance attributes that ``close()`` drops (set by each subclass)
+    _RELEASED: tuple[str, ...] = ()
+    _closed: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def close(self) -> None:
+        """Release the bundle's memory map, tables, tokenizer and sessions; idempotent.
+
+        After this, any use of the runtime other than its metadata raises
+        :class:`ldptext.errors.ClosedError`.
+        """
+        self._closed = True
+        for name in self._RELEASED:
+            self.__dict__.pop(name, None)
+
+    def _check_open(self) -> None:
+        """Raise :class:`ldptext.errors.ClosedError` if :meth:`close` was called."""
+        if self._closed:
+            raise ClosedError(f"this {type(self).__name__} is closed")
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when normal lookup fails: a released attribute of a closed runtime
+        if name in type(self)._RELEASED and self.__dict__.get("_closed", False):
+            raise ClosedError(f"this {type(self).__name__} is closed")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -161,15 +234,16 @@ class BundleExpectation:
                                              f"{self.epsilon_max:g}")
 
 
-def open_bundle(path: str | os.PathLike, *, mechanisms: Iterable[str],
+def open_bundle(path: BundleSource, *, mechanisms: Iterable[str],
                 trusted_keys: Iterable[Any] | None = None, allow_unsigned: bool = False,
                 expect: "BundleExpectation | Mapping[str, Any] | None" = None) -> Bundle:
     """Open and verify a bundle for a runtime: the same checks for every mechanism.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        The bundle file.
+    path : str, os.PathLike, bytes, bytearray or memoryview
+        The bundle file, or its content (verified exactly as a file is; a ``bytearray`` or
+        ``memoryview`` is copied once, ``bytes`` are used as they are).
     mechanisms : iterable of str
         The mechanisms this runtime accepts; any other is refused (``BundleFormatError``).
     trusted_keys : iterable or None

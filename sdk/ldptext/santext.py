@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
@@ -48,7 +47,7 @@ import numpy as np
 from . import alias as _alias
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
-from .bundle import Bundle
+from .bundle import Bundle, BundleSource
 from .errors import BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator
@@ -99,10 +98,12 @@ def metric_id(manifest: dict) -> str:
     return hashlib.sha256(("ldptext santext metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
 
 
-class Sanitizer:
+class Sanitizer(_runtime.Closable):
     """Sanitize text with SanText / SanText+ from a verified bundle; create one with :meth:`load`.
 
-    Implements :class:`ldptext.runtime.Runtime`.
+    Implements :class:`ldptext.runtime.Runtime`, including ``close()`` and ``with``
+    (:class:`ldptext.runtime.Closable`): after ``close()`` the bundle's memory map, tables and
+    tokenizer are released and any use other than the metadata raises ``ClosedError``.
 
     Parameters
     ----------
@@ -156,6 +157,10 @@ class Sanitizer:
     Theorems 1–2.
     """
 
+    # what close() drops: everything that references the bundle's memory map or derives from it
+    _RELEASED = ("_bundle", "tables", "outputs", "sensitive", "valid_input", "_embeddings", "_rng",
+                 "_table", "_vocab", "_tokenizer")
+
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
                  ledger: "Ledger | None" = None) -> None:
         self._bundle = bundle
@@ -192,15 +197,20 @@ class Sanitizer:
         self._tokenizer: TextTokenizer | None = None
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, trusted_keys: Iterable[Any] | None = None,
+    def load(cls, path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
              ledger: "Ledger | None" = None, expect: Any = None) -> "Sanitizer":
         """Verify (signature, key, hashes, schema) and memory-map a SanText(+) bundle.
 
+        Use it as a context manager (``with Sanitizer.load(...) as san:``) or call :meth:`close` to
+        release the memory map when done.
+
         Parameters
         ----------
-        path : str or os.PathLike
-            The bundle file.
+        path : str, os.PathLike, bytes, bytearray or memoryview
+            The bundle file, or its content (an app that ships the bundle as an asset): bytes are
+            verified exactly as a file is (signature, key, hashes, shapes, table invariants) and give
+            the same sampler, so the same seed gives the same output.
         trusted_keys : iterable or None
             Public keys the signer must be among; ``None`` means the local trust store.
         allow_unsigned : bool
@@ -229,7 +239,7 @@ class Sanitizer:
         ------
         BundleError
             Missing file, bad signature, untrusted key, wrong mechanism, or a corrupted or
-            inconsistent bundle (a ``BundleError`` subclass says which).
+            inconsistent bundle (a ``BundleError`` subclass says which); the same for bytes.
 
         Notes
         -----
@@ -340,7 +350,13 @@ class Sanitizer:
         Returns
         -------
         np.ndarray of int32, shape (n_tokens,)
+
+        Raises
+        ------
+        ClosedError
+            After :meth:`close`.
         """
+        self._check_open()
         return self.tokenizer.encode(text)
 
     def detokenize(self, ids: np.ndarray) -> str:
@@ -353,7 +369,13 @@ class Sanitizer:
         Returns
         -------
         str
+
+        Raises
+        ------
+        ClosedError
+            After :meth:`close`.
         """
+        self._check_open()
         return self.tokenizer.decode(ids)
 
     # -- sampling ----------------------------------------------------------------------------
@@ -376,6 +398,8 @@ class Sanitizer:
             An id is not an integer, out of range, or a special token (its position is named).
         BudgetExceededError
             The ledger refused the charge; nothing is returned.
+        ClosedError
+            After :meth:`close`.
 
         Notes
         -----
@@ -385,23 +409,33 @@ class Sanitizer:
         Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State),
         §2.4, Theorems 1–2.
         """
+        self._check_open()
         out = self._sample(ids)
         _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0, f"santext ids x{out.size}",
                         unit=self.ledger_unit)
         return out
+
+    def _first_invalid(self, flat: np.ndarray) -> int | None:
+        """Position of the first id in ``flat`` (int64) that is not a valid input, or None."""
+        bad = (flat < 0) | (flat >= self.n_rows)
+        if not bad.any():
+            bad = ~self.valid_input[flat]
+        return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
     def _sample(self, ids: Any) -> np.ndarray:
         ids = np.asarray(ids)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
             raise InputError("token ids must be integers")
         flat = ids.reshape(-1).astype(np.int64)
-        bad = (flat < 0) | (flat >= self.n_rows)
-        if not bad.any():
-            bad = ~self.valid_input[flat]
-        if bad.any():  # the position only: an id can reveal the word
-            raise InputError(f"token id at position {int(np.flatnonzero(bad)[0])} is not a valid "
+        position = self._first_invalid(flat)
+        if position is not None:  # the position only: an id can reveal the word
+            raise InputError(f"token id at position {position} is not a valid "
                              f"input of this bundle (out of range or a special token)")
-        return self._rng.santext_sample(self._table, flat.astype(np.int32)).reshape(ids.shape)
+        return self._draw(flat).reshape(ids.shape)
+
+    def _draw(self, flat: np.ndarray) -> np.ndarray:
+        """One draw per id of ``flat`` (int64, every id a valid input: checked by the caller)."""
+        return self._rng.santext_sample(self._table, flat.astype(np.int32))
 
     def privacy_report(self, n_tokens: int) -> PrivacyReport:
         """What a release of ``n_tokens`` tokens guarantees.
@@ -489,9 +523,13 @@ class Sanitizer:
         Raises
         ------
         InputError
-            ``texts`` is a single string.
+            ``texts`` is a single string, or one document cannot be sanitized: the message names
+            its index in ``texts`` (``"document 3 ..."``), never its text; nothing is returned for
+            any document.
         BudgetExceededError
             The ledger refused the charge; nothing is returned.
+        ClosedError
+            After :meth:`close`.
 
         Notes
         -----
@@ -502,13 +540,21 @@ class Sanitizer:
         *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
         Theorems 1–2.
         """
+        self._check_open()
         if isinstance(texts, str):
             raise InputError("sanitize_batch takes a list of documents, not one string")
         texts = list(texts)
-        encoded = self.tokenizer.encode_batch(texts)
+        encoded = self._encode_documents(texts)
         lengths = [e.size for e in encoded]
-        flat = np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)
-        out = self._sample(flat)
+        flat = (np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)).astype(np.int64)
+        position = self._first_invalid(flat)
+        if position is not None:  # e.g. a literal "[MASK]" that the tokenizer maps to its special token
+            ends = np.cumsum(lengths)
+            doc = int(np.searchsorted(ends, position, side="right"))
+            raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
+                             f"valid input of this bundle (a special token of its tokenizer, e.g. "
+                             f"written literally in the text)")
+        out = self._draw(flat)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
         results = [Sanitized(text=t, report=self.privacy_report(n))
@@ -516,6 +562,22 @@ class Sanitizer:
         _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
                         f"santext batch of {len(results)} documents", unit=self.ledger_unit)
         return results
+
+    def _encode_documents(self, texts: list) -> list[np.ndarray]:
+        """Token ids of each document; an error names the document's index, never its text."""
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InputError(f"document {i} is {type(t).__name__}, not str")
+        try:
+            return self.tokenizer.encode_batch(texts)
+        except InputError:
+            pass
+        for i, t in enumerate(texts):  # find the document the tokenizer fails on
+            try:
+                self.tokenizer.encode_batch([t])
+            except InputError:
+                raise InputError(f"document {i} could not be tokenized") from None
+        raise InputError("the tokenizer could not process this batch of documents")
 
     # -- exact realised distribution ---------------------------------------------------------
     def log_probabilities(self, xs: Any, *, chunk: int = 256) -> np.ndarray:
@@ -546,6 +608,7 @@ class Sanitizer:
         Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility
         and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
+        self._check_open()
         xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
         out = np.empty((xs.size, self.n_rows))
         for start in range(0, xs.size, chunk):

@@ -39,7 +39,9 @@ def register(targets: Any) -> None:
                    help="minilm-bert2bert (offline stand-in) or a local BART/T5/encoder-decoder directory")
     p.add_argument("--public-corpus", default="wiki-sample",
                    help="wiki-sample or a UTF-8 file, one document per line")
-    p.add_argument("--variant", choices=["clv", "pr", "pr+"], default="pr")
+    p.add_argument("--variant", choices=["clv", "pr", "pr+"], default="pr",
+                   help="clv: clip only; pr: clip and prune neurons; pr+: also train the decoder on noised "
+                        "encoder outputs at --epsilon (default pr)")
     p.add_argument("--epsilon", type=float, default=None, help="pr+: target ε of the noisy training")
     p.add_argument("--delta", type=float, default=None, help="pr+ with the Gaussian mechanism: target δ")
     p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian", help="pr+: noise type")
@@ -48,16 +50,19 @@ def register(targets: Any) -> None:
     p.add_argument("--steps", type=int, default=300, help="training steps per stage")
     p.add_argument("--base-steps", type=int, default=None,
                    help="steps of the first (autoencoder) stage; default --steps")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--prune-rounds", type=int, default=6)
+    p.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
+    p.add_argument("--lr", type=float, default=1e-4, help="training learning rate (default 1e-4)")
+    p.add_argument("--prune-rounds", type=int, default=6,
+                   help="pr/pr+: pruning rounds, each pruning the 25%% of the remaining hidden neurons with "
+                        "the smallest cross-attention key weight, then retraining (default 6)")
     p.add_argument("--use-round", type=int, default=None, help="ship the indices of this round (default rounds-1)")
     p.add_argument("--max-sentences", type=int, default=None, help="use at most N public sentences")
     p.add_argument("--freeze-encoder", action="store_true", help="train the decoder only (quick CPU builds)")
     p.add_argument("--cross-lr-mult", type=float, default=1.0, help="learning-rate multiplier for cross-attention")
     p.add_argument("--corrupt", type=float, default=0.15, help="denoising: fraction of input tokens masked/deleted")
     p.add_argument("--eval-sentences", type=int, default=200, help="held-out public sentences for the BLEU check")
-    p.add_argument("--quantize", choices=["int8", "none"], default="int8")
+    p.add_argument("--quantize", choices=["int8", "none"], default="int8",
+                   help="int8 (default) or none: precision of the exported ONNX graphs")
     p.add_argument("--threads", type=int, default=None, help="torch / ONNX Runtime CPU threads")
     p.add_argument("--seed", type=int, default=0, help="seed of the (public-data) training")
     add_signing_options(p)

@@ -6,6 +6,7 @@ what is measured.
 from __future__ import annotations
 
 import argparse
+import math
 
 from ldptext.errors import ParameterError
 
@@ -15,6 +16,23 @@ def _floats(text: str) -> list[float]:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError("expected a comma-separated list of numbers") from None
+
+
+def _epsilons(text: str) -> list[float]:
+    """``--epsilon``: finite numbers > 0. ε = ∞ is refused: the unsanitized row is the ``none`` baseline."""
+    values = _floats(text)
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one epsilon")
+    for raw, v in zip([x.strip() for x in text.split(",") if x.strip()], values):
+        if math.isnan(v):
+            raise argparse.ArgumentTypeError(f"epsilon {raw!r} is not a number")
+        if math.isinf(v):
+            raise argparse.ArgumentTypeError(
+                f"epsilon {raw!r} is infinite (or overflows to inf): epsilon = inf is no privacy and is not "
+                "swept; the unsanitized text is the 'none' baseline (--baselines)")
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"epsilon {raw!r} must be > 0")
+    return values
 
 
 def _names(text: str) -> list[str]:
@@ -40,8 +58,10 @@ def register(sub) -> None:
                     "stages are kept in OUT/checkpoints; re-running the same command resumes.")
     p.add_argument("--data", default="rotten-tomatoes",
                    help="FILE.csv | FILE.jsonl | rotten-tomatoes (built in; default)")
-    p.add_argument("--text-col", default="text")
-    p.add_argument("--label-col", default="label")
+    p.add_argument("--text-col", default="text",
+                   help="name of the text column / JSON key of --data and --test (default text)")
+    p.add_argument("--label-col", default="label",
+                   help="name of the label column / JSON key of --data and --test (default label)")
     p.add_argument("--test", default=None, help="separate test file (default: a deterministic "
                                                 "stratified 80/20 split of --data)")
     p.add_argument("--mechanism", type=_names, default=["santext", "santext+"],
@@ -51,26 +71,32 @@ def register(sub) -> None:
     p.add_argument("--vocab-size", type=int, default=20_000,
                    help="word-level vocabulary size (most frequent GloVe words; default 20000; "
                         "0 = the embeddings' default)")
-    p.add_argument("--epsilon", type=_floats, default=[1.0, 2.0, 3.0], help="e.g. 1,2,3")
+    p.add_argument("--epsilon", type=_epsilons, default=[1.0, 2.0, 3.0],
+                   help="comma list of finite ε > 0 to sweep (default 1,2,3); 'inf' is refused: the "
+                        "unsanitized text is the 'none' baseline")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
     p.add_argument("--w", type=float, default=0.9, help="SanText+ sensitive fraction w (0.9)")
     p.add_argument("--baselines", type=_baselines, default=["none", "random", "cmp"],
                    help="comma list of none, random, cmp; 'no' for none (default: all)")
     p.add_argument("--seeds", type=int, default=3, help="repetitions per configuration (3)")
-    p.add_argument("--seed-base", type=int, default=0)
+    p.add_argument("--seed-base", type=int, default=0,
+                   help="base from which every repetition's seeds are derived (default 0); another base "
+                        "gives other draws")
     p.add_argument("--private-rng", action="store_true",
                    help="draw from OS-keyed generators instead of reproducible seeded ones")
     p.add_argument("--threshold", type=float, default=0.95,
                    help="cumulative threshold of S_x and S_y* (0.95)")
     p.add_argument("--columns", type=int, default=500, help="outputs sampled for S_y* (500)")
-    p.add_argument("--max-train", type=int, default=None)
-    p.add_argument("--max-test", type=int, default=None)
+    p.add_argument("--max-train", type=int, default=None,
+                   help="use at most N training documents (default: all)")
+    p.add_argument("--max-test", type=int, default=None,
+                   help="use at most N test documents (default: all)")
     p.add_argument("--cache-dir", default=None,
                    help="where evaluation bundles are cached (~/.cache/ldptext/evaluate)")
     p.add_argument("--fresh", action="store_true",
                    help="recompute every stage instead of resuming from the checkpoints in "
                         "OUT/checkpoints (which hold sanitized samples of your data)")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-plots", action="store_true", help="write no PNG plots (results.json and report.md only)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=run)

@@ -1,11 +1,13 @@
 """``ldptext bundle``: sign, verify and inspect bundle files.
 
-``verify`` performs exactly the runtime's checks (:func:`ldptext.bundle.read_bundle`) and exits 2
-with a one-line reason on any failure. ``inspect`` shows what a bundle is and what it guarantees
-(mechanism, parameters, sources, the privacy report a user gets, the array table, the signer) even
-when the signer is not trusted here; it still refuses files that fail the structural and hash
-checks. Text taken from the file is printed with control characters escaped, so a hostile manifest
-cannot drive the terminal.
+``verify`` performs exactly the runtime's checks (:func:`ldptext.bundle.read_bundle`) and exits with
+a one-line reason on any failure (status 4 for a damaged or unknown bundle, 5 for a signature or trust
+failure: see :mod:`ldptext.cli`); ``verify --json`` prints one JSON object (bundle id, key id,
+trusted, mechanism, format version, ``verified``) on success and on failure. ``inspect`` shows what a
+bundle is and what it guarantees (mechanism, parameters, sources, the privacy report a user gets, the
+array table, the signer) even when the signer is not trusted here; it still refuses files that fail
+the structural and hash checks. Text taken from the file is printed with control characters escaped,
+so a hostile manifest cannot drive the terminal.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import bundle as _bundle
+from .. import errors as _errors
 from .. import keys as _keys
 from .keys import add_passphrase_options, read_passphrase
 
@@ -29,7 +32,7 @@ def register(sub) -> None:
     actions = parser.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
 
     sign = actions.add_parser("sign", help="(re-)sign a bundle with a private key")
-    sign.add_argument("file", metavar="FILE")
+    sign.add_argument("file", metavar="FILE", help="the bundle to sign (replaced atomically unless --out)")
     sign.add_argument("--key", required=True, help="PEM private key file")
     sign.add_argument("--out", default=None, help="write here instead of replacing FILE")
     sign.add_argument("--force", action="store_true",
@@ -39,14 +42,17 @@ def register(sub) -> None:
     sign.set_defaults(func=run_sign)
 
     verify = actions.add_parser("verify", help="check signature, key trust, hashes and layout")
-    verify.add_argument("file", metavar="FILE")
+    verify.add_argument("file", metavar="FILE", help="the bundle to verify")
     verify.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
                         help="public key to trust (repeatable); default: the local trust store")
     verify.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    verify.add_argument("--json", action="store_true",
+                        help="print one JSON object: path, bundle_id, key_id, signed, trusted, mechanism, "
+                             "format_version, verified (true/false) and error (the reason, when not verified)")
     verify.set_defaults(func=run_verify)
 
     inspect = actions.add_parser("inspect", help="show mechanism, parameters and privacy report")
-    inspect.add_argument("file", metavar="FILE")
+    inspect.add_argument("file", metavar="FILE", help="the bundle to describe (need not be trusted here)")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
                          help="public key to consider trusted; default: the local trust store")
@@ -56,8 +62,8 @@ def register(sub) -> None:
 def run_sign(args) -> int:
     """``ldptext bundle sign``: (re-)sign a bundle; returns the exit status.
 
-    Refuses (exit 2) a bundle whose manifest parameters do not match its arrays, ``--force`` or not
-    (:func:`ldptext.bundle_check.check_parameters`).
+    Refuses (exit 4, ``ParameterMismatchError``) a bundle whose manifest parameters do not match its
+    arrays, ``--force`` or not (:func:`ldptext.bundle_check.check_parameters`).
     """
     key = _keys.load_private_key(args.key, read_passphrase(args))
     path = _bundle.sign_bundle(args.file, key, out=args.out, force=args.force)
@@ -68,13 +74,77 @@ def run_sign(args) -> int:
 
 
 def run_verify(args) -> int:
-    """``ldptext bundle verify``: full verification as a runtime does it; returns the exit status."""
-    b = _bundle.read_bundle(args.file, trusted_keys=args.trusted_key,
-                            allow_unsigned=args.allow_unsigned)
+    """``ldptext bundle verify``: full verification as a runtime does it; returns the exit status.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``file``, ``trusted_key``, ``allow_unsigned`` and ``json``.
+
+    Returns
+    -------
+    int
+        0 when the bundle verifies; otherwise the ``BundleError`` is raised (after, with ``--json``,
+        the JSON object with ``"verified": false`` and the reason) and the CLI maps it to its exit
+        status.
+    """
+    try:
+        b = _bundle.read_bundle(args.file, trusted_keys=args.trusted_key,
+                                allow_unsigned=args.allow_unsigned)
+    except _errors.BundleError as e:
+        if args.json:
+            print(json.dumps(verify_data(args.file, None, args.trusted_key, str(e)), indent=2, ensure_ascii=True))
+        raise
+    if args.json:
+        print(json.dumps(verify_data(args.file, b, args.trusted_key), indent=2, ensure_ascii=True))
+        return 0
     who = f"signed by trusted key {b.key_id}" if b.signed else "UNSIGNED (allowed explicitly)"
     print(f"OK: {b.mechanism} bundle, {who}, {len(b.arrays)} arrays and the header verified")
     print(f"bundle id {b.bundle_id}")
     return 0
+
+
+def verify_data(path, verified: "_bundle.Bundle | None", trusted_keys=None, error: str | None = None) -> dict:
+    """What ``bundle verify --json`` prints.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The bundle file.
+    verified : Bundle or None
+        The result of :func:`ldptext.bundle.read_bundle`, or ``None`` when it raised.
+    trusted_keys : iterable or None
+        The keys that verification trusted (``None``: the local trust store).
+    error : str or None
+        The verification error's message, when ``verified`` is ``None``.
+
+    Returns
+    -------
+    dict
+        ``path``, ``verified`` (bool), ``error`` (str or None), and what is known of the bundle:
+        ``bundle_id``, ``key_id``, ``signed``, ``trusted``, ``mechanism``, ``format_version``. For a
+        bundle that failed verification they come from the structural and hash checks alone
+        (:func:`ldptext.bundle.open_unverified`), or are ``None`` when even those fail.
+    """
+    data = {"path": str(path), "verified": verified is not None, "error": error, "bundle_id": None,
+            "key_id": None, "signed": None, "trusted": False, "mechanism": None, "format_version": None}
+    if verified is not None:
+        data.update(bundle_id=verified.bundle_id, key_id=verified.key_id, signed=verified.signed,
+                     trusted=verified.signed, mechanism=verified.mechanism,
+                     format_version=verified.manifest["format_version"])
+        return data
+    try:
+        b, info = _bundle.open_unverified(path)
+    except _errors.BundleError:
+        return data
+    try:
+        trusted = info.signed and any(_keys.public_bytes(k) == info.public_key
+                                      for k in _bundle._trusted(trusted_keys))
+    except Exception:  # a broken trust store: not trusted
+        trusted = False
+    data.update(bundle_id=b.bundle_id, key_id=info.key_id, signed=info.signed, trusted=bool(trusted),
+                mechanism=b.mechanism, format_version=b.manifest["format_version"])
+    return data
 
 
 # ---- inspect ---------------------------------------------------------------------------------
@@ -198,6 +268,10 @@ def _dpbart_summary(dp: dict) -> list[tuple[str, str]]:
         pass
     rows.append(("noise families", "discrete Laplace (pure eps) or discrete Gaussian (eps, delta), "
                  "calibrated at run time to (C, n)"))
+    rows.append(("noise sampling", "exact: integer arithmetic on the grid C/2^k, Laplace scale a rational and "
+                 "Gaussian sigma^2 an integer, both rounded up (more noise), so no slack is added to eps "
+                 "(report: noise_exact, epsilon_slack = 0)"))
+    rows.append(("eps = inf", "refused unless explicitly allowed for evaluation: no noise, no privacy"))
     return rows
 
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from .. import keys as _keys
-from ..errors import KeyFileError
+from ..errors import KeyFileError, ParameterError
 
 
 def add_passphrase_options(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def register(sub) -> None:
     un.add_argument("key", metavar="KEY", help="key id, .pub file or base64 public key")
     un.set_defaults(func=run_untrust)
 
-    ls = actions.add_parser("list", help="list the trusted keys")
+    ls = actions.add_parser("list", help="list the trusted keys")  # no options
     ls.set_defaults(func=run_list)
 
 
@@ -102,7 +102,7 @@ def run_trust(args) -> int:
     """``ldptext keys trust``: add a public key (or, with ``--developer``, the local developer key) to
     the local trust store; returns the exit status."""
     if args.developer == (args.pubfile is not None):
-        raise KeyFileError("give either PUBFILE or --developer")
+        raise ParameterError("give either PUBFILE or --developer")
     if args.developer:
         path = _keys.trust_developer_key()
         print(f"trusted this machine's DEVELOPER key {path.stem} ({path}): bundles built here without "

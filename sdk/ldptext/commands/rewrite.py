@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from ..errors import ParameterError
@@ -17,11 +18,22 @@ from ._pinning import add_pinning_options, expectation_from_args
 BATCH = 16
 
 
-def _epsilon(text: str) -> float:
+def _epsilon(text: str, allow_infinite: bool) -> float:
+    """The value of ``--epsilon``: a finite number > 0, or ∞ only with ``--allow-infinite-epsilon``."""
     try:
         value = float(text)
     except ValueError:
         raise ParameterError(f"--epsilon must be a number, got {text!r}") from None
+    if math.isnan(value):
+        raise ParameterError(f"--epsilon must be a number > 0, got {text!r} (not a number)")
+    if value <= 0:
+        raise ParameterError(f"--epsilon must be > 0, got {text!r}")
+    if math.isinf(value) and not allow_infinite:
+        what = "is infinite" if text.strip().lower().lstrip("+") in ("inf", "infinity") else \
+            "is too large for a float and overflows to inf"
+        raise ParameterError(f"--epsilon {text!r} {what}: epsilon = inf adds no noise and the output would "
+                             "not be private; it is refused unless --allow-infinite-epsilon is given "
+                             "(evaluation only)")
     return value
 
 
@@ -36,18 +48,28 @@ def register(sub: Any) -> None:
     p = sub.add_parser("rewrite", help="rewrite documents with DP-BART (document-level LDP)")
     p.add_argument("input", nargs="?", default="-", help="file with one document per line, or - (stdin)")
     p.add_argument("--bundle", required=True, help="a dpbart bundle")
-    p.add_argument("--epsilon", required=True, type=str, help="ε per release (chunk), > 0")
+    p.add_argument("--epsilon", required=True, type=str,
+                   help="ε per release (chunk): a finite number > 0; 'inf' (or a value that overflows to "
+                        "inf, e.g. 1e400) only with --allow-infinite-epsilon")
     p.add_argument("--delta", type=float, default=None, help="δ per release for the Gaussian mechanism, in (0, 1)")
-    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian")
+    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
+                   help="gaussian: discrete Gaussian, (ε, δ)-LDP, needs --delta (default); laplace: discrete "
+                        "Laplace, pure (ε, 0)-LDP")
     p.add_argument("--beam", type=int, default=1, help="beam size (1 = greedy)")
     p.add_argument("--long", choices=["split", "truncate", "refuse"], default="split",
                    help="documents longer than L: split into chunks (k releases), truncate, or refuse")
-    p.add_argument("--seed", type=int, default=None, help="reproducible output for tests (NOT private)")
-    p.add_argument("--json", action="store_true", help="emit {text, report} per line")
+    p.add_argument("--seed", type=int, default=None,
+                   help="reproducible output for tests (NOT private; every report says seeded: true)")
+    p.add_argument("--json", action="store_true",
+                   help="emit {text, report} per line (the report: per-chunk and composed (ε, δ), n, C, Δ, "
+                        "the exact noise parameter, seeded, evaluation_only)")
     p.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads")
     p.add_argument("--trusted-key", action="append", default=None,
                    help="public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    p.add_argument("--allow-infinite-epsilon", action="store_true",
+                   help="evaluation only: accept --epsilon inf, which adds NO noise (no privacy); every "
+                        "report says private: false, evaluation_only: true")
     add_pinning_options(p, epsilon=False)  # a DP-BART bundle fixes no ε: it is chosen per call
     p.set_defaults(func=run)
 
@@ -73,12 +95,14 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..dpbart import Rewriter
 
-    eps = _epsilon(args.epsilon)
-    if math.isnan(eps) or eps <= 0:
-        raise ParameterError("--epsilon must be > 0")
+    eps = _epsilon(args.epsilon, args.allow_infinite_epsilon)
+    if math.isinf(eps):
+        print("ldptext rewrite: WARNING: epsilon = inf adds no noise; the output is NOT private "
+              "(evaluation only)", file=sys.stderr)
     rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                        seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
-    opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long)
+    opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long,
+                allow_infinite_epsilon=args.allow_infinite_epsilon)
     rw.rewrite_batch([], **opts)  # validate the parameters before reading any input
     process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH)
     return 0

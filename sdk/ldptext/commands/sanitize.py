@@ -1,5 +1,7 @@
 """``ldptext sanitize``: one document per line in, one sanitized line out, same order, streaming
-(input handling in ``_io.py``: UTF-8 only, no partial output for a bad file, never echoes text)."""
+(input handling in ``_io.py``: UTF-8 only; a bad file is refused before any output, standard input
+stops at a bad line; ``--skip-bad-lines`` skips such lines instead, with no output line for them;
+never echoes text)."""
 from __future__ import annotations
 
 import argparse
@@ -20,8 +22,10 @@ def register(sub: Any) -> None:
         The ``add_subparsers()`` result of the ``ldptext`` command line.
     """
     p = sub.add_parser("sanitize", help="sanitize text with a SanText(+) bundle")
-    p.add_argument("input", nargs="?", default="-", help="file with one document per line, or -")
-    p.add_argument("--bundle", required=True)
+    p.add_argument("input", nargs="?", default="-",
+                   help="UTF-8 file with one document per line, or - for standard input (default)")
+    p.add_argument("--bundle", required=True, metavar="FILE",
+                   help="the signed SanText(+) bundle (.ldpb) to sanitize with")
     p.add_argument("--seed", type=int, default=None,
                    help="reproducible output for tests (NOT private)")
     p.add_argument("--json", action="store_true",
@@ -30,6 +34,10 @@ def register(sub: Any) -> None:
     p.add_argument("--trusted-key", action="append", default=None,
                    help="public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip lines that are not UTF-8 or cannot be sanitized: no output line for them, "
+                        "their count and line numbers (never their text) on stderr; default: stop with an "
+                        "error naming the line (a file: before any output)")
     add_pinning_options(p)
     p.set_defaults(func=run)
 
@@ -63,5 +71,6 @@ def run(args: argparse.Namespace) -> int:
     san = Sanitizer.load(args.bundle, trusted_keys=args.trusted_key,
                          allow_unsigned=args.allow_unsigned, seed=args.seed,
                          expect=expectation_from_args(args))
-    process(args.input, san.sanitize_batch, args.json, BATCH)
+    with san:
+        process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines)
     return 0
