@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.ldptext-setup
 CACHE   ?= $(HOME)/.cache/ldptext
 DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
 
-.PHONY: setup native lint test demo bench bench-dpbart evaluate clean
+.PHONY: setup native lint test demo bench bench-dpbart evaluate clean libldptext libldptext-test
 
 setup: $(STAMP)
 
@@ -29,8 +29,18 @@ native: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-test: setup native lint
+test: setup native lint libldptext-test
 	$(VPY) -m pytest -q tests
+
+# libldptext, the C library (native/Makefile: native/build/libldptext.a and .so, the example
+# native/build/sanitize). Needs libsodium-dev and libutf8proc-dev (.ci/run installs them).
+libldptext:
+	$(MAKE) -C native
+
+# its C tests: unit tests, the same under AddressSanitizer + UBSan, a short fuzz run of each
+# target, the export check (before pytest, whose tests/test_libldptext*.py load the library)
+libldptext-test:
+	$(MAKE) -C native test
 
 demo: setup native
 	$(VENV)/bin/ldptext demo --cache $(CACHE)
@@ -56,6 +66,7 @@ evaluate: setup native
 
 clean:
 	rm -rf build $(VENV) sdk/ldptext/_native*.so
+	$(MAKE) -C native clean
 
 # AddressSanitizer + UBSan build of the C extension (issue 5). The instrumented module goes into a
 # copy of the package under build/asan/pkg (PYTHONPATH puts it before the editable install), so

@@ -1,0 +1,137 @@
+/* Sanitize text line by line with libldptext: stdin (one document per line) -> stdout.
+ *
+ *   make -C native
+ *   native/build/sanitize BUNDLE.ldpb TRUSTED.pub [MORE.pub ...] < in.txt > out.txt
+ *
+ * Each TRUSTED.pub is a public key file as `ldptext keys generate` writes it (the base64 of the
+ * raw 32-byte Ed25519 key, one line); the bundle must be signed by one of them. Every output line
+ * is the sanitized version of the input line with the same number; a report per line goes to
+ * stderr with --report. Errors name the line number, never its text. Exit status: 0 on success,
+ * 1 on a usage or bundle error, 2 if a line could not be sanitized (its output line is empty). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ldptext.h"
+
+/* base64 (standard alphabet, padded) of exactly 32 bytes; 0 on success */
+static int decode_key(const char *text, uint8_t key[32]) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0, i, len = strlen(text);
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        len--;
+    if (len != 44 || text[43] != '=') return -1;
+    for (i = 0; i < 43; i++) {
+        const char *p = strchr(alphabet, text[i]);
+        if (text[i] == '\0' || p == NULL) return -1;
+        acc = (acc << 6) | (uint32_t)(p - alphabet);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n < 32) key[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return n == 32 ? 0 : -1;
+}
+
+static int read_key_file(const char *path, uint8_t key[32]) {
+    char line[256];
+    FILE *f = fopen(path, "r");
+    int rc = -1;
+    if (f == NULL) return -1;
+    if (fgets(line, sizeof line, f) != NULL) rc = decode_key(line, key);
+    fclose(f);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    uint8_t (*keys)[32];
+    int n_keys = 0, i, report = 0, status = 0, rc;
+    ldp_bundle *bundle = NULL;
+    ldp_sanitizer *san = NULL;
+    char *line = NULL;
+    size_t cap = 0, line_no = 0;
+    const char *path = NULL;
+
+    keys = (uint8_t (*)[32])calloc((size_t)(argc > 1 ? argc : 1), 32);
+    if (keys == NULL) return 1;
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--report") == 0) {
+            report = 1;
+        } else if (path == NULL) {
+            path = argv[i];
+        } else if (read_key_file(argv[i], keys[n_keys]) == 0) {
+            n_keys++;
+        } else {
+            fprintf(stderr, "sanitize: %s is not a public key file (base64 of 32 bytes)\n", argv[i]);
+            free(keys);
+            return 1;
+        }
+    }
+    if (path == NULL || n_keys == 0) {
+        fprintf(stderr, "usage: %s [--report] BUNDLE TRUSTED.pub [MORE.pub ...] < in > out\n",
+                argv[0]);
+        free(keys);
+        return 1;
+    }
+    rc = ldp_bundle_open(path, (const uint8_t (*)[32])keys, (size_t)n_keys, &bundle);
+    free(keys);
+    if (rc != LDP_OK) {
+        fprintf(stderr, "sanitize: %s: %s\n", path, ldp_strerror(rc));
+        return 1;
+    }
+    rc = ldp_sanitizer_new(bundle, &san);
+    if (rc != LDP_OK) {
+        fprintf(stderr, "sanitize: %s\n", ldp_strerror(rc));
+        ldp_bundle_close(bundle);
+        return 1;
+    }
+    for (;;) {
+        size_t len = 0;
+        int c;
+        char *out = NULL;
+        size_t out_len = 0;
+        ldp_report rep;
+        /* one line, any length, without the newline */
+        while ((c = getchar()) != EOF && c != '\n') {
+            if (len + 1 >= cap) {
+                size_t ncap = cap ? cap * 2 : 4096;
+                char *p = (char *)realloc(line, ncap);
+                if (p == NULL) {
+                    fprintf(stderr, "sanitize: out of memory at line %zu\n", line_no + 1);
+                    status = 1;
+                    goto done;
+                }
+                line = p;
+                cap = ncap;
+            }
+            line[len++] = (char)c;
+        }
+        if (c == EOF && len == 0) break;
+        line_no++;
+        if (len > 0 && line[len - 1] == '\r') len--;
+        rc = ldp_sanitize(san, line, len, &out, &out_len, &rep);
+        if (rc == LDP_OK) {
+            fwrite(out, 1, out_len, stdout);
+            if (report)
+                fprintf(stderr, "line %zu: %s eps=%g eps0=%g p=%g tokens=%zu%s\n", line_no,
+                        rep.mechanism == LDP_MECH_SANTEXT_PLUS ? "santext+" : "santext",
+                        rep.epsilon, rep.epsilon0, rep.p, rep.n_tokens,
+                        rep.seeded ? " SEEDED (not private)" : "");
+        } else {
+            fprintf(stderr, "sanitize: line %zu: %s\n", line_no, ldp_strerror(rc));
+            status = 2;
+        }
+        ldp_free(out);
+        putchar('\n');
+        if (c == EOF) break;
+    }
+done:
+    free(line);
+    ldp_sanitizer_free(san);
+    ldp_bundle_close(bundle);
+    if (fflush(stdout) != 0) status = 1;
+    return status;
+}

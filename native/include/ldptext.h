@@ -1,0 +1,217 @@
+/* libldptext: on-device text sanitization with local differential privacy (SanText / SanText+),
+ * in C99. The same bundles, the same exact sampler and the same tokenization as the Python
+ * runtime (`ldptext.Sanitizer`); see README.md "What is and is not protected" for the guarantee.
+ *
+ *   ldp_bundle *b;  ldp_sanitizer *s;  char *out;  size_t n;  ldp_report rep;
+ *   if (ldp_bundle_open("glove-santext+.ldpb", keys, n_keys, &b) != LDP_OK) ...   // verifies
+ *   if (ldp_sanitizer_new(b, &s) != LDP_OK) ...                                  // OS-seeded
+ *   if (ldp_sanitize(s, text, strlen(text), &out, &n, &rep) == LDP_OK) { upload(out); ldp_free(out); }
+ *   ldp_sanitizer_free(s);  ldp_bundle_close(b);
+ *
+ * Guarantee (per token, any two tokens x, x' of the bundle's input domain, any output y):
+ *   SanText:  Pr[M(x)=y] <= exp(eps * d(x,x')) * Pr[M(x')=y]   (eps*d-MLDP; worst case eps*D_max)
+ *   SanText+: the same for protected outputs y in V_S, with an extra eps0 = ln(1/p) across the
+ *             sensitive / non-sensitive split; a non-sensitive token is released unchanged with
+ *             probability 1 - p (no finite worst-case LDP level).
+ * Tokens are sanitized independently; the number of tokens is not hidden. Yue et al. 2021,
+ * "Differential Privacy for Text Analytics via Natural Text Sanitization" (Findings of ACL), as
+ * presented in Yue 2023 (PhD thesis, Ohio State), section 2.4, Theorems 1-2.
+ *
+ * Bundles: ldp_bundle_open verifies, before anything is used, exactly what the Python loader
+ * (sdk/ldptext/bundle.py, santext.py, santext_tables.py) verifies: the safetensors layout (length
+ * prefix, the one canonical header its signed manifest implies, contiguous aligned offsets, no
+ * trailing data), the manifest's canonical JSON, an Ed25519 signature by one of the trusted keys,
+ * the SHA-256 of every array, dtypes and shapes, and the SanText tables' semantic invariants. Every
+ * failure returns its own error code (ldp_strerror says which check failed). There is no way to load
+ * an unsigned or untrusted bundle. The tokenizer stored in the bundle is parsed at open too.
+ *
+ * Randomness: ChaCha20 keyed from the operating system (getrandom / getentropy / /dev/urandom);
+ * uniform integers by Lemire's rejection; acceptance by exact Bernoulli(exp(-gamma)) (Canonne,
+ * Kamath, Steinke 2020). A forked child never continues its parent's stream: each sanitizer
+ * notices a fork (pid change, and on Linux a MADV_WIPEONFORK page) and rekeys before its next draw.
+ *
+ * Threads: an ldp_bundle is immutable after ldp_bundle_open and may be shared by any number of
+ * threads (and sanitizers). An ldp_sanitizer holds a random stream and scratch buffers: use one
+ * per thread (or serialise calls on it). The library has no global mutable state.
+ *
+ * Errors and text: messages never contain input text. Strings are UTF-8; invalid UTF-8 input is
+ * refused (LDP_E_INVALID_UTF8), never passed through.
+ *
+ * Memory: strings returned through `char **out` are allocated by the library; release them with
+ * ldp_free. Link with -lldptext -lsodium -lutf8proc -lm (static) or -lldptext (shared). */
+#ifndef LDPTEXT_H
+#define LDPTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(LDP_BUILDING_DLL)
+#define LDP_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define LDP_API __attribute__((visibility("default")))
+#else
+#define LDP_API
+#endif
+
+#define LDP_VERSION "0.1.0"
+
+typedef struct ldp_bundle ldp_bundle;
+typedef struct ldp_sanitizer ldp_sanitizer;
+
+/* mechanism values of ldp_report */
+enum { LDP_MECH_SANTEXT = 1, LDP_MECH_SANTEXT_PLUS = 2 };
+
+/* What one ldp_sanitize call released. epsilon: the metric eps per token; epsilon0 = ln(1/p)
+ * (0 for SanText); p: SanText+'s probability of sanitizing a non-sensitive token (1 for SanText,
+ * where every token is sanitized); n_tokens: tokens released (not hidden by the mechanism); a
+ * document of n tokens is eps * sum_i d(x_i, x'_i)-indistinguishable from any other of n tokens.
+ * seeded: 1 if the sanitizer was created with ldp_sanitizer_new_seeded: the output is then
+ * reproducible and NOT private. */
+typedef struct {
+    double epsilon, epsilon0, p;
+    size_t n_tokens;
+    int mechanism;
+    int seeded;
+} ldp_report;
+
+/* Return codes: LDP_OK, or one negative code per failure. */
+enum {
+    LDP_OK = 0,
+    /* arguments and resources */
+    LDP_E_ARG = -1,                  /* a NULL pointer or an invalid argument */
+    LDP_E_NOMEM = -2,                /* out of memory */
+    LDP_E_RANDOM = -3,               /* the operating system's random generator failed */
+    LDP_E_CAPACITY = -4,             /* the output buffer is too small (*n says how many) */
+    LDP_E_INVALID_UTF8 = -5,         /* input text is not valid UTF-8 */
+    LDP_E_INPUT_ID = -6,             /* a token id is out of range or a special token */
+    LDP_E_SAMPLER = -7,              /* sampler invariant violated (corrupted tables in memory) */
+    LDP_E_TOO_LONG = -8,             /* input longer than the library handles (> 2^31 tokens) */
+    LDP_E_HOST = -9,                 /* big-endian host: bundles are little-endian (unsupported) */
+    /* the bundle file */
+    LDP_E_FILE_NOT_FOUND = -20,      /* bundle file not found */
+    LDP_E_FILE_OPEN = -21,           /* bundle cannot be opened or mapped (permissions, I/O) */
+    LDP_E_NOT_REGULAR = -22,         /* bundle is a directory, FIFO or device */
+    LDP_E_FILE_EMPTY = -23,          /* bundle file is empty */
+    LDP_E_FILE_TOO_LARGE = -24,      /* bundle is larger than 64 GiB */
+    LDP_E_TRUNCATED = -25,           /* bundle is truncated (no header, or array data missing) */
+    /* container: safetensors header */
+    LDP_E_HEADER_LENGTH = -30,       /* header length is invalid (< 2 or > 16 MiB) */
+    LDP_E_HEADER_INCOMPLETE = -31,   /* header is longer than the file */
+    LDP_E_HEADER_JSON = -32,         /* header is not a valid JSON object */
+    LDP_E_HEADER_DUPLICATE_KEY = -33,/* header repeats a key */
+    LDP_E_NO_MANIFEST = -34,         /* not an ldptext bundle (no manifest in the metadata) */
+    LDP_E_METADATA_FIELDS = -35,     /* metadata has unknown fields */
+    LDP_E_METADATA_TYPE = -36,       /* metadata values are not strings */
+    LDP_E_MANIFEST_JSON = -37,       /* manifest is not valid JSON */
+    LDP_E_MANIFEST_DUPLICATE_KEY = -38, /* manifest repeats a key */
+    LDP_E_MANIFEST_UNICODE = -39,    /* manifest contains invalid Unicode (a lone surrogate) */
+    /* signature and trust */
+    LDP_E_SIGNATURE_INCOMPLETE = -40,/* only one of signature / public key is present */
+    LDP_E_SIGNATURE_MALFORMED = -41, /* signature or public key is not canonical base64 of 64/32 bytes */
+    LDP_E_UNSIGNED = -42,            /* bundle is unsigned */
+    LDP_E_UNTRUSTED_KEY = -43,       /* signed by a key that is not among the trusted keys */
+    LDP_E_BAD_SIGNATURE = -44,       /* signature does not verify: the manifest was altered */
+    /* manifest */
+    LDP_E_FORMAT_TAG = -50,          /* manifest lacks the ldptext-bundle format tag */
+    LDP_E_FORMAT_VERSION = -51,      /* unsupported format version */
+    LDP_E_MANIFEST_NONCANONICAL = -52,/* manifest is not in canonical form */
+    LDP_E_MECHANISM = -53,           /* unknown mechanism, or not SanText / SanText+ */
+    LDP_E_NO_ARRAY_TABLE = -54,      /* manifest has no array table */
+    /* arrays */
+    LDP_E_ARRAY_SET = -60,           /* header arrays differ from the signed manifest's */
+    LDP_E_ARRAY_ENTRY = -61,         /* a header array entry is malformed */
+    LDP_E_ARRAY_DTYPE_SHAPE = -62,   /* an array's dtype or shape differs from the manifest */
+    LDP_E_ARRAY_HASH_MALFORMED = -63,/* the manifest's hash of an array is malformed */
+    LDP_E_ARRAY_OFFSETS = -64,       /* an array's data offsets disagree with its shape */
+    LDP_E_ARRAY_ALIGNMENT = -65,     /* an array's data is not aligned to its item size */
+    LDP_E_ARRAY_OVERLAP = -66,       /* array data overlap or leave a gap */
+    LDP_E_TRAILING_DATA = -67,       /* bytes after the last array */
+    LDP_E_ARRAY_HASH = -68,          /* an array's SHA-256 differs from the signed manifest */
+    LDP_E_BOOL_VALUES = -69,         /* a boolean array holds bytes other than 0 and 1 */
+    LDP_E_HEADER_NONCANONICAL = -70, /* header is not the canonical header of its manifest */
+    /* SanText schema and semantics */
+    LDP_E_MISSING_ARRAY = -80,       /* a required SanText array or blob is absent */
+    LDP_E_PARAMS = -81,              /* manifest lacks or malforms a required parameter */
+    LDP_E_EPSILON = -82,             /* epsilon is not a positive finite number */
+    LDP_E_P = -83,                   /* SanText+ p is not in (0, 1] */
+    LDP_E_TOLERANCE = -84,           /* stated numeric tolerance is above 1e-9 (or not finite) */
+    LDP_E_SCHEMA_DTYPE = -85,        /* a SanText array has the wrong dtype */
+    LDP_E_SCHEMA_SHAPE = -86,        /* a SanText array has the wrong shape */
+    LDP_E_TABLE_EMPTY = -87,         /* vocabulary or output domain is empty (or O < K) */
+    LDP_E_TABLE_NONFINITE = -88,     /* embedding scales or tail floors are negative or not finite */
+    LDP_E_TABLE_OUTPUTS = -89,       /* output ids out of range or not strictly increasing */
+    LDP_E_TABLE_HEAD = -90,          /* head ids out of range or not strictly increasing */
+    LDP_E_TABLE_DOMAIN = -91,        /* a head candidate or an output is outside the output domain */
+    LDP_E_TABLE_ALIAS = -92,         /* alias slots out of range */
+    LDP_E_TABLE_GAMMA = -93,         /* acceptance exponents negative or not finite */
+    LDP_E_TABLE_GAMMA_NORM = -94,    /* acceptance exponents not normalised (row minimum != 0) */
+    LDP_E_TABLE_TAIL_MASS = -95,     /* tail slot has proposal mass but the tail is empty */
+    LDP_E_TABLE_HEAD_SIZE = -96,     /* head_ids width differs from the manifest's head_size */
+    LDP_E_TABLE_KEEP = -97,          /* keep_row set for SanText, or for a sensitive/invalid row */
+    LDP_E_TABLE_DIMS = -98,          /* dimensions outside what the sampler supports */
+    /* tokenizer */
+    LDP_E_TOKENIZER_JSON = -110,     /* tokenizer.json is not valid UTF-8 JSON */
+    LDP_E_TOKENIZER = -111,          /* tokenizer.json is malformed (missing or mistyped fields) */
+    LDP_E_TOKENIZER_UNSUPPORTED = -112 /* tokenizer.json uses a component this library lacks */
+};
+
+/* Opens, verifies and maps a SanText / SanText+ bundle. trusted_keys: n_keys raw Ed25519 public
+ * keys (32 bytes each); the signer must be one of them (n_keys == 0 refuses every bundle). Every
+ * check listed at the top runs before *out is set; on failure *out is NULL and the return value
+ * names the failed check. The file is memory-mapped: keep it unmodified while open (bundles are
+ * written by atomic rename, which never changes an open file). */
+LDP_API int ldp_bundle_open(const char *path, const uint8_t (*trusted_keys)[32], size_t n_keys,
+                            ldp_bundle **out);
+/* The same for a bundle already in memory (copied: data may be released after the call). */
+LDP_API int ldp_bundle_open_memory(const uint8_t *data, size_t len,
+                                   const uint8_t (*trusted_keys)[32], size_t n_keys,
+                                   ldp_bundle **out);
+/* Releases a bundle; every sanitizer made from it must be freed first. NULL is ignored. */
+LDP_API void ldp_bundle_close(ldp_bundle *bundle);
+
+/* A sanitizer over a verified bundle, keyed from the operating system's CSPRNG; rekeys itself
+ * after a fork. One per thread. */
+LDP_API int ldp_sanitizer_new(const ldp_bundle *bundle, ldp_sanitizer **out);
+/* TESTS AND REPRODUCIBLE EXPERIMENTS ONLY: a sanitizer whose stream is derived from `seed`. Its
+ * output is reproducible and therefore NOT PRIVATE; every report it fills has seeded = 1. The key
+ * is SHA-256("ldptext seeded mode v1:" + decimal seed), the same as the Python runtime's
+ * `Sanitizer.load(..., seed=seed)`, so equal seeds give equal outputs in both. */
+LDP_API int ldp_sanitizer_new_seeded(const ldp_bundle *bundle, uint64_t seed, ldp_sanitizer **out);
+LDP_API void ldp_sanitizer_free(ldp_sanitizer *sanitizer);
+
+/* Token ids of utf8[0..len) with the bundle's tokenizer, exactly as Hugging Face `tokenizers`
+ * encodes it without special tokens (out-of-vocabulary words map to the unknown token). Writes at
+ * most cap ids (ids may be NULL when cap is 0) and sets *n to the number of tokens; returns
+ * LDP_E_CAPACITY when *n > cap. */
+LDP_API int ldp_tokenize(ldp_sanitizer *sanitizer, const char *utf8, size_t len, int32_t *ids,
+                         size_t cap, size_t *n);
+/* Text of token ids, joined as the Python runtime joins them (WordPiece "##" pieces attach to the
+ * previous piece, other tokens are separated by one space, BERT clean-up of the space before
+ * punctuation and English contractions). *out is NUL-terminated; release it with ldp_free. */
+LDP_API int ldp_detokenize(ldp_sanitizer *sanitizer, const int32_t *ids, size_t n, char **out,
+                           size_t *out_len);
+/* The primitive: out[i] drawn independently from the mechanism's distribution for input ids[i]
+ * (ids and out may be the same array). Refuses (LDP_E_INPUT_ID, nothing written) if any id is out
+ * of range or not a valid input (a special token). */
+LDP_API int ldp_sample_ids(ldp_sanitizer *sanitizer, const int32_t *ids, int32_t *out, size_t n);
+/* Tokenize, sample every token, detokenize. *out (NUL-terminated, *out_len bytes) may leave the
+ * device; rep (may be NULL) says what was released. Nothing is returned on failure. */
+LDP_API int ldp_sanitize(ldp_sanitizer *sanitizer, const char *utf8, size_t len, char **out,
+                         size_t *out_len, ldp_report *rep);
+
+/* Releases memory the library returned. NULL is ignored. */
+LDP_API void ldp_free(void *p);
+/* A static description of a return code (never NULL). */
+LDP_API const char *ldp_strerror(int rc);
+/* The library version, LDP_VERSION. */
+LDP_API const char *ldp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,709 @@
+/* Opening a bundle: the checks of sdk/ldptext/bundle.py (_load: layout, manifest, signature,
+ * trust, hashes, canonical header) and of the SanText runtime (santext.py Sanitizer.__init__,
+ * santext_tables.py SanTextTables), in the same order, each failure with its own code. The file is
+ * hostile until every check has passed. */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "ldp_internal.h"
+
+#if defined(__unix__) || defined(__APPLE__)
+#define LDP_HAVE_MMAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#include <stdio.h>
+#endif
+
+#define MAX_HEADER ((uint64_t)16 << 20)
+#define MAX_FILE ((uint64_t)64 << 30)
+#define MAX_DIM ((uint64_t)1 << 40)
+#define FORMAT "ldptext-bundle"
+#define META_MANIFEST "ldptext.manifest"
+#define META_SIGNATURE "ldptext.signature"
+#define META_PUBKEY "ldptext.public_key"
+/* santext.py STATED_MAX_TOLERANCE */
+#define STATED_MAX_TOLERANCE 1e-9
+
+static const struct {
+    const char *code;
+    size_t size;
+} DTYPES[LDP_DT_COUNT] = {{"U64", 8}, {"I64", 8}, {"F64", 8}, {"F32", 4}, {"U32", 4}, {"I32", 4},
+                          {"F16", 2}, {"U16", 2}, {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
+
+size_t ldp_dtype_size(int dtype) { return DTYPES[dtype].size; }
+const char *ldp_dtype_code(int dtype) { return DTYPES[dtype].code; }
+
+static int dtype_of(const ldp_json *v) {
+    int i;
+    if (v == NULL || v->type != LDP_JSON_STRING) return -1;
+    for (i = 0; i < LDP_DT_COUNT; i++)
+        if (strlen(DTYPES[i].code) == v->str_len && strcmp(DTYPES[i].code, v->str) == 0) return i;
+    return -1;
+}
+
+static int str_is(const ldp_json *v, const char *s) {
+    return v != NULL && v->type == LDP_JSON_STRING && v->str_len == strlen(s) &&
+           memcmp(v->str, s, v->str_len) == 0;
+}
+
+static int key_is(const ldp_json_member *m, const char *s) {
+    return m->key_len == strlen(s) && memcmp(m->key, s, m->key_len) == 0;
+}
+
+const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name) {
+    size_t i, n = strlen(name);
+    for (i = 0; i < b->n_arrays; i++)
+        if (b->arrays[i].name_len == n && memcmp(b->arrays[i].name, name, n) == 0)
+            return &b->arrays[i];
+    return NULL;
+}
+
+static uint64_t le64(const uint8_t *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* a x b, or UINT64_MAX on overflow */
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+    if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+    return a * b;
+}
+
+/* ---- base64 (canonical spelling only) ------------------------------------------------------- */
+
+/* Decodes standard padded base64 of exactly `want` bytes; 1 only if s is its one canonical
+ * spelling (the re-encoding of the bytes), as bundle.py requires. */
+static int b64_exact(const ldp_json *s, uint8_t *out, size_t want) {
+    char again[128];
+    size_t bin_len = 0;
+    if (s->str_len >= sizeof again || strlen(s->str) != s->str_len) return 0;
+    if (sodium_base642bin(out, want, s->str, s->str_len, NULL, &bin_len, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        bin_len != want)
+        return 0;
+    sodium_bin2base64(again, sizeof again, out, want, sodium_base64_VARIANT_ORIGINAL);
+    return strlen(again) == s->str_len && memcmp(again, s->str, s->str_len) == 0;
+}
+
+/* ---- container ------------------------------------------------------------------------------ */
+
+static int json_err(int rc, int syntax, int duplicate) {
+    if (rc == LDP_JSON_E_NOMEM) return LDP_E_NOMEM;
+    if (rc == LDP_JSON_E_DUPLICATE) return duplicate;
+    return syntax;
+}
+
+static int cmp_layout(const void *x, const void *y) {
+    const ldp_array *a = (const ldp_array *)x, *b = (const ldp_array *)y;
+    int c;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    if (a->end != b->end) return a->end < b->end ? -1 : 1;
+    c = memcmp(a->name, b->name, a->name_len < b->name_len ? a->name_len : b->name_len);
+    if (c != 0) return c;
+    return a->name_len < b->name_len ? -1 : (a->name_len > b->name_len);
+}
+
+typedef struct {
+    const ldp_json_member *spec; /* manifest entry */
+    int dtype;
+    uint64_t nbytes;
+} declared_array;
+
+static int cmp_canonical(const void *x, const void *y) {
+    const declared_array *a = (const declared_array *)x, *b = (const declared_array *)y;
+    int c;
+    if (a->dtype != b->dtype) return a->dtype < b->dtype ? -1 : 1;
+    c = memcmp(a->spec->key, b->spec->key,
+               a->spec->key_len < b->spec->key_len ? a->spec->key_len : b->spec->key_len);
+    if (c != 0) return c;
+    return a->spec->key_len < b->spec->key_len ? -1 : (a->spec->key_len > b->spec->key_len);
+}
+
+/* bundle.py canonical_header: the one header this metadata and these arrays may carry */
+static int canonical_header(const ldp_json *meta, const ldp_json *declared, ldp_buf *out) {
+    declared_array *order;
+    size_t i, j;
+    uint64_t offset = 0;
+    order = (declared_array *)calloc(declared->n ? declared->n : 1, sizeof *order);
+    if (order == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < declared->n; i++) {
+        const ldp_json *spec = declared->members[i].value, *shape = ldp_json_get(spec, "shape");
+        order[i].spec = &declared->members[i];
+        order[i].dtype = dtype_of(ldp_json_get(spec, "dtype"));
+        order[i].nbytes = ldp_dtype_size(order[i].dtype);
+        for (j = 0; j < shape->n; j++)
+            order[i].nbytes = mul_sat(order[i].nbytes, (uint64_t)shape->items[j]->int_value);
+    }
+    qsort(order, declared->n, sizeof *order, cmp_canonical);
+    ldp_buf_puts(out, "{\"__metadata__\":{");
+    for (i = 0; i < meta->n; i++) { /* in the file's order: the one documented freedom */
+        if (i) ldp_buf_putc(out, ',');
+        ldp_json_write_string(out, meta->members[i].key, meta->members[i].key_len, 0);
+        ldp_buf_putc(out, ':');
+        ldp_json_write_string(out, meta->members[i].value->str, meta->members[i].value->str_len, 0);
+    }
+    ldp_buf_putc(out, '}');
+    for (i = 0; i < declared->n; i++) {
+        const ldp_json *shape = ldp_json_get(order[i].spec->value, "shape");
+        ldp_buf_putc(out, ',');
+        ldp_json_write_string(out, order[i].spec->key, order[i].spec->key_len, 0);
+        ldp_buf_puts(out, ":{\"dtype\":\"");
+        ldp_buf_puts(out, ldp_dtype_code(order[i].dtype));
+        ldp_buf_puts(out, "\",\"shape\":[");
+        for (j = 0; j < shape->n; j++) {
+            if (j) ldp_buf_putc(out, ',');
+            ldp_buf_put_u64(out, (uint64_t)shape->items[j]->int_value);
+        }
+        ldp_buf_puts(out, "],\"data_offsets\":[");
+        ldp_buf_put_u64(out, offset);
+        ldp_buf_putc(out, ',');
+        offset += order[i].nbytes; /* the layout check bounded every size by the file */
+        ldp_buf_put_u64(out, offset);
+        ldp_buf_puts(out, "]}");
+    }
+    ldp_buf_putc(out, '}');
+    while (out->len % 8) ldp_buf_putc(out, ' ');
+    free(order);
+    return out->failed ? LDP_E_NOMEM : LDP_OK;
+}
+
+/* The manifest's declared entry must agree with the header entry: dtype and shape (integers). */
+static int same_shape(const ldp_json *spec_shape, const ldp_array *a) {
+    size_t j;
+    if (spec_shape == NULL || spec_shape->type != LDP_JSON_ARRAY || spec_shape->n != (size_t)a->ndim)
+        return 0;
+    for (j = 0; j < spec_shape->n; j++) {
+        const ldp_json *d = spec_shape->items[j];
+        if (d->type != LDP_JSON_INT || !d->int_fits || d->int_value < 0 ||
+            (uint64_t)d->int_value != a->shape[j])
+            return 0;
+    }
+    return 1;
+}
+
+/* bundle.py _array_layout */
+static int array_layout(ldp_bundle *b, const ldp_json *header, const ldp_json *declared,
+                        uint64_t data_start) {
+    const uint64_t data_len = b->size - data_start;
+    size_t i, k = 0, n = header->n;
+    uint64_t covered = 0;
+    /* set(declared) == set(header without __metadata__) */
+    if (ldp_json_get(header, "__metadata__") != NULL) n--;
+    if (declared->n != n) return LDP_E_ARRAY_SET;
+    for (i = 0; i < header->n; i++) {
+        const ldp_json_member *m = &header->members[i];
+        if (!key_is(m, "__metadata__") && ldp_json_get_n(declared, m->key, m->key_len) == NULL)
+            return LDP_E_ARRAY_SET;
+    }
+    b->arrays = (ldp_array *)calloc(n ? n : 1, sizeof *b->arrays);
+    if (b->arrays == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < header->n; i++) {
+        const ldp_json_member *m = &header->members[i];
+        const ldp_json *entry = m->value, *spec = ldp_json_get_n(declared, m->key, m->key_len), *dt,
+                       *shape, *off, *digest;
+        ldp_array *a = &b->arrays[k];
+        uint64_t nbytes;
+        size_t j;
+        if (key_is(m, "__metadata__")) continue;
+        if (entry->type != LDP_JSON_OBJECT || entry->n != 3 || spec == NULL ||
+            spec->type != LDP_JSON_OBJECT)
+            return LDP_E_ARRAY_ENTRY;
+        dt = ldp_json_get(entry, "dtype");
+        shape = ldp_json_get(entry, "shape");
+        off = ldp_json_get(entry, "data_offsets");
+        if (dt == NULL || shape == NULL || off == NULL) return LDP_E_ARRAY_ENTRY;
+        a->dtype = dtype_of(dt);
+        if (a->dtype < 0 || shape->type != LDP_JSON_ARRAY || shape->n > LDP_MAX_NDIM ||
+            off->type != LDP_JSON_ARRAY || off->n != 2)
+            return LDP_E_ARRAY_ENTRY;
+        for (j = 0; j < shape->n; j++) {
+            const ldp_json *d = shape->items[j];
+            if (d->type != LDP_JSON_INT || !d->int_fits || d->int_value < 0 ||
+                (uint64_t)d->int_value > MAX_DIM)
+                return LDP_E_ARRAY_ENTRY;
+            a->shape[j] = (uint64_t)d->int_value;
+        }
+        a->ndim = (int)shape->n;
+        for (j = 0; j < 2; j++) {
+            const ldp_json *o = off->items[j];
+            if (o->type != LDP_JSON_INT || (o->int_fits && o->int_value < 0) ||
+                (!o->int_fits && o->num_text[0] == '-'))
+                return LDP_E_ARRAY_ENTRY;
+        }
+        if (dtype_of(ldp_json_get(spec, "dtype")) != a->dtype ||
+            !same_shape(ldp_json_get(spec, "shape"), a))
+            return LDP_E_ARRAY_DTYPE_SHAPE;
+        digest = ldp_json_get(spec, "sha256");
+        if (digest == NULL || digest->type != LDP_JSON_STRING || digest->str_len != 64)
+            return LDP_E_ARRAY_HASH_MALFORMED;
+        /* integers beyond int64 cannot be offsets of a file of at most 64 GiB */
+        if (!off->items[0]->int_fits || !off->items[1]->int_fits) return LDP_E_ARRAY_OFFSETS;
+        a->start = (uint64_t)off->items[0]->int_value;
+        a->end = (uint64_t)off->items[1]->int_value;
+        nbytes = ldp_dtype_size(a->dtype);
+        for (j = 0; j < shape->n; j++) nbytes = mul_sat(nbytes, a->shape[j]);
+        if (a->end < a->start || a->end - a->start != nbytes) return LDP_E_ARRAY_OFFSETS;
+        if (a->end > data_len) return LDP_E_TRUNCATED;
+        if ((data_start + a->start) % ldp_dtype_size(a->dtype) != 0) return LDP_E_ARRAY_ALIGNMENT;
+        a->name = m->key;
+        a->name_len = m->key_len;
+        a->sha256 = digest->str;
+        a->nbytes = (size_t)nbytes;
+        a->data = b->data + data_start + a->start;
+        k++;
+    }
+    b->n_arrays = k;
+    qsort(b->arrays, k, sizeof *b->arrays, cmp_layout);
+    for (i = 0; i < k; i++) { /* contiguous, no overlap, no gap */
+        if (b->arrays[i].start != covered) return LDP_E_ARRAY_OVERLAP;
+        covered = b->arrays[i].end;
+    }
+    if (covered != data_len) return covered > data_len ? LDP_E_TRUNCATED : LDP_E_TRAILING_DATA;
+    return LDP_OK;
+}
+
+static int trusted(const uint8_t pub[32], const uint8_t (*keys)[32], size_t n_keys) {
+    size_t i;
+    for (i = 0; i < n_keys; i++)
+        if (memcmp(keys[i], pub, 32) == 0) return 1;
+    return 0;
+}
+
+/* bundle.py _load + read_bundle with expect_mechanism = (santext, santext+) */
+static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys) {
+    uint64_t hlen;
+    const char *raw;
+    const ldp_json *header, *meta, *man_str, *sig, *pub, *version, *mech, *declared;
+    int rc, valid = 0;
+    size_t i;
+    uint8_t pub_raw[32], sig_raw[64];
+    ldp_buf canon;
+
+    if (b->size == 0) return LDP_E_FILE_EMPTY;
+    if ((uint64_t)b->size > MAX_FILE) return LDP_E_FILE_TOO_LARGE;
+    if (b->size < 8) return LDP_E_TRUNCATED;
+    hlen = le64(b->data);
+    if (hlen < 2 || hlen > MAX_HEADER) return LDP_E_HEADER_LENGTH;
+    if (8 + hlen > (uint64_t)b->size) return LDP_E_HEADER_INCOMPLETE;
+    raw = (const char *)b->data + 8;
+    if (raw[0] != '{') return LDP_E_HEADER_JSON;
+    rc = ldp_json_parse(raw, (size_t)hlen, &b->header_doc, &header);
+    if (rc != LDP_JSON_OK) return json_err(rc, LDP_E_HEADER_JSON, LDP_E_HEADER_DUPLICATE_KEY);
+    if (header->type != LDP_JSON_OBJECT) return LDP_E_HEADER_JSON;
+
+    /* _parse_manifest */
+    meta = ldp_json_get(header, "__metadata__");
+    man_str = ldp_json_get(meta, META_MANIFEST);
+    if (meta == NULL || meta->type != LDP_JSON_OBJECT || man_str == NULL ||
+        man_str->type != LDP_JSON_STRING)
+        return LDP_E_NO_MANIFEST;
+    for (i = 0; i < meta->n; i++)
+        if (!key_is(&meta->members[i], META_MANIFEST) && !key_is(&meta->members[i], META_SIGNATURE) &&
+            !key_is(&meta->members[i], META_PUBKEY))
+            return LDP_E_METADATA_FIELDS;
+    for (i = 0; i < meta->n; i++)
+        if (meta->members[i].value->type != LDP_JSON_STRING) return LDP_E_METADATA_TYPE;
+    rc = ldp_json_parse(man_str->str, man_str->str_len, &b->manifest_doc, &b->manifest);
+    if (rc == LDP_JSON_E_UNICODE) return LDP_E_MANIFEST_UNICODE;
+    if (rc != LDP_JSON_OK) return json_err(rc, LDP_E_MANIFEST_JSON, LDP_E_MANIFEST_DUPLICATE_KEY);
+
+    /* _check_signature, then _enforce_trust: trust before validity */
+    sig = ldp_json_get(meta, META_SIGNATURE);
+    pub = ldp_json_get(meta, META_PUBKEY);
+    if (sig == NULL && pub == NULL) return LDP_E_UNSIGNED;
+    if (sig == NULL || pub == NULL) return LDP_E_SIGNATURE_INCOMPLETE;
+    if (!b64_exact(pub, pub_raw, 32) || !b64_exact(sig, sig_raw, 64))
+        return LDP_E_SIGNATURE_MALFORMED;
+    valid = crypto_sign_verify_detached(sig_raw, (const unsigned char *)man_str->str,
+                                        man_str->str_len, pub_raw) == 0;
+    if (!trusted(pub_raw, keys, n_keys)) return LDP_E_UNTRUSTED_KEY;
+    if (!valid) return LDP_E_BAD_SIGNATURE;
+
+    /* _check_manifest */
+    if (b->manifest->type != LDP_JSON_OBJECT || !str_is(ldp_json_get(b->manifest, "format"), FORMAT))
+        return LDP_E_FORMAT_TAG;
+    version = ldp_json_get(b->manifest, "format_version");
+    if (version == NULL || version->type != LDP_JSON_INT || !version->int_fits ||
+        version->int_value != 1)
+        return LDP_E_FORMAT_VERSION;
+    ldp_buf_init(&canon);
+    rc = ldp_json_write_canonical(&canon, b->manifest);
+    if (rc == LDP_JSON_OK && (canon.len != man_str->str_len ||
+                              memcmp(canon.data, man_str->str, canon.len) != 0))
+        rc = LDP_E_MANIFEST_NONCANONICAL;
+    else if (rc != LDP_JSON_OK)
+        rc = LDP_E_NOMEM;
+    ldp_buf_free(&canon);
+    if (rc != LDP_OK) return rc;
+    mech = ldp_json_get(b->manifest, "mechanism");
+    if (str_is(mech, "santext")) b->mechanism = LDP_MECH_SANTEXT;
+    else if (str_is(mech, "santext+")) b->mechanism = LDP_MECH_SANTEXT_PLUS;
+    else return LDP_E_MECHANISM; /* unknown, or dpbart (not a SanText bundle) */
+    declared = ldp_json_get(b->manifest, "arrays");
+    if (declared == NULL || declared->type != LDP_JSON_OBJECT) return LDP_E_NO_ARRAY_TABLE;
+
+    /* _array_layout, hashes, boolean values */
+    rc = array_layout(b, header, declared, 8 + hlen);
+    if (rc != LDP_OK) return rc;
+    for (i = 0; i < b->n_arrays; i++) {
+        const ldp_array *a = &b->arrays[i];
+        unsigned char digest[crypto_hash_sha256_BYTES];
+        char hex[2 * crypto_hash_sha256_BYTES + 1];
+        crypto_hash_sha256(digest, a->data, a->nbytes);
+        sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+        if (memcmp(hex, a->sha256, 64) != 0) return LDP_E_ARRAY_HASH;
+        if (a->dtype == LDP_DT_BOOL) {
+            size_t j;
+            for (j = 0; j < a->nbytes; j++)
+                if (a->data[j] > 1) return LDP_E_BOOL_VALUES;
+        }
+    }
+    /* last, as in bundle.py: every other byte of the header is the one the writer produces */
+    ldp_buf_init(&canon);
+    rc = canonical_header(meta, declared, &canon);
+    if (rc == LDP_OK && (canon.len != hlen || memcmp(canon.data, raw, canon.len) != 0))
+        rc = LDP_E_HEADER_NONCANONICAL;
+    ldp_buf_free(&canon);
+    return rc;
+}
+
+/* ---- SanText schema and semantics ------------------------------------------------------------ */
+
+/* santext_tables.py STORED_ARRAYS, in schema order, with their dtypes */
+static const struct {
+    const char *name;
+    int dtype;
+} SCHEMA[] = {{"emb_q", LDP_DT_I8},          {"emb_scale", LDP_DT_F32},
+              {"outputs", LDP_DT_I32},        {"head_ids", LDP_DT_I32},
+              {"alias_threshold", LDP_DT_U32}, {"alias_index", LDP_DT_U16},
+              {"accept_gamma", LDP_DT_F64},   {"tail_floor", LDP_DT_F64},
+              {"keep_row", LDP_DT_U8},        {"sensitive", LDP_DT_BOOL},
+              {"valid_input", LDP_DT_BOOL}};
+enum { S_EMBQ, S_SCALE, S_OUT, S_HEAD, S_THR, S_ALIAS, S_GAMMA, S_FLOOR, S_KEEP, S_SENS, S_VALID,
+       S_COUNT };
+
+/* float(x) of a manifest value as santext.py reads it: a JSON number (Python would also take a
+ * bool or a numeric string; a bundle writer never writes those, and this loader refuses them) */
+static int number_at(const ldp_json *v, double *out) {
+    if (!ldp_json_is_number(v)) return 0;
+    *out = ldp_json_number(v);
+    return 1;
+}
+
+static int read_params(ldp_bundle *b) {
+    const ldp_json *params = ldp_json_get(b->manifest, "params"), *p, *w, *e0, *k;
+    if (params == NULL || params->type != LDP_JSON_OBJECT) return LDP_E_PARAMS;
+    if (!number_at(ldp_json_get(params, "epsilon"), &b->epsilon)) return LDP_E_PARAMS;
+    p = ldp_json_get(params, "p");
+    w = ldp_json_get(params, "w");
+    e0 = ldp_json_get(params, "epsilon0");
+    k = ldp_json_get(params, "head_size");
+    b->p = NAN;
+    if (p != NULL && p->type != LDP_JSON_NULL && !number_at(p, &b->p)) return LDP_E_PARAMS;
+    if (w != NULL && w->type != LDP_JSON_NULL && !ldp_json_is_number(w)) return LDP_E_PARAMS;
+    b->epsilon0 = 0.0;
+    if (e0 != NULL && !number_at(e0, &b->epsilon0)) return LDP_E_PARAMS;
+    if (k == NULL || k->type != LDP_JSON_INT || !k->int_fits) return LDP_E_PARAMS;
+    b->head_size = k->int_value;
+    if (!number_at(ldp_json_get(ldp_json_get(b->manifest, "privacy"), "d_max"), &b->d_max) ||
+        !number_at(ldp_json_get(ldp_json_get(b->manifest, "numeric"), "max_relative_error"),
+                   &b->tolerance))
+        return LDP_E_PARAMS;
+    /* Sanitizer._check_parameters */
+    if (!(isfinite(b->epsilon) && b->epsilon > 0)) return LDP_E_EPSILON;
+    if (b->mechanism == LDP_MECH_SANTEXT_PLUS && !(b->p > 0 && b->p <= 1)) return LDP_E_P;
+    if (!(isfinite(b->tolerance) && b->tolerance >= 0 && b->tolerance <= STATED_MAX_TOLERANCE))
+        return LDP_E_TOLERANCE;
+    return LDP_OK;
+}
+
+/* alias.py realised_masses: exact proposal mass of slot `slot` of one row */
+static uint64_t realised_mass(const uint32_t *thr, const uint16_t *alias, size_t slots,
+                              size_t slot) {
+    uint64_t mass = alias[slot] == slot ? ((uint64_t)1 << 32) : thr[slot];
+    size_t j;
+    for (j = 0; j < slots; j++)
+        if (j != slot && alias[j] == slot) mass += ((uint64_t)1 << 32) - thr[j];
+    return mass;
+}
+
+/* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
+ * C sampler's own table check */
+static int check_tables(ldp_bundle *b) {
+    const ldp_array *arr[S_COUNT];
+    uint64_t v, m, k, o;
+    size_t i, j;
+    uint8_t *is_out = NULL;
+    int rc = LDP_OK;
+    for (i = 0; i < S_COUNT; i++) {
+        arr[i] = ldp_bundle_array(b, SCHEMA[i].name);
+        if (arr[i] == NULL) return LDP_E_MISSING_ARRAY; /* Sanitizer: bundle.array(name) */
+    }
+    rc = read_params(b);
+    if (rc != LDP_OK) return rc;
+    /* metric_id: the metric's hashes, including the vocabulary blob */
+    if (ldp_bundle_array(b, "blob/vocab.json") == NULL) return LDP_E_MISSING_ARRAY;
+    for (i = 0; i < S_COUNT; i++)
+        if (arr[i]->dtype != SCHEMA[i].dtype) return LDP_E_SCHEMA_DTYPE;
+    if (arr[S_EMBQ]->ndim != 2) return LDP_E_SCHEMA_SHAPE;
+    v = arr[S_EMBQ]->shape[0];
+    m = arr[S_EMBQ]->shape[1];
+    k = arr[S_HEAD]->ndim == 2 ? arr[S_HEAD]->shape[1] : 0;
+    o = arr[S_OUT]->shape[0];
+    {
+        /* expected shapes: V, m, O, K, K+1 */
+        const struct {
+            int idx, ndim;
+            uint64_t d0, d1;
+        } want[] = {{S_SCALE, 1, v, 0},     {S_OUT, 1, o, 0},      {S_HEAD, 2, v, k},
+                    {S_THR, 2, v, k + 1},   {S_ALIAS, 2, v, k + 1}, {S_GAMMA, 2, v, k + 1},
+                    {S_FLOOR, 1, v, 0},     {S_KEEP, 1, v, 0},     {S_SENS, 1, v, 0},
+                    {S_VALID, 1, v, 0}};
+        if (arr[S_OUT]->ndim != 1) return LDP_E_SCHEMA_SHAPE;
+        for (i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const ldp_array *a = arr[want[i].idx];
+            if (a->ndim != want[i].ndim || a->shape[0] != want[i].d0 ||
+                (want[i].ndim == 2 && a->shape[1] != want[i].d1))
+                return LDP_E_SCHEMA_SHAPE;
+        }
+    }
+    /* the sampler's limits (ldptext._native.SantextTable: Python raises ValueError there) */
+    if (v == 0 || o < k) return LDP_E_TABLE_EMPTY;
+    if (m == 0 || m > 130000 || k == 0 || k >= 65535 || v > INT32_MAX || o > INT32_MAX)
+        return LDP_E_TABLE_DIMS;
+    {
+        const int8_t *q = (const int8_t *)arr[S_EMBQ]->data;
+        const float *scale = (const float *)arr[S_SCALE]->data;
+        const int32_t *out = (const int32_t *)arr[S_OUT]->data;
+        const int32_t *head = (const int32_t *)arr[S_HEAD]->data;
+        const uint32_t *thr = (const uint32_t *)arr[S_THR]->data;
+        const uint16_t *alias = (const uint16_t *)arr[S_ALIAS]->data;
+        const double *gamma = (const double *)arr[S_GAMMA]->data;
+        const double *floor_ = (const double *)arr[S_FLOOR]->data;
+        const uint8_t *keep = arr[S_KEEP]->data, *sens = arr[S_SENS]->data,
+                      *valid = arr[S_VALID]->data;
+        const size_t slots = (size_t)k + 1;
+        for (i = 0; i < v; i++)
+            if (!isfinite(scale[i]) || scale[i] < 0 || !isfinite(floor_[i]) || floor_[i] < 0)
+                return LDP_E_TABLE_NONFINITE;
+        for (i = 0; i < o; i++)
+            if (out[i] < 0 || (uint64_t)out[i] >= v || (i > 0 && out[i] <= out[i - 1]))
+                return LDP_E_TABLE_OUTPUTS;
+        for (i = 0; i < v * k; i++)
+            if (head[i] < 0 || (uint64_t)head[i] >= v || (i % k != 0 && head[i] <= head[i - 1]))
+                return LDP_E_TABLE_HEAD;
+        is_out = (uint8_t *)calloc((size_t)v, 1);
+        if (is_out == NULL) return LDP_E_NOMEM;
+        for (i = 0; i < o; i++) is_out[out[i]] = 1;
+        for (i = 0; i < v * k && rc == LDP_OK; i++)
+            if (!is_out[head[i]]) rc = LDP_E_TABLE_DOMAIN;
+        for (i = 0; i < v && rc == LDP_OK; i++)
+            if (is_out[i] && !valid[i]) rc = LDP_E_TABLE_DOMAIN;
+        free(is_out);
+        if (rc != LDP_OK) return rc;
+        for (i = 0; i < v * slots; i++)
+            if (alias[i] > k) return LDP_E_TABLE_ALIAS;
+        for (i = 0; i < v * slots; i++)
+            if (!isfinite(gamma[i]) || gamma[i] < 0) return LDP_E_TABLE_GAMMA;
+        for (i = 0; i < v; i++) { /* minimum 0 per row (tail slot counted when the tail exists) */
+            double lo = INFINITY;
+            for (j = 0; j < (size_t)k; j++)
+                if (gamma[i * slots + j] < lo) lo = gamma[i * slots + j];
+            if (o > k && gamma[i * slots + k] < lo) lo = gamma[i * slots + k];
+            if (lo != 0.0) return LDP_E_TABLE_GAMMA_NORM;
+        }
+        if (o == k)
+            for (i = 0; i < v; i++)
+                if (realised_mass(thr + i * slots, alias + i * slots, slots, (size_t)k) != 0)
+                    return LDP_E_TABLE_TAIL_MASS;
+        /* _check_tables_match_parameters */
+        if (b->head_size != (int64_t)k) return LDP_E_TABLE_HEAD_SIZE;
+        for (i = 0; i < v; i++) {
+            if (!keep[i]) continue;
+            if (b->mechanism == LDP_MECH_SANTEXT || sens[i] || !valid[i]) return LDP_E_TABLE_KEEP;
+        }
+        /* the sampler's table (santext_sampler.h), its squared norms, and its own check */
+        b->emb_sqnorm = (int32_t *)malloc((size_t)v * sizeof(int32_t));
+        if (b->emb_sqnorm == NULL) return LDP_E_NOMEM;
+        for (i = 0; i < v; i++) {
+            int64_t acc = 0;
+            for (j = 0; j < m; j++) acc += (int64_t)q[i * m + j] * q[i * m + j];
+            b->emb_sqnorm[i] = (int32_t)acc; /* <= 127^2 * 130000 < 2^31 */
+        }
+        b->table.n_rows = (int32_t)v;
+        b->table.dim = (int32_t)m;
+        b->table.head_size = (int32_t)k;
+        b->table.n_outputs = (int32_t)o;
+        b->table.emb_q = q;
+        b->table.emb_scale = scale;
+        b->table.emb_sqnorm = b->emb_sqnorm;
+        b->table.outputs = out;
+        b->table.head_ids = head;
+        b->table.alias_threshold = thr;
+        b->table.alias_index = alias;
+        b->table.accept_gamma = gamma;
+        b->table.tail_floor = floor_;
+        b->table.keep_row = keep;
+        b->table.half_epsilon = b->epsilon / 2.0;
+        /* SanText: p = 1 (every token sanitized; keep_row is all zero) */
+        b->table.p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
+        b->valid_input = valid;
+        b->sensitive = sens;
+        if (ldp_santext_table_check(&b->table) != LDP_SAMPLE_OK) return LDP_E_TABLE_DIMS;
+    }
+    return LDP_OK;
+}
+
+static int load_tokenizer(ldp_bundle *b) {
+    const ldp_array *blob = ldp_bundle_array(b, "blob/tokenizer.json");
+    if (blob == NULL) return LDP_E_MISSING_ARRAY;
+    /* Bundle.blob(): the array's bytes, whatever its dtype (the writer stores uint8) */
+    return ldp_tokenizer_load((const char *)blob->data, blob->nbytes, &b->tokenizer);
+}
+
+static int finish_open(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys) {
+    int rc = verify_container(b, keys, n_keys);
+    if (rc == LDP_OK) rc = check_tables(b);
+    if (rc == LDP_OK) rc = load_tokenizer(b);
+    return rc;
+}
+
+void ldp_bundle_close(ldp_bundle *b) {
+    if (b == NULL) return;
+    ldp_tokenizer_free(b->tokenizer);
+    free(b->emb_sqnorm);
+    free(b->arrays);
+    ldp_json_free(b->manifest_doc);
+    ldp_json_free(b->header_doc);
+#ifdef LDP_HAVE_MMAP
+    if (b->map != NULL) munmap(b->map, b->map_len);
+#endif
+    free(b->owned);
+    free(b);
+}
+
+static int start(const uint8_t (*keys)[32], size_t n_keys, ldp_bundle **out, ldp_bundle **b) {
+    const uint16_t one = 1;
+    if (out == NULL) return LDP_E_ARG;
+    *out = NULL;
+    if (keys == NULL && n_keys > 0) return LDP_E_ARG;
+    /* the arrays are used in place as little-endian values */
+    if (*(const uint8_t *)&one != 1) return LDP_E_HOST;
+    if (sodium_init() < 0) return LDP_E_RANDOM;
+    *b = (ldp_bundle *)calloc(1, sizeof **b);
+    return *b == NULL ? LDP_E_NOMEM : LDP_OK;
+}
+
+int ldp_bundle_open_memory(const uint8_t *data, size_t len, const uint8_t (*keys)[32],
+                           size_t n_keys, ldp_bundle **out) {
+    ldp_bundle *b = NULL;
+    int rc = start(keys, n_keys, out, &b);
+    if (rc != LDP_OK) return rc;
+    if (data == NULL && len > 0) {
+        free(b);
+        return LDP_E_ARG;
+    }
+    /* a private copy: verified bytes cannot change under us, and malloc aligns it */
+    b->owned = (uint8_t *)malloc(len ? len : 1);
+    if (b->owned == NULL) {
+        free(b);
+        return LDP_E_NOMEM;
+    }
+    if (len) memcpy(b->owned, data, len);
+    b->data = b->owned;
+    b->size = len;
+    rc = finish_open(b, keys, n_keys);
+    if (rc != LDP_OK) {
+        ldp_bundle_close(b);
+        return rc;
+    }
+    *out = b;
+    return LDP_OK;
+}
+
+int ldp_bundle_open(const char *path, const uint8_t (*keys)[32], size_t n_keys, ldp_bundle **out) {
+    ldp_bundle *b = NULL;
+    int rc = start(keys, n_keys, out, &b);
+    if (rc != LDP_OK) return rc;
+    if (path == NULL) {
+        free(b);
+        return LDP_E_ARG;
+    }
+#ifdef LDP_HAVE_MMAP
+    {
+        struct stat st;
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+            rc = errno == ENOENT ? LDP_E_FILE_NOT_FOUND
+                 : errno == EISDIR ? LDP_E_NOT_REGULAR
+                                   : LDP_E_FILE_OPEN;
+            free(b);
+            return rc;
+        }
+        if (fstat(fd, &st) != 0) rc = LDP_E_FILE_OPEN;
+        else if (!S_ISREG(st.st_mode)) rc = LDP_E_NOT_REGULAR;
+        else if (st.st_size == 0) rc = LDP_E_FILE_EMPTY;
+        else if ((uint64_t)st.st_size > MAX_FILE || (uint64_t)st.st_size > (uint64_t)SIZE_MAX)
+            rc = LDP_E_FILE_TOO_LARGE;
+        if (rc == LDP_OK) {
+            void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+            if (map == MAP_FAILED) {
+                rc = LDP_E_FILE_OPEN;
+            } else {
+                b->map = map;
+                b->map_len = (size_t)st.st_size;
+                b->data = (const uint8_t *)map;
+                b->size = (size_t)st.st_size;
+            }
+        }
+        close(fd);
+        if (rc != LDP_OK) {
+            free(b);
+            return rc;
+        }
+    }
+#else
+    {
+        FILE *f = fopen(path, "rb");
+        long size;
+        if (f == NULL) {
+            free(b);
+            return errno == ENOENT ? LDP_E_FILE_NOT_FOUND : LDP_E_FILE_OPEN;
+        }
+        if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+            fclose(f);
+            free(b);
+            return LDP_E_FILE_OPEN;
+        }
+        b->owned = (uint8_t *)malloc(size ? (size_t)size : 1);
+        if (b->owned == NULL || fread(b->owned, 1, (size_t)size, f) != (size_t)size) {
+            rc = b->owned == NULL ? LDP_E_NOMEM : LDP_E_FILE_OPEN;
+            fclose(f);
+            free(b->owned);
+            free(b);
+            return rc;
+        }
+        fclose(f);
+        b->data = b->owned;
+        b->size = (size_t)size;
+    }
+#endif
+    rc = finish_open(b, keys, n_keys);
+    if (rc != LDP_OK) {
+        ldp_bundle_close(b);
+        return rc;
+    }
+    *out = b;
+    return LDP_OK;
+}

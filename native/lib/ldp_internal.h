@@ -1,0 +1,63 @@
+/* libldptext internals shared by bundle.c, sanitizer.c and the C tests. */
+#ifndef LDP_INTERNAL_H
+#define LDP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "ldptext.h"
+#include "santext_sampler.h"
+#include "tokenizer.h"
+
+/* safetensors dtype codes, in the bundle's layout order (decreasing rank) */
+enum {
+    LDP_DT_U64, LDP_DT_I64, LDP_DT_F64, LDP_DT_F32, LDP_DT_U32, LDP_DT_I32, LDP_DT_F16,
+    LDP_DT_U16, LDP_DT_I16, LDP_DT_I8, LDP_DT_U8, LDP_DT_BOOL, LDP_DT_COUNT
+};
+
+#define LDP_MAX_NDIM 8
+
+typedef struct {
+    const char *name; /* decoded, NUL-terminated (may contain NUL: name_len) */
+    size_t name_len;
+    int dtype;
+    int ndim;
+    uint64_t shape[LDP_MAX_NDIM];
+    uint64_t start, end; /* offsets in the data region */
+    const char *sha256;  /* manifest's hex digest (64 chars) */
+    const uint8_t *data; /* start of the array's bytes */
+    size_t nbytes;
+} ldp_array;
+
+struct ldp_bundle {
+    /* storage: a private copy (open_memory, or no mmap) or a read-only mapping */
+    uint8_t *owned;
+    void *map;
+    size_t map_len;
+    const uint8_t *data;
+    size_t size;
+    /* parsed header and manifest (the manifest's numbers point into the header's strings) */
+    ldp_json_doc *header_doc, *manifest_doc;
+    const ldp_json *manifest;
+    ldp_array *arrays;
+    size_t n_arrays;
+    /* SanText */
+    int mechanism; /* LDP_MECH_* */
+    double epsilon, epsilon0, p, d_max, tolerance;
+    int64_t head_size;
+    ldp_santext_table table; /* borrows the arrays; emb_sqnorm is owned */
+    int32_t *emb_sqnorm;
+    const uint8_t *valid_input, *sensitive;
+    ldp_tokenizer *tokenizer;
+};
+
+/* The first array named `name`, or NULL. */
+const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name);
+size_t ldp_dtype_size(int dtype);
+const char *ldp_dtype_code(int dtype);
+
+/* Operating-system randomness (getrandom / getentropy / /dev/urandom). 0 on success. */
+int ldp_os_random(uint8_t *out, size_t n);
+
+#endif

@@ -1,0 +1,721 @@
+/* Hugging Face tokenizers pipeline subset; see tokenizer.h. */
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ldptext.h"
+
+enum { MODEL_WORDPIECE = 1, MODEL_WORDLEVEL = 2 };
+enum { NORM_BERT, NORM_LOWERCASE, NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_STRIP_ACCENTS };
+enum { PRE_BERT, PRE_WHITESPACE_SPLIT };
+
+#define MAX_STEPS 16
+
+typedef struct {
+    int kind;
+    int clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
+} norm_step;
+
+typedef struct {
+    const char *content; /* UTF-8, in the pool */
+    size_t len;
+    uint32_t *norm;      /* normalized content as code points (normalized tokens only) */
+    size_t norm_len;
+    int32_t id;
+    int normalized;
+} added_token;
+
+typedef struct {
+    uint64_t hash;
+    const char *s; /* NULL: empty slot */
+    uint32_t len;
+    int32_t id;
+} vocab_slot;
+
+struct ldp_tokenizer {
+    int model;
+    int32_t unk_id;
+    const char *prefix; /* WordPiece continuing_subword_prefix */
+    size_t prefix_len;
+    size_t max_input_chars;
+    size_t max_token_len; /* longest vocabulary entry in bytes */
+    vocab_slot *slots;
+    size_t mask;
+    /* id -> token string (for decoding) */
+    const char **id_str;
+    uint32_t *id_len;
+    size_t n_ids;
+    norm_step norms[MAX_STEPS];
+    size_t n_norms;
+    int pres[MAX_STEPS];
+    size_t n_pres;
+    added_token *added;
+    size_t n_added, n_added_normalized;
+    char *pool; /* every string above */
+    size_t pool_used, pool_cap;
+};
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    size_t i;
+    for (i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static const char *pool_add(ldp_tokenizer *t, const char *s, size_t n) {
+    char *p = t->pool + t->pool_used;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    t->pool_used += n + 1;
+    return p;
+}
+
+static int vocab_find(const ldp_tokenizer *t, const char *s, size_t n, int32_t *id) {
+    uint64_t h = hash_bytes(s, n);
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        const vocab_slot *sl = &t->slots[i];
+        if (sl->s == NULL) return 0;
+        if (sl->hash == h && sl->len == n && memcmp(sl->s, s, n) == 0) {
+            *id = sl->id;
+            return 1;
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+static int is_bool(const ldp_json *v) {
+    return v != NULL && (v->type == LDP_JSON_TRUE || v->type == LDP_JSON_FALSE);
+}
+
+static int type_is(const ldp_json *v, const char *name) {
+    const ldp_json *ty = ldp_json_get(v, "type");
+    return ty != NULL && ty->type == LDP_JSON_STRING && strcmp(ty->str, name) == 0 &&
+           ty->str_len == strlen(name);
+}
+
+static int is_null_or_absent(const ldp_json *v) { return v == NULL || v->type == LDP_JSON_NULL; }
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+static int load_normalizer(ldp_tokenizer *t, const ldp_json *n, int depth) {
+    norm_step st;
+    memset(&st, 0, sizeof st);
+    if (is_null_or_absent(n)) return LDP_OK;
+    if (n->type != LDP_JSON_OBJECT) return LDP_E_TOKENIZER;
+    if (type_is(n, "Sequence")) {
+        const ldp_json *list = ldp_json_get(n, "normalizers");
+        size_t i;
+        if (depth > 0) return LDP_E_TOKENIZER_UNSUPPORTED;
+        if (list == NULL || list->type != LDP_JSON_ARRAY) return LDP_E_TOKENIZER;
+        for (i = 0; i < list->n; i++) {
+            int rc = load_normalizer(t, list->items[i], depth + 1);
+            if (rc != LDP_OK) return rc;
+        }
+        return LDP_OK;
+    }
+    if (type_is(n, "BertNormalizer")) {
+        const ldp_json *c = ldp_json_get(n, "clean_text"), *h = ldp_json_get(n, "handle_chinese_chars"),
+                       *s = ldp_json_get(n, "strip_accents"), *l = ldp_json_get(n, "lowercase");
+        if (!is_bool(c) || !is_bool(h) || !is_bool(l) || (s != NULL && !is_bool(s) &&
+                                                           s->type != LDP_JSON_NULL))
+            return LDP_E_TOKENIZER;
+        st.kind = NORM_BERT;
+        st.clean_text = c->type == LDP_JSON_TRUE;
+        st.chinese = h->type == LDP_JSON_TRUE;
+        st.lowercase = l->type == LDP_JSON_TRUE;
+        /* strip_accents: None means "as lowercase" (tokenizers' BertNormalizer) */
+        st.strip_accents = is_bool(s) ? s->type == LDP_JSON_TRUE : st.lowercase;
+    } else if (type_is(n, "Lowercase")) {
+        st.kind = NORM_LOWERCASE;
+    } else if (type_is(n, "NFC")) {
+        st.kind = NORM_NFC;
+    } else if (type_is(n, "NFD")) {
+        st.kind = NORM_NFD;
+    } else if (type_is(n, "NFKC")) {
+        st.kind = NORM_NFKC;
+    } else if (type_is(n, "NFKD")) {
+        st.kind = NORM_NFKD;
+    } else if (type_is(n, "StripAccents")) {
+        st.kind = NORM_STRIP_ACCENTS;
+    } else {
+        return LDP_E_TOKENIZER_UNSUPPORTED;
+    }
+    if (t->n_norms >= MAX_STEPS) return LDP_E_TOKENIZER_UNSUPPORTED;
+    t->norms[t->n_norms++] = st;
+    return LDP_OK;
+}
+
+static int load_pre_tokenizer(ldp_tokenizer *t, const ldp_json *p, int depth) {
+    if (is_null_or_absent(p)) return LDP_OK;
+    if (p->type != LDP_JSON_OBJECT) return LDP_E_TOKENIZER;
+    if (type_is(p, "Sequence")) {
+        const ldp_json *list = ldp_json_get(p, "pretokenizers");
+        size_t i;
+        if (depth > 0) return LDP_E_TOKENIZER_UNSUPPORTED;
+        if (list == NULL || list->type != LDP_JSON_ARRAY) return LDP_E_TOKENIZER;
+        for (i = 0; i < list->n; i++) {
+            int rc = load_pre_tokenizer(t, list->items[i], depth + 1);
+            if (rc != LDP_OK) return rc;
+        }
+        return LDP_OK;
+    }
+    if (t->n_pres >= MAX_STEPS) return LDP_E_TOKENIZER_UNSUPPORTED;
+    if (type_is(p, "BertPreTokenizer")) t->pres[t->n_pres++] = PRE_BERT;
+    else if (type_is(p, "WhitespaceSplit")) t->pres[t->n_pres++] = PRE_WHITESPACE_SPLIT;
+    else return LDP_E_TOKENIZER_UNSUPPORTED;
+    return LDP_OK;
+}
+
+static int normalize(const ldp_tokenizer *t, ldp_tok_work *w);
+
+static int load_added(ldp_tokenizer *t, const ldp_json *list) {
+    size_t i, k = 0;
+    if (is_null_or_absent(list)) return LDP_OK;
+    if (list->type != LDP_JSON_ARRAY) return LDP_E_TOKENIZER;
+    t->added = (added_token *)calloc(list->n ? list->n : 1, sizeof *t->added);
+    if (t->added == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < list->n; i++) {
+        const ldp_json *a = list->items[i];
+        const ldp_json *id = ldp_json_get(a, "id"), *content = ldp_json_get(a, "content"),
+                       *norm = ldp_json_get(a, "normalized");
+        const char *flags[3] = {"lstrip", "rstrip", "single_word"};
+        int f;
+        if (a->type != LDP_JSON_OBJECT || id == NULL || id->type != LDP_JSON_INT || !id->int_fits ||
+            id->int_value < 0 || id->int_value > INT32_MAX || content == NULL ||
+            content->type != LDP_JSON_STRING || !is_bool(norm))
+            return LDP_E_TOKENIZER;
+        for (f = 0; f < 3; f++) {
+            const ldp_json *v = ldp_json_get(a, flags[f]);
+            if (v != NULL && !is_bool(v)) return LDP_E_TOKENIZER;
+            if (v != NULL && v->type == LDP_JSON_TRUE) return LDP_E_TOKENIZER_UNSUPPORTED;
+        }
+        if (content->str_len == 0) continue; /* tokenizers ignores empty added tokens */
+        t->added[k].content = pool_add(t, content->str, content->str_len);
+        t->added[k].len = content->str_len;
+        t->added[k].id = (int32_t)id->int_value;
+        t->added[k].normalized = norm->type == LDP_JSON_TRUE;
+        k++;
+    }
+    t->n_added = k;
+    return LDP_OK;
+}
+
+/* the normalized form of each normalized added token (tokenizers matches those in normalized
+ * text); needs the normalizers loaded */
+static int normalize_added(ldp_tokenizer *t) {
+    ldp_tok_work w;
+    size_t i;
+    memset(&w, 0, sizeof w);
+    for (i = 0; i < t->n_added; i++) {
+        added_token *a = &t->added[i];
+        if (!a->normalized) continue;
+        t->n_added_normalized++;
+        ldp_utf8_decode(a->content, a->len, &w.text);
+        if (w.text.failed || normalize(t, &w) != 0) {
+            ldp_tok_work_free(&w);
+            return LDP_E_NOMEM;
+        }
+        a->norm = (uint32_t *)malloc((w.text.n ? w.text.n : 1) * sizeof(uint32_t));
+        if (a->norm == NULL) {
+            ldp_tok_work_free(&w);
+            return LDP_E_NOMEM;
+        }
+        memcpy(a->norm, w.text.v, w.text.n * sizeof(uint32_t));
+        a->norm_len = w.text.n;
+    }
+    ldp_tok_work_free(&w);
+    return LDP_OK;
+}
+
+static int add_id_string(ldp_tokenizer *t, int64_t id, const char *s, size_t n) {
+    if (id < 0 || (uint64_t)id >= t->n_ids) return LDP_E_TOKENIZER;
+    t->id_str[id] = s;
+    t->id_len[id] = (uint32_t)n;
+    return LDP_OK;
+}
+
+static int load_model(ldp_tokenizer *t, const ldp_json *m) {
+    const ldp_json *vocab = ldp_json_get(m, "vocab"), *unk = ldp_json_get(m, "unk_token");
+    size_t i, cap;
+    int64_t max_id = -1;
+    if (m == NULL || m->type != LDP_JSON_OBJECT) return LDP_E_TOKENIZER;
+    if (type_is(m, "WordPiece")) {
+        const ldp_json *pre = ldp_json_get(m, "continuing_subword_prefix"),
+                       *mx = ldp_json_get(m, "max_input_chars_per_word");
+        t->model = MODEL_WORDPIECE;
+        if (pre == NULL || pre->type != LDP_JSON_STRING || mx == NULL || mx->type != LDP_JSON_INT ||
+            !mx->int_fits || mx->int_value < 0)
+            return LDP_E_TOKENIZER;
+        if (pre->str_len > 64) return LDP_E_TOKENIZER_UNSUPPORTED;
+        t->prefix = pool_add(t, pre->str, pre->str_len);
+        t->prefix_len = pre->str_len;
+        t->max_input_chars = (size_t)mx->int_value;
+    } else if (type_is(m, "WordLevel")) {
+        t->model = MODEL_WORDLEVEL;
+    } else {
+        return LDP_E_TOKENIZER_UNSUPPORTED;
+    }
+    if (vocab == NULL || vocab->type != LDP_JSON_OBJECT || unk == NULL ||
+        unk->type != LDP_JSON_STRING || vocab->n > (size_t)INT32_MAX)
+        return LDP_E_TOKENIZER;
+    for (i = 0; i < vocab->n; i++) {
+        const ldp_json *id = vocab->members[i].value;
+        if (id->type != LDP_JSON_INT || !id->int_fits || id->int_value < 0 ||
+            id->int_value > INT32_MAX || vocab->members[i].key_len > UINT32_MAX)
+            return LDP_E_TOKENIZER;
+        if (id->int_value > max_id) max_id = id->int_value;
+    }
+    for (cap = 16; cap < 2 * vocab->n + 2; cap *= 2) {
+    }
+    t->slots = (vocab_slot *)calloc(cap, sizeof *t->slots);
+    if (t->slots == NULL) return LDP_E_NOMEM;
+    t->mask = cap - 1;
+    for (i = 0; i < vocab->n; i++) {
+        const ldp_json_member *mem = &vocab->members[i];
+        uint64_t h = hash_bytes(mem->key, mem->key_len);
+        size_t j = (size_t)h & t->mask;
+        while (t->slots[j].s != NULL) j = (j + 1) & t->mask; /* keys are distinct (parser) */
+        t->slots[j].hash = h;
+        t->slots[j].s = pool_add(t, mem->key, mem->key_len);
+        t->slots[j].len = (uint32_t)mem->key_len;
+        t->slots[j].id = (int32_t)mem->value->int_value;
+        if (mem->key_len > t->max_token_len) t->max_token_len = mem->key_len;
+    }
+    if (!vocab_find(t, unk->str, unk->str_len, &t->unk_id))
+        return LDP_E_TOKENIZER; /* tokenizers fails on the first unknown word: refuse up front */
+    /* id -> string: the model's vocabulary, then the added tokens (get_vocab(with_added_tokens)) */
+    for (i = 0; i < t->n_added; i++)
+        if (t->added[i].id > max_id) max_id = t->added[i].id;
+    t->n_ids = (size_t)(max_id + 1);
+    t->id_str = (const char **)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_str);
+    t->id_len = (uint32_t *)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_len);
+    if (t->id_str == NULL || t->id_len == NULL) return LDP_E_NOMEM;
+    for (i = 0; i <= t->mask; i++)
+        if (t->slots[i].s != NULL) add_id_string(t, t->slots[i].id, t->slots[i].s, t->slots[i].len);
+    for (i = 0; i < t->n_added; i++)
+        add_id_string(t, t->added[i].id, t->added[i].content, t->added[i].len);
+    return LDP_OK;
+}
+
+int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out) {
+    ldp_json_doc *doc = NULL;
+    const ldp_json *root = NULL;
+    ldp_tokenizer *t;
+    int rc;
+    *out = NULL;
+    if (!ldp_utf8_valid(json, len)) return LDP_E_TOKENIZER_JSON;
+    rc = ldp_json_parse(json, len, &doc, &root);
+    if (rc == LDP_JSON_E_NOMEM) return LDP_E_NOMEM;
+    if (rc != LDP_JSON_OK) return LDP_E_TOKENIZER_JSON;
+    t = (ldp_tokenizer *)calloc(1, sizeof *t);
+    if (t == NULL) {
+        ldp_json_free(doc);
+        return LDP_E_NOMEM;
+    }
+    /* every string we keep is shorter than the JSON text it came from */
+    t->pool_cap = len + 64;
+    t->pool = (char *)malloc(t->pool_cap);
+    if (t->pool == NULL) {
+        rc = LDP_E_NOMEM;
+        goto done;
+    }
+    if (root->type != LDP_JSON_OBJECT) {
+        rc = LDP_E_TOKENIZER;
+        goto done;
+    }
+    if ((rc = load_normalizer(t, ldp_json_get(root, "normalizer"), 0)) != LDP_OK) goto done;
+    if ((rc = load_pre_tokenizer(t, ldp_json_get(root, "pre_tokenizer"), 0)) != LDP_OK) goto done;
+    if ((rc = load_added(t, ldp_json_get(root, "added_tokens"))) != LDP_OK) goto done;
+    if ((rc = load_model(t, ldp_json_get(root, "model"))) != LDP_OK) goto done;
+    rc = normalize_added(t);
+done:
+    ldp_json_free(doc);
+    if (rc != LDP_OK) {
+        ldp_tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return LDP_OK;
+}
+
+void ldp_tokenizer_free(ldp_tokenizer *t) {
+    size_t i;
+    if (t == NULL) return;
+    for (i = 0; i < t->n_added; i++) free(t->added[i].norm);
+    free(t->added);
+    free(t->slots);
+    free((void *)t->id_str);
+    free(t->id_len);
+    free(t->pool);
+    free(t);
+}
+
+int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t) { return t->model == MODEL_WORDPIECE; }
+
+void ldp_tok_work_free(ldp_tok_work *w) {
+    ldp_u32_free(&w->text);
+    ldp_u32_free(&w->tmp);
+    ldp_u32_free(&w->word);
+    ldp_u32_free(&w->spans);
+    free(w->utf8);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- encoding ------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *ids;
+    size_t cap, n;
+} emitter;
+
+static void emit(emitter *e, int32_t id) {
+    if (e->n < e->cap) e->ids[e->n] = id;
+    e->n++;
+}
+
+static void swap_vec(ldp_u32vec *a, ldp_u32vec *b) {
+    ldp_u32vec t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* w->text = every normalizer applied to w->text (w->tmp is scratch). 0, or -1 out of memory. */
+static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
+    size_t s, i, k;
+    for (s = 0; s < t->n_norms; s++) {
+        const norm_step *st = &t->norms[s];
+        ldp_u32vec *in = &w->text, *out = &w->tmp;
+        switch (st->kind) {
+        case NORM_BERT:
+            out->n = 0;
+            if (!ldp_u32_reserve(out, in->n * (st->chinese ? 3 : 1))) return -1;
+            for (i = 0; i < in->n; i++) {
+                uint32_t c = in->v[i];
+                if (st->clean_text) {
+                    if (ldp_uc_is_other(c)) continue; /* also U+0000 and U+FFFD */
+                    if (ldp_uc_is_space(c)) c = ' ';
+                }
+                if (st->chinese && ldp_uc_is_chinese(c)) {
+                    out->v[out->n++] = ' ';
+                    out->v[out->n++] = c;
+                    out->v[out->n++] = ' ';
+                } else {
+                    out->v[out->n++] = c;
+                }
+            }
+            swap_vec(in, out);
+            if (st->strip_accents) {
+                if (ldp_uc_normalize(in->v, in->n, LDP_NF_NFD, out) != 0) return -1;
+                for (i = 0, k = 0; i < out->n; i++)
+                    if (!ldp_uc_is_mn(out->v[i])) out->v[k++] = out->v[i];
+                out->n = k;
+                swap_vec(in, out);
+            }
+            if (st->lowercase) goto lowercase;
+            break;
+        case NORM_LOWERCASE:
+        lowercase:
+            out->n = 0;
+            if (!ldp_u32_reserve(out, in->n)) return -1;
+            for (i = 0; i < in->n; i++) {
+                uint32_t low[3];
+                size_t m = ldp_uc_lower(in->v[i], low), j;
+                if (m > 1 && !ldp_u32_reserve(out, in->n - i + m)) return -1;
+                for (j = 0; j < m; j++) out->v[out->n++] = low[j];
+            }
+            swap_vec(in, out);
+            break;
+        case NORM_NFC:
+        case NORM_NFD:
+        case NORM_NFKC:
+        case NORM_NFKD: {
+            int form = st->kind == NORM_NFC    ? LDP_NF_NFC
+                       : st->kind == NORM_NFD  ? LDP_NF_NFD
+                       : st->kind == NORM_NFKC ? LDP_NF_NFKC
+                                               : LDP_NF_NFKD;
+            if (ldp_uc_normalize(in->v, in->n, form, out) != 0) return -1;
+            swap_vec(in, out);
+            break;
+        }
+        case NORM_STRIP_ACCENTS:
+            for (i = 0, k = 0; i < in->n; i++)
+                if (!ldp_uc_is_mark(in->v[i])) in->v[k++] = in->v[i];
+            in->n = k;
+            break;
+        }
+    }
+    return w->text.failed || w->tmp.failed ? -1 : 0;
+}
+
+static int utf8_room(ldp_tok_work *w, size_t n_cps) {
+    size_t need = 4 * n_cps + 16 + 64;
+    if (need > w->utf8_cap) {
+        char *p = (char *)realloc(w->utf8, need);
+        if (p == NULL) return 0;
+        w->utf8 = p;
+        w->utf8_cap = need;
+    }
+    return 1;
+}
+
+/* The model on one word (code points). */
+static int model_word(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps, size_t n,
+                      emitter *e) {
+    size_t len, start;
+    char *word;
+    int32_t id;
+    if (n == 0) return 0;
+    if (!utf8_room(w, n + t->prefix_len)) return -1;
+    /* the word sits after room for the prefix, so "##" + piece is one contiguous string */
+    word = w->utf8 + t->prefix_len + 1;
+    len = ldp_utf8_encode(cps, n, word);
+    if (t->model == MODEL_WORDLEVEL) {
+        emit(e, vocab_find(t, word, len, &id) ? id : t->unk_id);
+        return 0;
+    }
+    if (n > t->max_input_chars) {
+        emit(e, t->unk_id);
+        return 0;
+    }
+    {
+        size_t first = e->n; /* tokens of this word, rolled back if the word is unknown */
+        start = 0;
+        while (start < len) {
+            size_t end = len, extra = start > 0 ? t->prefix_len : 0;
+            int found = 0;
+            /* longest first: no vocabulary entry is longer than max_token_len bytes */
+            while (end > start && end - start + extra > t->max_token_len) {
+                end--;
+                while (end > start && ((unsigned char)word[end] & 0xC0) == 0x80) end--;
+            }
+            while (end > start) {
+                const char *piece = word + start;
+                size_t plen = end - start;
+                if (extra) { /* prefix + piece: written just before the piece */
+                    char saved[64];
+                    char *at = word + start - extra;
+                    if (extra > sizeof saved) return -1;
+                    memcpy(saved, at, extra);
+                    memcpy(at, t->prefix, extra);
+                    found = vocab_find(t, at, plen + extra, &id);
+                    memcpy(at, saved, extra);
+                } else {
+                    found = vocab_find(t, piece, plen, &id);
+                }
+                if (found) break;
+                end--;
+                while (end > start && ((unsigned char)word[end] & 0xC0) == 0x80) end--;
+            }
+            if (!found) {
+                e->n = first;
+                emit(e, t->unk_id);
+                return 0;
+            }
+            emit(e, id);
+            start = end;
+        }
+    }
+    return 0;
+}
+
+/* Pre-tokenizers then model over cps[0..n). Each pre-tokenizer refines the word list of the
+ * previous one; with none, the whole piece is one word. Words are [a, b) spans (pairs of
+ * offsets) in w->word, w->spans is the next list. */
+static int pre_and_model(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps, size_t n,
+                         emitter *e) {
+    ldp_u32vec *spans = &w->word, *next = &w->spans;
+    size_t s, i;
+    if (n > UINT32_MAX) return -1;
+    spans->n = 0;
+    ldp_u32_push(spans, 0);
+    ldp_u32_push(spans, (uint32_t)n);
+    for (s = 0; s < t->n_pres; s++) {
+        next->n = 0;
+        for (i = 0; i + 1 < spans->n; i += 2) {
+            uint32_t a = spans->v[i], b = spans->v[i + 1], j, word_start = a;
+            for (j = a; j < b; j++) {
+                uint32_t c = cps[j];
+                if (ldp_uc_is_space(c)) { /* removed */
+                    if (j > word_start) {
+                        ldp_u32_push(next, word_start);
+                        ldp_u32_push(next, j);
+                    }
+                    word_start = j + 1;
+                } else if (t->pres[s] == PRE_BERT && ldp_uc_is_punct(c)) { /* isolated */
+                    if (j > word_start) {
+                        ldp_u32_push(next, word_start);
+                        ldp_u32_push(next, j);
+                    }
+                    ldp_u32_push(next, j);
+                    ldp_u32_push(next, j + 1);
+                    word_start = j + 1;
+                }
+            }
+            if (b > word_start) {
+                ldp_u32_push(next, word_start);
+                ldp_u32_push(next, b);
+            }
+        }
+        swap_vec(spans, next);
+    }
+    if (spans->failed || next->failed) return -1;
+    for (i = 0; i + 1 < spans->n; i += 2)
+        if (model_word(t, w, cps + spans->v[i], spans->v[i + 1] - spans->v[i], e) != 0) return -1;
+    return 0;
+}
+
+/* Normalized added tokens out of the normalized text, then pre_and_model on the rest. */
+static int normalized_piece(const ldp_tokenizer *t, ldp_tok_work *w, emitter *e) {
+    const uint32_t *cps = w->text.v;
+    size_t n = w->text.n, pos = 0, i;
+    if (t->n_added_normalized == 0) return pre_and_model(t, w, cps, n, e);
+    /* w->text is not touched below (pre_and_model uses w->word and w->utf8 only) */
+    for (i = 0; i < n;) {
+        size_t best_len = 0, k;
+        int32_t best_id = 0;
+        for (k = 0; k < t->n_added; k++) {
+            const added_token *a = &t->added[k];
+            if (!a->normalized || a->norm_len == 0 || a->norm_len > n - i || a->norm_len <= best_len)
+                continue;
+            if (memcmp(cps + i, a->norm, a->norm_len * sizeof(uint32_t)) == 0) {
+                best_len = a->norm_len;
+                best_id = a->id;
+            }
+        }
+        if (best_len == 0) {
+            i++;
+            continue;
+        }
+        if (i > pos && pre_and_model(t, w, cps + pos, i - pos, e) != 0) return -1;
+        emit(e, best_id);
+        i += best_len;
+        pos = i;
+    }
+    if (n > pos) return pre_and_model(t, w, cps + pos, n - pos, e);
+    return 0;
+}
+
+int ldp_tokenizer_normalize(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps,
+                            size_t n) {
+    w->text.n = 0;
+    if (!ldp_u32_reserve(&w->text, n)) return LDP_E_NOMEM;
+    if (n) memcpy(w->text.v, cps, n * sizeof *cps);
+    w->text.n = n;
+    return normalize(t, w) == 0 ? LDP_OK : LDP_E_NOMEM;
+}
+
+/* A piece of raw text between non-normalized added tokens. */
+static int raw_piece(const ldp_tokenizer *t, ldp_tok_work *w, const char *s, size_t len, emitter *e) {
+    ldp_utf8_decode(s, len, &w->text);
+    if (w->text.failed || normalize(t, w) != 0) return -1;
+    return normalized_piece(t, w, e);
+}
+
+int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *utf8, size_t len,
+                         int32_t *ids, size_t cap, size_t *n) {
+    emitter e;
+    size_t pos = 0, i;
+    e.ids = ids;
+    e.cap = ids == NULL ? 0 : cap;
+    e.n = 0;
+    *n = 0;
+    if (utf8 == NULL && len > 0) return LDP_E_ARG;
+    if (!ldp_utf8_valid(utf8, len)) return LDP_E_INVALID_UTF8;
+    /* non-normalized added tokens, leftmost-longest over the raw bytes */
+    for (i = 0; i < len;) {
+        size_t best_len = 0, k;
+        int32_t best_id = 0;
+        for (k = 0; k < t->n_added; k++) {
+            const added_token *a = &t->added[k];
+            if (a->normalized || a->len > len - i || a->len <= best_len) continue;
+            if (a->content[0] == utf8[i] && memcmp(utf8 + i, a->content, a->len) == 0) {
+                best_len = a->len;
+                best_id = a->id;
+            }
+        }
+        if (best_len == 0) {
+            i++;
+            continue;
+        }
+        if (i > pos && raw_piece(t, w, utf8 + pos, i - pos, &e) != 0) return LDP_E_NOMEM;
+        emit(&e, best_id);
+        i += best_len;
+        pos = i;
+    }
+    if (len > pos && raw_piece(t, w, utf8 + pos, len - pos, &e) != 0) return LDP_E_NOMEM;
+    *n = e.n;
+    return e.n > e.cap ? LDP_E_CAPACITY : LDP_OK;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------- */
+
+/* Python's str.replace(a, b) on buf[from..], in place through a second buffer. */
+static void replace_all(ldp_buf *buf, size_t from, const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b), i;
+    ldp_buf tmp;
+    if (buf->len - from < na) return;
+    ldp_buf_init(&tmp);
+    for (i = from; i < buf->len;) {
+        if (buf->len - i >= na && memcmp(buf->data + i, a, na) == 0) {
+            ldp_buf_put(&tmp, b, nb);
+            i += na;
+        } else {
+            ldp_buf_putc(&tmp, buf->data[i]);
+            i++;
+        }
+    }
+    if (tmp.failed) {
+        buf->failed = 1;
+    } else {
+        buf->len = from;
+        ldp_buf_put(buf, tmp.data ? tmp.data : "", tmp.len);
+    }
+    ldp_buf_free(&tmp);
+}
+
+int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, ldp_buf *out) {
+    /* sdk/ldptext/tokenization.py: WordPiece continuation pieces attach to the previous piece,
+     * every other token is preceded by one space; leading spaces are stripped; WordPiece text
+     * gets the BERT clean-up of the space before punctuation and contractions */
+    static const char *const cleanup[][2] = {
+        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    size_t i, from = out->len, lead;
+    int wp = t->model == MODEL_WORDPIECE;
+    for (i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (ids[i] < 0 || (size_t)ids[i] >= t->n_ids) return LDP_E_INPUT_ID;
+        s = t->id_str[ids[i]];
+        len = t->id_len[ids[i]];
+        if (s == NULL) s = "";
+        /* Python: `prefix and t.startswith(prefix)`: an empty prefix never attaches */
+        if (wp && t->prefix_len > 0 && len >= t->prefix_len &&
+            memcmp(s, t->prefix, t->prefix_len) == 0) {
+            ldp_buf_put(out, s + t->prefix_len, len - t->prefix_len);
+        } else {
+            ldp_buf_putc(out, ' ');
+            ldp_buf_put(out, s, len);
+        }
+    }
+    if (out->failed) return LDP_E_NOMEM;
+    for (lead = from; lead < out->len && out->data[lead] == ' '; lead++) {
+    }
+    if (lead > from) {
+        memmove(out->data + from, out->data + lead, out->len - lead);
+        out->len -= lead - from;
+    }
+    if (wp)
+        for (i = 0; i < sizeof cleanup / sizeof cleanup[0]; i++)
+            replace_all(out, from, cleanup[i][0], cleanup[i][1]);
+    if (out->data == NULL) ldp_buf_put(out, "", 0);
+    else out->data[out->len] = '\0';
+    return out->failed ? LDP_E_NOMEM : LDP_OK;
+}

@@ -1,0 +1,58 @@
+/* The bundle's tokenizer: a Hugging Face `tokenizers` pipeline read from its JSON, reimplemented
+ * for the components the project's bundles use, with ids identical to `tokenizers` (checked by
+ * tests/test_libldptext_conformance.py):
+ *
+ *   added tokens   non-normalized ones split out of the raw text first (leftmost-longest), then
+ *                  normalized ones out of each normalized piece (lstrip / rstrip / single_word
+ *                  are not supported);
+ *   normalizer     BertNormalizer (clean_text, handle_chinese_chars, strip_accents, lowercase),
+ *                  Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, or a Sequence of these;
+ *   pre_tokenizer  BertPreTokenizer (split on whitespace, isolate punctuation), WhitespaceSplit,
+ *                  or a Sequence of these;
+ *   model          WordPiece (greedy longest-match-first, "##" continuation, words longer than
+ *                  max_input_chars_per_word become the unknown token) or WordLevel.
+ *
+ * Anything else is refused when the bundle is opened (LDP_E_TOKENIZER_UNSUPPORTED). Padding,
+ * truncation, post-processor and decoder are ignored, as the Python runtime ignores them (it
+ * encodes without special tokens and decodes with its own table, which ldp_tokenizer_decode
+ * reproduces). A tokenizer is immutable after loading; each thread needs its own ldp_tok_work. */
+#ifndef LDP_TOKENIZER_H
+#define LDP_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "unicode.h"
+
+typedef struct ldp_tokenizer ldp_tokenizer;
+
+/* Scratch space of one caller (one per sanitizer). Zero-initialise; free with ldp_tok_work_free. */
+typedef struct {
+    ldp_u32vec text, tmp, word, spans;
+    char *utf8;
+    size_t utf8_cap;
+} ldp_tok_work;
+
+/* Parses tokenizer JSON (json[0..len), UTF-8). Returns LDP_OK or LDP_E_TOKENIZER_JSON /
+ * LDP_E_TOKENIZER / LDP_E_TOKENIZER_UNSUPPORTED / LDP_E_NOMEM. */
+int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out);
+void ldp_tokenizer_free(ldp_tokenizer *t);
+/* 1 for a WordPiece model (decode attaches continuation pieces), 0 for word level. */
+int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t);
+
+/* Ids of utf8[0..len): see ldp_tokenize in ldptext.h. */
+int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *utf8, size_t len,
+                         int32_t *ids, size_t cap, size_t *n);
+/* Text of ids, as sdk/ldptext/tokenization.py TextTokenizer.decode writes it (an id inside the
+ * id range but without a token reads as an empty token, as in the Python table); appends to out.
+ * LDP_E_INPUT_ID for an id outside [0, largest id]. */
+int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, ldp_buf *out);
+
+/* The normalizer alone: w->text = normalize(cps[0..n)) (for the conformance tests). */
+int ldp_tokenizer_normalize(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps,
+                            size_t n);
+
+void ldp_tok_work_free(ldp_tok_work *w);
+
+#endif

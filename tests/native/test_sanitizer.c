@@ -1,0 +1,351 @@
+/* Sanitizers: the realised output distribution equals the tables' exact distribution (chi-square),
+ * seeded streams are reproducible, OS-seeded ones are not, a forked child never repeats its
+ * parent's stream, inputs are validated, and sanitizers on one shared bundle run in threads. */
+#define _GNU_SOURCE 1
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bundle_writer.h"
+#include "ldp_internal.h"
+#include "ldptext.h"
+#include "testing.h"
+
+static uint8_t PK[32], SK[64];
+
+static ldp_bundle *open_tiny(int plus, void (*tweak)(bw_tables *)) {
+    bw_tables t;
+    bw_spec s;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    ldp_bundle *b = NULL;
+    bw_tiny_tables(&t, plus);
+    if (tweak != NULL) tweak(&t);
+    bw_tiny_spec(&s, &t);
+    if (bw_write(&s, &data, &len) != 0) return NULL;
+    if (ldp_bundle_open_memory(data, len, (const uint8_t (*)[32])PK, 1, &b) != LDP_OK) b = NULL;
+    free(data);
+    return b;
+}
+
+/* The distribution the tables define for input x (sdk/ldptext/santext.py _log_probabilities):
+ * proposal masses from the alias table, acceptance exp(-gamma), tail outputs uniform in the tail
+ * slot with acceptance exp(-(gamma_K + eps/2 (d - floor))), renormalised; SanText+ keep rows mix
+ * in the identity with probability 1 - p. */
+static void exact_distribution(const ldp_bundle *b, int32_t x, double *prob) {
+    const ldp_santext_table *t = &b->table;
+    const size_t k = (size_t)t->head_size, slots = k + 1;
+    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
+    const uint16_t *alias = t->alias_index + (size_t)x * slots;
+    const double *gamma = t->accept_gamma + (size_t)x * slots;
+    const int32_t *head = t->head_ids + (size_t)x * k;
+    double mass[64], total = 0;
+    size_t j, i;
+    int y;
+    for (j = 0; j < slots; j++) mass[j] = 0;
+    for (j = 0; j < slots; j++) {
+        if (alias[j] == j) {
+            mass[j] += 4294967296.0;
+        } else {
+            mass[j] += thr[j];
+            mass[alias[j]] += 4294967296.0 - thr[j];
+        }
+    }
+    for (y = 0; y < t->n_rows; y++) prob[y] = 0;
+    for (j = 0; j < k; j++) prob[head[j]] += mass[j] * exp(-gamma[j]);
+    for (i = 0; i < (size_t)t->n_outputs; i++) {
+        int32_t out = t->outputs[i], in_head = 0;
+        for (j = 0; j < k; j++) in_head |= head[j] == out;
+        if (in_head) continue;
+        prob[out] += mass[k] / (double)(t->n_outputs - (int32_t)k) *
+                     exp(-(gamma[k] + t->half_epsilon * (ldp_distance(t, x, out) - t->tail_floor[x])));
+    }
+    for (y = 0; y < t->n_rows; y++) total += prob[y];
+    for (y = 0; y < t->n_rows; y++) prob[y] /= total;
+    if (t->keep_row[x]) {
+        for (y = 0; y < t->n_rows; y++) prob[y] *= t->p;
+        prob[x] += 1.0 - t->p;
+    }
+}
+
+/* chi-square of n draws from row x against the exact distribution; returns the statistic and
+ * the degrees of freedom; fails if a draw has probability 0 */
+static double chi_square(ldp_sanitizer *s, const ldp_bundle *b, int32_t x, size_t n, int *df,
+                         int *impossible) {
+    double prob[BW_V], stat = 0;
+    size_t count[BW_V] = {0}, i;
+    int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(n * sizeof *ys);
+    int y;
+    *df = -1;
+    *impossible = 0;
+    exact_distribution(b, x, prob);
+    for (i = 0; i < n; i++) xs[i] = x;
+    if (ldp_sample_ids(s, xs, ys, n) != LDP_OK) *impossible = 1;
+    for (i = 0; i < n && !*impossible; i++) {
+        if (ys[i] < 0 || ys[i] >= BW_V || prob[ys[i]] == 0) *impossible = 1;
+        else count[ys[i]]++;
+    }
+    for (y = 0; y < BW_V; y++) {
+        double e = prob[y] * (double)n;
+        if (prob[y] == 0) continue;
+        stat += (count[y] - e) * (count[y] - e) / e;
+        (*df)++;
+    }
+    free(xs);
+    free(ys);
+    return stat;
+}
+
+static void test_sampled_distribution_is_the_exact_one(void) {
+    /* critical values of chi-square at p = 1e-6 for df = 1..7 */
+    static const double crit[8] = {0, 23.9, 27.6, 30.7, 33.4, 35.9, 38.3, 40.5};
+    int plus;
+    for (plus = 0; plus <= 1; plus++) {
+        ldp_bundle *b = open_tiny(plus, NULL);
+        ldp_sanitizer *s = NULL;
+        int32_t x;
+        REQUIRE(b != NULL);
+        REQUIRE(ldp_sanitizer_new_seeded(b, 7, &s) == LDP_OK);
+        for (x = 0; x < BW_V; x++) {
+            int df, impossible;
+            double stat = chi_square(s, b, x, 200000, &df, &impossible);
+            CHECK(!impossible);
+            CHECK(df >= 1 && df <= 7);
+            if (df >= 1 && df <= 7 && !(stat < crit[df]))
+                fprintf(stderr, "  plus=%d row %d: chi2 %.1f df %d\n", plus, x, stat, df);
+            CHECK(df >= 1 && df <= 7 && stat < crit[df]);
+        }
+        ldp_sanitizer_free(s);
+        ldp_bundle_close(b);
+    }
+}
+
+static void sample_n(ldp_sanitizer *s, int32_t *ys, size_t n) {
+    int32_t xs[256];
+    size_t i;
+    for (i = 0; i < n; i++) xs[i] = (int32_t)(i % BW_V);
+    if (ldp_sample_ids(s, xs, ys, n) != LDP_OK) memset(ys, 0xFF, n * sizeof *ys);
+}
+
+static void test_seeded_streams_are_reproducible_and_marked(void) {
+    ldp_bundle *b = open_tiny(0, NULL);
+    ldp_sanitizer *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    int32_t a[256], c[256], d[256];
+    char *out = NULL;
+    size_t len;
+    ldp_report rep;
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 1, &s1) == LDP_OK);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 1, &s2) == LDP_OK);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 2, &s3) == LDP_OK);
+    sample_n(s1, a, 256);
+    sample_n(s2, c, 256);
+    sample_n(s3, d, 256);
+    CHECK(memcmp(a, c, sizeof a) == 0);
+    CHECK(memcmp(a, d, sizeof a) != 0);
+    CHECK_RC(ldp_sanitize(s1, "alpha beta", 10, &out, &len, &rep), LDP_OK);
+    CHECK(rep.seeded == 1 && rep.n_tokens == 2);
+    ldp_free(out);
+    ldp_sanitizer_free(s1);
+    ldp_sanitizer_free(s2);
+    ldp_sanitizer_free(s3);
+    ldp_bundle_close(b);
+}
+
+static void test_os_seeded_streams_differ(void) {
+    ldp_bundle *b = open_tiny(0, NULL);
+    ldp_sanitizer *s1 = NULL, *s2 = NULL;
+    int32_t a[256], c[256];
+    char *out = NULL;
+    size_t len;
+    ldp_report rep;
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new(b, &s1) == LDP_OK);
+    REQUIRE(ldp_sanitizer_new(b, &s2) == LDP_OK);
+    sample_n(s1, a, 256);
+    sample_n(s2, c, 256);
+    CHECK(memcmp(a, c, sizeof a) != 0);
+    CHECK_RC(ldp_sanitize(s1, "alpha beta", 10, &out, &len, &rep), LDP_OK);
+    CHECK(rep.seeded == 0 && rep.mechanism == LDP_MECH_SANTEXT && rep.p == 1.0 &&
+          rep.epsilon0 == 0.0 && rep.epsilon == 2.0);
+    ldp_free(out);
+    ldp_sanitizer_free(s1);
+    ldp_sanitizer_free(s2);
+    ldp_bundle_close(b);
+}
+
+/* parent and child draw after a fork: the child must not produce the parent's stream */
+static int fork_streams_equal(ldp_sanitizer *s) {
+    int fds[2], status = 0;
+    int32_t mine[256], theirs[256];
+    pid_t pid;
+    size_t got = 0;
+    if (pipe(fds) != 0) return -1;
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int32_t ys[256];
+        close(fds[0]);
+        sample_n(s, ys, 256);
+        if (write(fds[1], ys, sizeof ys) != (ssize_t)sizeof ys) _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    sample_n(s, mine, 256);
+    while (got < sizeof theirs) {
+        ssize_t r = read(fds[0], (char *)theirs + got, sizeof theirs - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fds[0]);
+    waitpid(pid, &status, 0);
+    if (got != sizeof theirs || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    return memcmp(mine, theirs, sizeof mine) == 0;
+}
+
+static void test_forked_child_never_continues_the_parent_stream(void) {
+    ldp_bundle *b = open_tiny(0, NULL);
+    ldp_sanitizer *s = NULL;
+    int32_t warm[16];
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new(b, &s) == LDP_OK);
+    sample_n(s, warm, 16);
+    CHECK(fork_streams_equal(s) == 0);
+    CHECK(fork_streams_equal(s) == 0); /* again, from the same parent */
+    ldp_sanitizer_free(s);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 3, &s) == LDP_OK);
+    sample_n(s, warm, 16);
+    CHECK(fork_streams_equal(s) == 0); /* seeded: the child derives a key of its own */
+    ldp_sanitizer_free(s);
+    ldp_bundle_close(b);
+}
+
+static void no_unk_input(bw_tables *t) { t->valid_input[7] = 0; }
+
+static void test_inputs_are_validated(void) {
+    ldp_bundle *b = open_tiny(0, no_unk_input);
+    ldp_sanitizer *s = NULL;
+    int32_t ys[3] = {99, 99, 99};
+    char *out = (char *)1;
+    size_t len;
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new(b, &s) == LDP_OK);
+    {
+        const int32_t bad1[3] = {0, 8, 1}, bad2[3] = {0, -1, 1}, bad3[3] = {0, 7, 1};
+        CHECK_RC(ldp_sample_ids(s, bad1, ys, 3), LDP_E_INPUT_ID);
+        CHECK_RC(ldp_sample_ids(s, bad2, ys, 3), LDP_E_INPUT_ID);
+        CHECK_RC(ldp_sample_ids(s, bad3, ys, 3), LDP_E_INPUT_ID); /* not a valid input row */
+        CHECK(ys[0] == 99 && ys[1] == 99 && ys[2] == 99);          /* nothing written */
+    }
+    /* an unknown word maps to <unk>, which this bundle does not accept as an input */
+    CHECK_RC(ldp_sanitize(s, "alpha qqq", 9, &out, &len, NULL), LDP_E_INPUT_ID);
+    CHECK(out == NULL);
+    CHECK_RC(ldp_sanitize(s, "alpha \xff", 7, &out, &len, NULL), LDP_E_INVALID_UTF8);
+    CHECK_RC(ldp_sanitize(s, NULL, 3, &out, &len, NULL), LDP_E_ARG);
+    CHECK_RC(ldp_sanitize(NULL, "a", 1, &out, &len, NULL), LDP_E_ARG);
+    CHECK_RC(ldp_sample_ids(s, NULL, ys, 1), LDP_E_ARG);
+    CHECK_RC(ldp_sample_ids(s, NULL, NULL, 0), LDP_OK);
+    ldp_sanitizer_free(s);
+    CHECK_RC(ldp_sanitizer_new(NULL, &s), LDP_E_ARG);
+    CHECK(s == NULL);
+    ldp_bundle_close(b);
+}
+
+static void test_in_place_sampling_has_the_same_stream(void) {
+    ldp_bundle *b = open_tiny(1, NULL);
+    ldp_sanitizer *s1 = NULL, *s2 = NULL;
+    int32_t xs[200], ys[200], inplace[200];
+    int i;
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 11, &s1) == LDP_OK);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 11, &s2) == LDP_OK);
+    for (i = 0; i < 200; i++) xs[i] = inplace[i] = i % BW_V;
+    CHECK_RC(ldp_sample_ids(s1, xs, ys, 200), LDP_OK);
+    CHECK_RC(ldp_sample_ids(s2, inplace, inplace, 200), LDP_OK);
+    CHECK(memcmp(ys, inplace, sizeof ys) == 0);
+    ldp_sanitizer_free(s1);
+    ldp_sanitizer_free(s2);
+    ldp_bundle_close(b);
+}
+
+static void test_public_tokenize_and_detokenize(void) {
+    ldp_bundle *b = open_tiny(0, NULL);
+    ldp_sanitizer *s = NULL;
+    int32_t ids[8];
+    size_t n = 0, len = 0;
+    char *text = NULL, *out = NULL;
+    ldp_report rep;
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_sanitizer_new_seeded(b, 5, &s) == LDP_OK);
+    CHECK_RC(ldp_tokenize(s, "Gamma, delta!", 13, ids, 8, &n), LDP_OK);
+    CHECK(n == 4 && ids[0] == 2 && ids[1] == 7 && ids[2] == 3 && ids[3] == 7);
+    CHECK_RC(ldp_tokenize(s, "Gamma, delta!", 13, NULL, 0, &n), LDP_E_CAPACITY);
+    CHECK(n == 4);
+    CHECK_RC(ldp_detokenize(s, ids, 3, &text, &len), LDP_OK);
+    CHECK(text != NULL && strcmp(text, "gamma <unk> delta") == 0 && len == 17);
+    ldp_free(text);
+    CHECK_RC(ldp_sanitize(s, "", 0, &out, &len, &rep), LDP_OK);
+    CHECK(out != NULL && len == 0 && out[0] == '\0' && rep.n_tokens == 0);
+    ldp_free(out);
+    CHECK_RC(ldp_sanitize(s, "alpha beta gamma", 16, &out, &len, &rep), LDP_OK);
+    CHECK(out != NULL && rep.n_tokens == 3 && strlen(out) == len);
+    ldp_free(out);
+    ldp_sanitizer_free(s);
+    ldp_bundle_close(b);
+}
+
+typedef struct {
+    const ldp_bundle *b;
+    int ok;
+} thread_arg;
+
+static void *worker(void *p) {
+    thread_arg *a = (thread_arg *)p;
+    ldp_sanitizer *s = NULL;
+    int i;
+    a->ok = ldp_sanitizer_new(a->b, &s) == LDP_OK;
+    for (i = 0; i < 2000 && a->ok; i++) {
+        char *out = NULL;
+        size_t len;
+        ldp_report rep;
+        a->ok = ldp_sanitize(s, "Alpha beta, GAMMA delta epsilon zeta eta", 40, &out, &len, &rep) ==
+                    LDP_OK &&
+                rep.n_tokens == 8;
+        ldp_free(out);
+    }
+    ldp_sanitizer_free(s);
+    return NULL;
+}
+
+static void test_threads_share_one_bundle(void) {
+    ldp_bundle *b = open_tiny(1, NULL);
+    pthread_t th[4];
+    thread_arg args[4];
+    int i;
+    REQUIRE(b != NULL);
+    for (i = 0; i < 4; i++) {
+        args[i].b = b;
+        args[i].ok = 0;
+        CHECK(pthread_create(&th[i], NULL, worker, &args[i]) == 0);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+    ldp_bundle_close(b);
+}
+
+int main(void) {
+    bw_test_keys(PK, SK, 0);
+    RUN(test_sampled_distribution_is_the_exact_one);
+    RUN(test_seeded_streams_are_reproducible_and_marked);
+    RUN(test_os_seeded_streams_differ);
+    RUN(test_forked_child_never_continues_the_parent_stream);
+    RUN(test_inputs_are_validated);
+    RUN(test_in_place_sampling_has_the_same_stream);
+    RUN(test_public_tokenize_and_detokenize);
+    RUN(test_threads_share_one_bundle);
+    DONE();
+}
