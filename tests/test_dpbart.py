@@ -333,6 +333,18 @@ def test_cli_rewrite_reports_bad_utf8_line_number_without_echoing_text(bundles):
     assert "line 2" in err and MARKER not in err and MARKER not in r.stdout.decode()
 
 
+def test_cli_rewrite_skip_bad_lines_skips_bad_utf8_and_refused_documents(bundles):
+    long_doc = " ".join(["cat"] * 40)  # longer than L = 10: refused under --long refuse
+    data = (b"the cat sat\n" + MARKER.encode() + b" \xff\xfe cat\n" + long_doc.encode() + b"\nthe dog ran\n")
+    r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "5",
+              "--delta", "1e-5", "--threads", "1", "--long", "refuse", "--skip-bad-lines", "--json", "-"],
+             stdin=data)
+    assert r.returncode == 0, r.stderr.decode()[-1500:]
+    assert len(r.stdout.decode().splitlines()) == 2  # lines 1 and 4, in order, nothing for 2 and 3
+    err = r.stderr.decode()
+    assert "skipped 2 of 4" in err and "2" in err and "3" in err and MARKER not in err
+
+
 def test_cli_rewrite_rejects_bad_epsilon_and_missing_bundle(bundles, tmp_path):
     r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "0", "-"], stdin=b"x\n")
     assert r.returncode == 2 and b"epsilon" in r.stderr

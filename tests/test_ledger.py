@@ -425,3 +425,14 @@ def test_keyring_missing_names_the_extra_and_the_alternatives(path, monkeypatch)
         Ledger(path, budget=1.0)
     msg = str(e.value)
     assert "ldptext[keyring]" in msg and "key=" in msg and "passphrase=" in msg and "\n" not in msg
+
+
+def test_an_infinite_epsilon_release_is_never_charged(path):
+    """Evaluation-only releases (ε = ∞, no privacy) are refused by the runtime's one charging call
+    with a message that says why, and nothing is recorded."""
+    from ldptext import runtime
+    led = Ledger(path, budget=1e300, key=KEY)
+    with pytest.raises(ParameterError, match="evaluation only"):
+        runtime.charge(led, math.inf, 0.0, "dpbart")
+    assert len(led) == 0 and led.spent() == (0.0, 0.0)
+    runtime.charge(None, math.inf, 0.0, "dpbart")  # no ledger: nothing to charge, nothing refused

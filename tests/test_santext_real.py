@@ -71,6 +71,14 @@ def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
     assert not set(all_out.tolist()) & set(special), "a special token was output"
     assert all(r.n_tokens == ids.size for r in res)
     assert any(r.text != res[0].text for r in res)  # it is random
+    # issue 9.4: special tokens typed by a user are ordinary text: never a special id, never an
+    # error, never a lost batch (the C tokenizer is held to the same by the conformance tests)
+    typed = "see [MASK] and [CLS] then [SEP] [PAD] [UNK] x[MASK]y"
+    typed_ids = san.tokenize(typed)
+    assert not set(typed_ids.tolist()) & set(special)
+    assert [san.vocab[i] for i in typed_ids[:4]] == ["see", "[", "mask", "]"]
+    out = san.sanitize_batch([typed, text, typed])
+    assert [r.n_tokens for r in out] == [typed_ids.size, ids.size, typed_ids.size]
     # at ε = 20 in MiniLM space most tokens are replaced by near neighbours or themselves
     same = (all_out.reshape(200, -1) == ids).mean()
     assert 0.05 < same < 1.0

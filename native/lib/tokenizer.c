@@ -24,6 +24,7 @@ typedef struct {
     size_t norm_len;
     int32_t id;
     int normalized;
+    int special;
 } added_token;
 
 typedef struct {
@@ -184,12 +185,13 @@ static int load_added(ldp_tokenizer *t, const ldp_json *list) {
     for (i = 0; i < list->n; i++) {
         const ldp_json *a = list->items[i];
         const ldp_json *id = ldp_json_get(a, "id"), *content = ldp_json_get(a, "content"),
-                       *norm = ldp_json_get(a, "normalized");
+                       *norm = ldp_json_get(a, "normalized"), *special = ldp_json_get(a, "special");
         const char *flags[3] = {"lstrip", "rstrip", "single_word"};
         int f;
         if (a->type != LDP_JSON_OBJECT || id == NULL || id->type != LDP_JSON_INT || !id->int_fits ||
             id->int_value < 0 || id->int_value > INT32_MAX || content == NULL ||
-            content->type != LDP_JSON_STRING || !is_bool(norm))
+            content->type != LDP_JSON_STRING || !is_bool(norm) ||
+            (special != NULL && !is_bool(special)))
             return LDP_E_TOKENIZER;
         for (f = 0; f < 3; f++) {
             const ldp_json *v = ldp_json_get(a, flags[f]);
@@ -201,6 +203,9 @@ static int load_added(ldp_tokenizer *t, const ldp_json *list) {
         t->added[k].len = content->str_len;
         t->added[k].id = (int32_t)id->int_value;
         t->added[k].normalized = norm->type == LDP_JSON_TRUE;
+        /* special tokens typed by a user are ordinary text, never matched in input (tokenizers'
+         * encode_special_tokens = True, as sdk/ldptext/tokenization.py sets); kept for decoding */
+        t->added[k].special = special != NULL && special->type == LDP_JSON_TRUE;
         k++;
     }
     t->n_added = k;
@@ -215,7 +220,7 @@ static int normalize_added(ldp_tokenizer *t) {
     memset(&w, 0, sizeof w);
     for (i = 0; i < t->n_added; i++) {
         added_token *a = &t->added[i];
-        if (!a->normalized) continue;
+        if (!a->normalized || a->special) continue;
         t->n_added_normalized++;
         ldp_utf8_decode(a->content, a->len, &w.text);
         if (w.text.failed || normalize(t, &w) != 0) {
@@ -582,7 +587,8 @@ static int normalized_piece(const ldp_tokenizer *t, ldp_tok_work *w, emitter *e)
         int32_t best_id = 0;
         for (k = 0; k < t->n_added; k++) {
             const added_token *a = &t->added[k];
-            if (!a->normalized || a->norm_len == 0 || a->norm_len > n - i || a->norm_len <= best_len)
+            if (a->special || !a->normalized || a->norm_len == 0 || a->norm_len > n - i ||
+                a->norm_len <= best_len)
                 continue;
             if (memcmp(cps + i, a->norm, a->norm_len * sizeof(uint32_t)) == 0) {
                 best_len = a->norm_len;
@@ -634,7 +640,7 @@ int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *ut
         int32_t best_id = 0;
         for (k = 0; k < t->n_added; k++) {
             const added_token *a = &t->added[k];
-            if (a->normalized || a->len > len - i || a->len <= best_len) continue;
+            if (a->special || a->normalized || a->len > len - i || a->len <= best_len) continue;
             if (a->content[0] == utf8[i] && memcmp(utf8 + i, a->content, a->len) == 0) {
                 best_len = a->len;
                 best_id = a->id;

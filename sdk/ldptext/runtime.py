@@ -280,7 +280,12 @@ def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str, *,
     ``unit`` names what ε counts (see :mod:`ldptext.ledger`, "Units"); a ledger in another unit
     refuses the charge. A release that costs nothing (ε = δ = 0, e.g. an empty batch) is not
     recorded. A refused charge raises :class:`ldptext.errors.BudgetExceededError` or
-    :class:`ldptext.errors.LedgerError`; the caller then returns nothing.
+    :class:`ldptext.errors.LedgerError`; the caller then returns nothing. An ε = ∞ release (only
+    with an explicit evaluation-only flag: no privacy at all) is never recorded as if it were a
+    finite cost: with a ledger it is refused (:class:`ldptext.errors.ParameterError`).
     """
+    if ledger is not None and math.isinf(epsilon):
+        raise ParameterError("an epsilon = inf release (evaluation only, no privacy) cannot be charged to a "
+                             "privacy ledger; run evaluation-only releases without a ledger")
     if ledger is not None and (epsilon > 0 or delta > 0):
         ledger.charge(epsilon, delta, label=label, unit=unit)

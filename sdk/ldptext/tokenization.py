@@ -58,6 +58,10 @@ class TextTokenizer:
         self._tok = Tokenizer.from_str(tokenizer_json)
         self._tok.no_padding()
         self._tok.no_truncation()
+        # A user who types "[MASK]" or "[CLS]" wrote ordinary text: special tokens are never matched
+        # in input (else the literal would become a special id, which the mechanisms refuse or
+        # treat as markup). libldptext's tokenizer does the same (native/lib/tokenizer.c).
+        self._tok.encode_special_tokens = True
         spec = json.loads(tokenizer_json)
         model = spec.get("model", {})
         pre = spec.get("pre_tokenizer") or {}

@@ -15,7 +15,7 @@ file or from standard input, so memory does not grow with the input (only with t
   then the run stops with that line's number.
 
 A document that the runtime refuses (an :class:`ldptext.errors.InputError` for that document, e.g.
-a special token written literally in the text) stops the run the same way: everything before its
+a DP-BART document longer than L under ``--long refuse``) stops the run the same way: everything before its
 batch has been written; the error names the input line.
 
 **``skip_bad_lines``** (``--skip-bad-lines``): a line that is not UTF-8, or that the runtime refuses,

@@ -70,6 +70,10 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-infinite-epsilon", action="store_true",
                    help="evaluation only: accept --epsilon inf, which adds NO noise (no privacy); every "
                         "report says private: false, evaluation_only: true")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip lines that are not UTF-8 or cannot be rewritten (e.g. too long under --long "
+                        "refuse): no output line for them, their numbers on stderr; each line is still "
+                        "rewritten (released) at most once")
     add_pinning_options(p, epsilon=False)  # a DP-BART bundle fixes no ε: it is chosen per call
     p.set_defaults(func=run)
 
@@ -104,5 +108,6 @@ def run(args: argparse.Namespace) -> int:
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long,
                 allow_infinite_epsilon=args.allow_infinite_epsilon)
     rw.rewrite_batch([], **opts)  # validate the parameters before reading any input
-    process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH)
+    process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH,
+            skip_bad_lines=args.skip_bad_lines)
     return 0
