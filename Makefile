@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.ldptext-setup
 CACHE   ?= $(HOME)/.cache/ldptext
 DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
 
-.PHONY: setup native lint test demo bench bench-dpbart evaluate clean libldptext libldptext-test
+.PHONY: setup native lint test demo bench bench-dpbart evaluate clean libldptext libldptext-test test-arm64
 
 setup: $(STAMP)
 
@@ -40,7 +40,18 @@ libldptext:
 # its C tests: unit tests, the same under AddressSanitizer + UBSan, a short fuzz run of each
 # target, the export check (before pytest, whose tests/test_libldptext*.py load the library)
 libldptext-test:
-	$(MAKE) -C native test
+	$(MAKE) -C native test test-portable
+	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
+	  $(MAKE) test-arm64; \
+	elif [ -n "$$LDPTEXT_REQUIRE_ARM64" ]; then \
+	  echo "test-arm64: aarch64-linux-gnu-gcc or qemu-aarch64 missing"; exit 1; \
+	else echo "SKIPPED test-arm64 (Debian: gcc-aarch64-linux-gnu qemu-user libsodium-dev:arm64" \
+	  "libutf8proc-dev:arm64; .ci/run installs them)"; fi
+
+# ARM64: cross-compile with Debian's aarch64 toolchain, run the C tests under qemu-user, and check
+# that the draws and outputs are byte-identical to the x86-64 build (native/Makefile)
+test-arm64:
+	$(MAKE) -C native test-arm64
 
 demo: setup native
 	$(VENV)/bin/ldptext demo --cache $(CACHE)

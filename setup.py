@@ -22,7 +22,8 @@ native = Extension(
     "ldptext._native",
     sources=NATIVE_SOURCES,
     include_dirs=["native"],
-    extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    # -ffp-contract=off: no fused multiply-add, so every platform computes the same distances
+    extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-ffp-contract=off"],
     optional=True,  # the SDK falls back to numpy + OS randomness when no compiler is available
 )
 

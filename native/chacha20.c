@@ -1,7 +1,7 @@
 /* ChaCha20 keystream generator (RFC 8439). Plain C99, no platform calls. */
 #include "chacha20.h"
 #include <string.h>
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
 #include <emmintrin.h>
 #endif
 
@@ -52,7 +52,7 @@ static void block_input(const ldp_chacha *g, uint64_t counter, uint32_t in[16]) 
     in[15] = (uint32_t)(g->stream >> 32);
 }
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
 /* Four consecutive blocks at once, one block per 32-bit SIMD lane: the same arithmetic as
  * ldp_chacha20_block (tests compare the two), about three times fewer instructions. */
 #define ROTV(v, n) _mm_or_si128(_mm_slli_epi32((v), (n)), _mm_srli_epi32((v), 32 - (n)))

@@ -2,7 +2,7 @@
 #include "santext_sampler.h"
 #include "samplers.h"
 #include <math.h>
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
 #include <emmintrin.h>
 #endif
 
@@ -10,7 +10,7 @@
 static void int8_dot_norm(const int8_t *qa, const int8_t *qb, int32_t n, int32_t *dot_out,
                           int32_t *norm_out) {
     int32_t dot = 0, norm = 0, i = 0;
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
     /* 16 codes per step: sign-extend to int16, multiply-add pairs into int32 lanes (pmaddwd).
      * The compiler's own vectorisation of the plain loop widens to int32 first and needs ~3x the
      * instructions; this function is most of the sampler's work. Results are identical. */
