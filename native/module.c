@@ -1,14 +1,31 @@
-/* CPython bindings of ldptext._native: a thin layer over chacha20.c, samplers.c and
- * santext_sampler.c. Arrays are passed with the buffer protocol (numpy arrays work), so the extension
- * needs no numpy headers. Every entry point holds the GIL, which is what makes a shared Generator
- * safe to use from several threads. */
+/* CPython bindings of ldptext._native, a thin layer over two things:
+ *
+ *  - Generator and SantextTable: chacha20.c, samplers.c and santext_sampler.c (every randomness
+ *    primitive of ldptext.rng, DP-BART's noise, and the numpy-free SanText sampler). These entry
+ *    points hold the GIL, which is what makes a shared Generator safe to use from several threads.
+ *  - Bundle and TextSanitizer: libldptext (native/lib/), the C library apps embed, so that
+ *    ldptext.Sanitizer tokenizes, samples and detokenizes with the same code as every other host.
+ *    Bundle adopts the arrays the Python loader has verified (lib/host.h: no second hashing);
+ *    TextSanitizer's calls release the GIL while they run (each holds its own lock instead), so
+ *    sanitizers in different threads work in parallel.
+ *
+ * Arrays are passed with the buffer protocol (numpy arrays work), so the extension needs no numpy
+ * headers. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
+#ifdef _WIN32
+#include <process.h>
+#define getpid _getpid
+#else
+#include <unistd.h>
+#endif
 
 #include "chacha20.h"
+#include "host.h"
+#include "ldptext.h"
 #include "samplers.h"
 #include "santext_sampler.h"
 
@@ -383,6 +400,510 @@ static PyObject *Generator_santext_sample(GeneratorObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- libldptext: Bundle and TextSanitizer -------------------------------------------------- */
+
+/* LibraryError(code, message, doc, token): a libldptext return code (include/ldptext.h), with the
+ * document and token position for a batch; ldptext.santext turns it into its own exceptions. The
+ * message is ldp_strerror's: it never holds input text. */
+static PyObject *LibraryError;
+
+static PyObject *library_error(int code, Py_ssize_t doc, Py_ssize_t token) {
+    PyObject *args = Py_BuildValue("(isnn)", code, ldp_strerror(code), doc, token);
+    if (args != NULL) {
+        PyErr_SetObject(LibraryError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+/* safetensors dtype code of a buffer's format, or NULL */
+static const char *dtype_code(const Py_buffer *v) {
+    static const char *const signed_codes[9] = {NULL, "I8",  "I16", NULL, "I32",
+                                                NULL, NULL,  NULL,  "I64"};
+    static const char *const unsigned_codes[9] = {NULL, "U8",  "U16", NULL, "U32",
+                                                  NULL, NULL,  NULL,  "U64"};
+    const char *fmt = v->format ? v->format : "B";
+    char c;
+    while (*fmt == '<' || *fmt == '=' || *fmt == '@') fmt++;
+    c = fmt[0];
+    if (c == '\0' || fmt[1] != '\0' || v->itemsize < 1 || v->itemsize > 8) return NULL;
+    if (c == '?') return v->itemsize == 1 ? "BOOL" : NULL;
+    if (strchr("bhilq", c)) return signed_codes[v->itemsize];
+    if (strchr("BHILQ", c)) return unsigned_codes[v->itemsize];
+    if (c == 'e') return v->itemsize == 2 ? "F16" : NULL;
+    if (c == 'f') return v->itemsize == 4 ? "F32" : NULL;
+    if (c == 'd') return v->itemsize == 8 ? "F64" : NULL;
+    return NULL; /* big-endian ('>', '!') and anything else */
+}
+
+typedef struct {
+    PyObject_HEAD
+    ldp_bundle *bundle;
+    Py_buffer *views; /* the adopted arrays: they keep the verified memory alive */
+    Py_ssize_t n_views;
+} BundleObject;
+
+static void Bundle_dealloc(BundleObject *self) {
+    Py_ssize_t i;
+    ldp_bundle_close(self->bundle);
+    self->bundle = NULL;
+    for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+    PyMem_Free(self->views);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Bundle(arrays: dict[str, buffer], manifest: bytes): the verified arrays of a SanText bundle and
+ * its exact signed manifest (canonical JSON). See lib/host.h ldp_host_bundle_adopt: everything
+ * but the signature, trust and hashes (the Python loader's) is checked again here. The arrays
+ * must be read-only buffers (a verified bundle's are: a read-only mapping or immutable bytes), so
+ * that nothing in Python changes the tables after they were checked. */
+static int Bundle_init(BundleObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"arrays", "manifest", NULL};
+    PyObject *given, *arrays = NULL, *key, *value;
+    Py_buffer manifest;
+    Py_ssize_t pos = 0, n, i = 0;
+    ldp_host_array *host = NULL;
+    uint64_t *shapes = NULL;
+    int rc = LDP_OK, ok = 0;
+    if (self->bundle != NULL || self->views != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Bundle is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!y*", kwlist, &PyDict_Type, &given, &manifest))
+        return -1;
+    /* our own copy: its keys (whose UTF-8 the names point into) live through the call */
+    arrays = PyDict_Copy(given);
+    if (arrays == NULL) {
+        PyBuffer_Release(&manifest);
+        return -1;
+    }
+    n = PyDict_Size(arrays);
+    self->views = (Py_buffer *)PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    host = (ldp_host_array *)PyMem_Calloc((size_t)(n ? n : 1), sizeof *host);
+    shapes = (uint64_t *)PyMem_Calloc((size_t)(n ? n : 1) * 8, sizeof(uint64_t));
+    if (self->views == NULL || host == NULL || shapes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    while (PyDict_Next(arrays, &pos, &key, &value)) {
+        Py_buffer *v = &self->views[i];
+        Py_ssize_t name_len, d;
+        const char *name;
+        if (!PyUnicode_Check(key) || (name = PyUnicode_AsUTF8AndSize(key, &name_len)) == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "array names must be str");
+            goto done;
+        }
+        if (PyObject_GetBuffer(value, v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) goto done;
+        self->n_views = ++i;
+        if (!v->readonly) {
+            PyErr_Format(PyExc_ValueError, "array %U: must be read-only (a verified bundle's)", key);
+            goto done;
+        }
+        host[i - 1].dtype = dtype_code(v);
+        if (host[i - 1].dtype == NULL || v->ndim > 8) {
+            PyErr_Format(PyExc_TypeError, "array %U: unsupported dtype or rank", key);
+            goto done;
+        }
+        for (d = 0; d < v->ndim; d++) shapes[(i - 1) * 8 + d] = (uint64_t)v->shape[d];
+        host[i - 1].name = name;
+        host[i - 1].name_len = (size_t)name_len;
+        host[i - 1].ndim = v->ndim;
+        host[i - 1].shape = &shapes[(i - 1) * 8];
+        host[i - 1].data = v->buf;
+        host[i - 1].nbytes = (size_t)v->len;
+    }
+    /* the names point into the dict's keys and the data into the views: both outlive the call */
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_host_bundle_adopt(host, (size_t)n, (const char *)manifest.buf, (size_t)manifest.len,
+                               &self->bundle);
+    Py_END_ALLOW_THREADS
+    if (rc != LDP_OK) library_error(rc, -1, -1);
+    else ok = 1;
+done:
+    PyBuffer_Release(&manifest);
+    Py_XDECREF(arrays);
+    PyMem_Free(host);
+    PyMem_Free(shapes);
+    if (!ok) {
+        for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+        PyMem_Free(self->views);
+        self->views = NULL;
+        self->n_views = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static int bundle_ready(BundleObject *self) {
+    if (self->bundle == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Bundle is not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+/* Bundle.distance(a, b) -> float: the sampler's own distance between rows a and b */
+static PyObject *Bundle_distance(BundleObject *self, PyObject *args) {
+    const ldp_santext_table *t;
+    int a, b;
+    if (!bundle_ready(self) || !PyArg_ParseTuple(args, "ii", &a, &b)) return NULL;
+    t = ldp_host_bundle_table(self->bundle);
+    if (a < 0 || b < 0 || a >= t->n_rows || b >= t->n_rows) {
+        PyErr_SetString(PyExc_IndexError, "row out of range");
+        return NULL;
+    }
+    return PyFloat_FromDouble(ldp_distance(t, a, b));
+}
+
+static PyMethodDef Bundle_methods[] = {
+    {"distance", (PyCFunction)Bundle_distance, METH_VARARGS,
+     "distance(a, b): Euclidean distance of rows a and b as the sampler computes it"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject BundleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ldptext._native.Bundle",
+    .tp_basicsize = sizeof(BundleObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "libldptext bundle over arrays the Python loader verified: Bundle(arrays, manifest)",
+    .tp_init = (initproc)Bundle_init,
+    .tp_methods = Bundle_methods,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)Bundle_dealloc,
+};
+
+/* A libldptext sanitizer: one random stream and scratch buffers. Its calls run without the GIL and
+ * are serialised by the sanitizer's own lock (ldptext.santext keeps one per concurrent caller, so
+ * threads do not wait on each other unless they share a seeded stream). */
+typedef struct {
+    PyObject_HEAD
+    BundleObject *bundle; /* kept alive: the sanitizer reads its tables */
+    ldp_sanitizer *san;
+    PyThread_type_lock lock;
+    long lock_pid;
+} TextSanitizerObject;
+
+static void TextSanitizer_dealloc(TextSanitizerObject *self) {
+    ldp_sanitizer_free(self->san);
+    self->san = NULL;
+    if (self->lock != NULL && self->lock_pid == (long)getpid()) PyThread_free_lock(self->lock);
+    Py_XDECREF(self->bundle);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* TextSanitizer(bundle, key: 32 bytes, seeded: bool) */
+static int TextSanitizer_init(TextSanitizerObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"bundle", "key", "seeded", NULL};
+    PyObject *bobj;
+    Py_buffer key;
+    int seeded = 0, rc;
+    if (self->san != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "TextSanitizer is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!y*|p", kwlist, &BundleType, &bobj, &key,
+                                     &seeded))
+        return -1;
+    if (key.len != 32) {
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_ValueError, "key must be exactly 32 bytes");
+        return -1;
+    }
+    if (!bundle_ready((BundleObject *)bobj)) {
+        PyBuffer_Release(&key);
+        return -1;
+    }
+    rc = ldp_host_sanitizer_new(((BundleObject *)bobj)->bundle, (const uint8_t *)key.buf, seeded,
+                                &self->san);
+    PyBuffer_Release(&key);
+    if (rc != LDP_OK) {
+        library_error(rc, -1, -1);
+        return -1;
+    }
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        ldp_sanitizer_free(self->san);
+        self->san = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->lock_pid = (long)getpid();
+    Py_INCREF(bobj);
+    self->bundle = (BundleObject *)bobj;
+    return 0;
+}
+
+/* Takes the sanitizer's lock, waiting without the GIL. In a forked child the lock may be held by
+ * a thread of the parent that does not exist here: the child gets a fresh lock (the old one is
+ * left alone), and the sanitizer itself rekeys before its next draw (lib/sanitizer.c). */
+static int acquire(TextSanitizerObject *self) {
+    if (self->san == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "TextSanitizer is not initialised");
+        return 0;
+    }
+    if (self->lock_pid != (long)getpid()) {
+        PyThread_type_lock fresh = PyThread_allocate_lock();
+        if (fresh == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        self->lock = fresh;
+        self->lock_pid = (long)getpid();
+    }
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    return 1;
+}
+
+static void release(TextSanitizerObject *self) { PyThread_release_lock(self->lock); }
+
+/* The UTF-8 bytes of a str: ASCII text is read in place; other text is encoded into a new bytes
+ * object (*holder), so no UTF-8 copy is cached on the caller's string. NULL with an exception
+ * (a lone surrogate cannot be encoded). */
+static const char *utf8_of(PyObject *text, Py_ssize_t *len, PyObject **holder) {
+    *holder = NULL;
+    if (PyUnicode_IS_ASCII(text)) return PyUnicode_AsUTF8AndSize(text, len);
+    *holder = PyUnicode_AsUTF8String(text);
+    if (*holder == NULL) return NULL;
+    *len = PyBytes_GET_SIZE(*holder);
+    return PyBytes_AS_STRING(*holder);
+}
+
+/* TextSanitizer.tokenize(text: str) -> bytearray of int32 ids (native byte order) */
+static PyObject *TextSanitizer_tokenize(TextSanitizerObject *self, PyObject *args) {
+    PyObject *text, *holder, *out = NULL;
+    const char *utf8;
+    Py_ssize_t len;
+    size_t n = 0, cap;
+    int32_t *ids;
+    int rc;
+    if (!PyArg_ParseTuple(args, "U", &text)) return NULL;
+    utf8 = utf8_of(text, &len, &holder);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        return library_error(LDP_E_INVALID_UTF8, 0, -1);
+    }
+    cap = (size_t)len + 16;
+    ids = (int32_t *)PyMem_RawMalloc(cap * sizeof(int32_t));
+    if (ids == NULL) {
+        Py_XDECREF(holder);
+        return PyErr_NoMemory();
+    }
+    if (!acquire(self)) {
+        PyMem_RawFree(ids);
+        Py_XDECREF(holder);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_tokenize(self->san, utf8, (size_t)len, ids, cap, &n);
+    if (rc == LDP_E_CAPACITY) {
+        int32_t *bigger = (int32_t *)PyMem_RawRealloc(ids, (n ? n : 1) * sizeof(int32_t));
+        if (bigger == NULL) {
+            rc = LDP_E_NOMEM;
+        } else {
+            ids = bigger;
+            rc = ldp_tokenize(self->san, utf8, (size_t)len, ids, n, &n);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(self);
+    Py_XDECREF(holder);
+    if (rc == LDP_OK) out = PyByteArray_FromStringAndSize((const char *)ids, (Py_ssize_t)(n * 4));
+    else library_error(rc, 0, -1);
+    PyMem_RawFree(ids);
+    return out;
+}
+
+/* TextSanitizer.detokenize(ids: int32 buffer) -> str */
+static PyObject *TextSanitizer_detokenize(TextSanitizerObject *self, PyObject *args) {
+    PyObject *obj, *out;
+    Py_buffer ids;
+    int32_t *copy;
+    char *text = NULL;
+    size_t len = 0, n;
+    int rc;
+    if (self->san == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "TextSanitizer is not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O", &obj)) return NULL;
+    if (get_array(obj, &ids, 'i', 4, 0, "ids") != 0) return NULL;
+    /* a private copy: another thread may write to the caller's array while this one runs */
+    copy = (int32_t *)PyMem_RawMalloc(ids.len ? (size_t)ids.len : 1);
+    if (copy == NULL) {
+        PyBuffer_Release(&ids);
+        return PyErr_NoMemory();
+    }
+    memcpy(copy, ids.buf, (size_t)ids.len);
+    n = (size_t)(ids.len / 4);
+    PyBuffer_Release(&ids);
+    /* reads only the bundle (immutable): no lock needed */
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_detokenize(self->san, copy, n, &text, &len);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(copy);
+    if (rc != LDP_OK) return library_error(rc, -1, -1);
+    out = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
+    ldp_free(text);
+    return out;
+}
+
+/* TextSanitizer.sample(xs: int32 buffer, ys: writable int32 buffer): ys[i] drawn for xs[i] */
+static PyObject *TextSanitizer_sample(TextSanitizerObject *self, PyObject *args) {
+    PyObject *xobj, *yobj;
+    Py_buffer xs, ys;
+    int32_t *copy;
+    int rc;
+    if (!PyArg_ParseTuple(args, "OO", &xobj, &yobj)) return NULL;
+    if (get_array(xobj, &xs, 'i', 4, 0, "xs") != 0) return NULL;
+    if (get_array(yobj, &ys, 'i', 4, 1, "ys") != 0) {
+        PyBuffer_Release(&xs);
+        return NULL;
+    }
+    if (xs.len != ys.len) {
+        PyBuffer_Release(&xs);
+        PyBuffer_Release(&ys);
+        PyErr_SetString(PyExc_ValueError, "xs and ys must have the same length");
+        return NULL;
+    }
+    /* a private copy of the inputs: the sampler reads each id more than once, and another thread
+     * may write to the caller's array while this one runs without the GIL */
+    copy = (int32_t *)PyMem_RawMalloc(xs.len ? (size_t)xs.len : 1);
+    if (copy == NULL) {
+        PyBuffer_Release(&xs);
+        PyBuffer_Release(&ys);
+        return PyErr_NoMemory();
+    }
+    memcpy(copy, xs.buf, (size_t)xs.len);
+    PyBuffer_Release(&xs);
+    if (!acquire(self)) {
+        PyMem_RawFree(copy);
+        PyBuffer_Release(&ys);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_sample_ids(self->san, copy, (int32_t *)ys.buf, (size_t)(ys.len / 4));
+    Py_END_ALLOW_THREADS
+    release(self);
+    PyMem_RawFree(copy);
+    PyBuffer_Release(&ys);
+    if (rc != LDP_OK) return library_error(rc, -1, -1);
+    Py_RETURN_NONE;
+}
+
+/* TextSanitizer.sanitize_batch(texts: sequence of str) -> (list of str, list of int): tokenize,
+ * sample (one sampler call for the whole batch) and detokenize, all without the GIL. A failure
+ * raises LibraryError(code, message, doc, token) naming the document (and for an invalid id the
+ * token position); nothing is returned for any document. */
+static PyObject *TextSanitizer_sanitize_batch(TextSanitizerObject *self, PyObject *args) {
+    PyObject *seq, *docs = NULL, *holders = NULL, *texts = NULL, *counts = NULL, *result = NULL;
+    const char **ptrs = NULL;
+    size_t *lens = NULL;
+    Py_ssize_t n, i;
+    ldp_host_batch batch;
+    ldp_host_batch_error err;
+    int rc;
+    memset(&batch, 0, sizeof batch);
+    if (!PyArg_ParseTuple(args, "O", &seq)) return NULL;
+    /* a tuple holds every str for the whole call: the caller's list may change meanwhile */
+    docs = PySequence_Tuple(seq);
+    if (docs == NULL) return NULL;
+    n = PyTuple_GET_SIZE(docs);
+    holders = PyTuple_New(n);
+    ptrs = (const char **)PyMem_Malloc((size_t)(n ? n : 1) * sizeof *ptrs);
+    lens = (size_t *)PyMem_Malloc((size_t)(n ? n : 1) * sizeof *lens);
+    if (holders == NULL || ptrs == NULL || lens == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(docs, i), *holder;
+        Py_ssize_t len;
+        if (!PyUnicode_Check(t)) {
+            PyErr_Format(PyExc_TypeError, "document %zd is %s, not str", i, Py_TYPE(t)->tp_name);
+            goto done;
+        }
+        ptrs[i] = utf8_of(t, &len, &holder);
+        if (ptrs[i] == NULL) { /* a lone surrogate: not UTF-8 text */
+            PyErr_Clear();
+            library_error(LDP_E_INVALID_UTF8, i, -1);
+            goto done;
+        }
+        lens[i] = (size_t)len;
+        PyTuple_SET_ITEM(holders, i, holder != NULL ? holder : Py_NewRef(Py_None));
+    }
+    if (!acquire(self)) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_host_sanitize_batch(self->san, ptrs, lens, (size_t)n, &batch, &err);
+    Py_END_ALLOW_THREADS
+    release(self);
+    if (rc != LDP_OK) {
+        library_error(rc, (Py_ssize_t)err.doc, rc == LDP_E_INPUT_ID ? (Py_ssize_t)err.token : -1);
+        goto done;
+    }
+    texts = PyList_New(n);
+    counts = PyList_New(n);
+    if (texts == NULL || counts == NULL) goto done;
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyUnicode_DecodeUTF8(batch.text + batch.offsets[i],
+                                           (Py_ssize_t)(batch.offsets[i + 1] - batch.offsets[i]),
+                                           "strict");
+        PyObject *c = PyLong_FromSize_t(batch.n_tokens[i]);
+        if (t == NULL || c == NULL) {
+            Py_XDECREF(t);
+            Py_XDECREF(c);
+            goto done;
+        }
+        PyList_SET_ITEM(texts, i, t);
+        PyList_SET_ITEM(counts, i, c);
+    }
+    result = PyTuple_Pack(2, texts, counts);
+done:
+    ldp_host_batch_free(&batch);
+    Py_XDECREF(texts);
+    Py_XDECREF(counts);
+    Py_XDECREF(holders);
+    Py_XDECREF(docs);
+    PyMem_Free(ptrs);
+    PyMem_Free(lens);
+    return result;
+}
+
+static PyObject *TextSanitizer_get_seeded(TextSanitizerObject *self, void *closure) {
+    return PyBool_FromLong(ldp_host_sanitizer_seeded(self->san));
+}
+
+static PyGetSetDef TextSanitizer_getset[] = {
+    {"seeded", (getter)TextSanitizer_get_seeded, NULL, "True for a seeded (not private) stream",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef TextSanitizer_methods[] = {
+    {"tokenize", (PyCFunction)TextSanitizer_tokenize, METH_VARARGS,
+     "tokenize(text) -> bytearray of int32 ids"},
+    {"detokenize", (PyCFunction)TextSanitizer_detokenize, METH_VARARGS,
+     "detokenize(ids_int32) -> str"},
+    {"sample", (PyCFunction)TextSanitizer_sample, METH_VARARGS, "sample(xs_int32, ys_int32)"},
+    {"sanitize_batch", (PyCFunction)TextSanitizer_sanitize_batch, METH_VARARGS,
+     "sanitize_batch(texts) -> (list of str, list of int): the whole batch without the GIL"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TextSanitizerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ldptext._native.TextSanitizer",
+    .tp_basicsize = sizeof(TextSanitizerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "libldptext sanitizer: TextSanitizer(bundle, key32, seeded=False)",
+    .tp_init = (initproc)TextSanitizer_init,
+    .tp_methods = TextSanitizer_methods,
+    .tp_getset = TextSanitizer_getset,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)TextSanitizer_dealloc,
+};
+
 /* ---- module-level helpers for tests ------------------------------------------------------- */
 
 /* chacha20_block(state: 64 bytes as 16 little-endian words) -> 64 bytes (RFC 8439 §2.3) */
@@ -476,8 +997,8 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native",
-                                       "ldptext native core: CSPRNG and exact samplers", -1,
-                                       module_methods, NULL, NULL, NULL, NULL};
+                                       "ldptext native core: CSPRNG, exact samplers, libldptext",
+                                       -1, module_methods, NULL, NULL, NULL, NULL};
 
 /* SANTEXT_TABLE_KEYWORDS: table_kwlist as a tuple of str */
 static PyObject *table_keywords(void) {
@@ -499,13 +1020,27 @@ static PyObject *table_keywords(void) {
 
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m, *kw;
-    if (PyType_Ready(&GeneratorType) < 0 || PyType_Ready(&SantextTableType) < 0) return NULL;
+    if (PyType_Ready(&GeneratorType) < 0 || PyType_Ready(&SantextTableType) < 0 ||
+        PyType_Ready(&BundleType) < 0 || PyType_Ready(&TextSanitizerType) < 0)
+        return NULL;
     m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
+    LibraryError = PyErr_NewException("ldptext._native.LibraryError", PyExc_Exception, NULL);
+    if (LibraryError == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&GeneratorType);
     Py_INCREF(&SantextTableType);
+    Py_INCREF(&BundleType);
+    Py_INCREF(&TextSanitizerType);
+    Py_INCREF(LibraryError);
     if (PyModule_AddObject(m, "Generator", (PyObject *)&GeneratorType) < 0 ||
-        PyModule_AddObject(m, "SantextTable", (PyObject *)&SantextTableType) < 0) {
+        PyModule_AddObject(m, "SantextTable", (PyObject *)&SantextTableType) < 0 ||
+        PyModule_AddObject(m, "Bundle", (PyObject *)&BundleType) < 0 ||
+        PyModule_AddObject(m, "TextSanitizer", (PyObject *)&TextSanitizerType) < 0 ||
+        PyModule_AddObject(m, "LibraryError", LibraryError) < 0 ||
+        PyModule_AddStringConstant(m, "LIBRARY_VERSION", ldp_version()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -371,6 +371,9 @@ def test_batch_errors_name_the_document_index_never_the_text(tiny, monkeypatch):
     with pytest.raises(InputError) as e:
         tiny.sanitize_batch(["w1", "w2 w3", 3, "w4"])
     assert str(e.value) == "document 2 is int, not str"
+    # the failures below are injected into the Hugging Face tokenizer, which the numpy fallback
+    # uses (libldptext's own errors, the same messages: tests/test_santext_native.py)
+    tiny = load_seeded(tiny._bundle.path, backend="fallback")
     monkeypatch.setattr(tiny.tokenizer, "_tok", _FailingTokenizer(tiny.tokenizer._tok, marker))
     with pytest.raises(InputError) as e:
         tiny.sanitize_batch(["w1", "w2", f"w3 {marker}", "w4"])

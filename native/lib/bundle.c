@@ -9,7 +9,11 @@
 #include <string.h>
 
 #include <sodium.h>
+#if defined(LDP_SHA256_OPENSSL)
+#include <openssl/evp.h>
+#endif
 
+#include "host.h"
 #include "ldp_internal.h"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -20,6 +24,15 @@
 #include <unistd.h>
 #else
 #include <stdio.h>
+#endif
+/* Arrays are hashed on several threads where POSIX threads exist (define LDP_NO_THREADS to hash
+ * on the calling thread only, e.g. for a WebAssembly build without threads). */
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
+#include <emmintrin.h>
+#endif
+#if defined(LDP_HAVE_MMAP) && !defined(LDP_NO_THREADS) && !defined(__wasm__)
+#define LDP_THREADS 1
+#include <pthread.h>
 #endif
 
 #define MAX_HEADER ((uint64_t)16 << 20)
@@ -77,6 +90,114 @@ static uint64_t le64(const uint8_t *p) {
 static uint64_t mul_sat(uint64_t a, uint64_t b) {
     if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
     return a * b;
+}
+
+/* ---- SHA-256 of the arrays -------------------------------------------------------------------
+ *
+ * Almost all of ldp_bundle_open's time is hashing (46 MiB for a 30,522-token MiniLM bundle).
+ * libsodium's SHA-256 is portable C (about 0.2 GB/s here); with -DLDP_SHA256_OPENSSL the hash is
+ * OpenSSL's libcrypto (EVP), which uses the CPU's SHA extensions or AVX2 where present (about
+ * 1.5-2 GB/s with SHA-NI). Signatures stay with libsodium either way. The arrays are independent,
+ * so they are hashed on up to LDP_HASH_THREADS threads (largest first, each to the least loaded
+ * thread); the digests are compared afterwards in layout order, so the first mismatching array
+ * (and the error) is the same as with one thread. */
+#define LDP_HASH_THREADS 4
+#define LDP_HASH_PARALLEL_MIN ((size_t)4 << 20) /* below this many bytes, one thread */
+
+static int sha256(const uint8_t *data, size_t n, uint8_t out[32]) {
+#if defined(LDP_SHA256_OPENSSL)
+    unsigned int len = 0;
+    return EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
+#else
+    crypto_hash_sha256(out, data, (unsigned long long)n);
+    return 0;
+#endif
+}
+
+typedef struct {
+    const ldp_array *arrays;
+    size_t n;
+    const int *worker_of; /* worker index of each array */
+    int worker;
+    uint8_t (*digests)[32];
+    int failed;
+} hash_job;
+
+static void *hash_worker(void *arg) {
+    hash_job *job = (hash_job *)arg;
+    size_t i;
+    for (i = 0; i < job->n; i++)
+        if (job->worker_of[i] == job->worker &&
+            sha256(job->arrays[i].data, job->arrays[i].nbytes, job->digests[i]) != 0)
+            job->failed = 1;
+    return NULL;
+}
+
+static int cmp_size_desc(const void *x, const void *y) {
+    const size_t a = (*(const ldp_array *const *)x)->nbytes, b = (*(const ldp_array *const *)y)->nbytes;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* digests[i] = SHA-256 of arrays[i]; LDP_OK or LDP_E_NOMEM */
+static int hash_arrays(const ldp_array *arrays, size_t n, uint8_t (*digests)[32]) {
+    hash_job jobs[LDP_HASH_THREADS];
+    int workers = 1, w, rc = LDP_OK;
+    int *worker_of = (int *)calloc(n ? n : 1, sizeof(int));
+    size_t i, total = 0;
+    if (worker_of == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < n; i++) total += arrays[i].nbytes;
+#if defined(LDP_THREADS)
+    if (total >= LDP_HASH_PARALLEL_MIN && n > 1) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        workers = cpus < 1 ? 1 : cpus > LDP_HASH_THREADS ? LDP_HASH_THREADS : (int)cpus;
+        if ((size_t)workers > n) workers = (int)n;
+    }
+    if (workers > 1) { /* longest first, each to the least loaded worker */
+        const ldp_array **order = (const ldp_array **)malloc(n * sizeof *order);
+        size_t load[LDP_HASH_THREADS] = {0};
+        if (order == NULL) {
+            free(worker_of);
+            return LDP_E_NOMEM;
+        }
+        for (i = 0; i < n; i++) order[i] = &arrays[i];
+        qsort(order, n, sizeof *order, cmp_size_desc);
+        for (i = 0; i < n; i++) {
+            int best = 0;
+            for (w = 1; w < workers; w++)
+                if (load[w] < load[best]) best = w;
+            worker_of[order[i] - arrays] = best;
+            load[best] += order[i]->nbytes;
+        }
+        free(order);
+    }
+#endif
+    for (w = 0; w < workers; w++) {
+        jobs[w].arrays = arrays;
+        jobs[w].n = n;
+        jobs[w].worker_of = worker_of;
+        jobs[w].worker = w;
+        jobs[w].digests = digests;
+        jobs[w].failed = 0;
+    }
+#if defined(LDP_THREADS)
+    {
+        pthread_t tid[LDP_HASH_THREADS];
+        int started[LDP_HASH_THREADS] = {0};
+        for (w = 1; w < workers; w++)
+            started[w] = pthread_create(&tid[w], NULL, hash_worker, &jobs[w]) == 0;
+        hash_worker(&jobs[0]);
+        for (w = 1; w < workers; w++) {
+            if (started[w]) pthread_join(tid[w], NULL);
+            else hash_worker(&jobs[w]); /* no thread (resource limit): do its share here */
+        }
+    }
+#else
+    hash_worker(&jobs[0]);
+#endif
+    for (w = 0; w < workers; w++)
+        if (jobs[w].failed) rc = LDP_E_NOMEM;
+    free(worker_of);
+    return rc;
 }
 
 /* ---- base64 (canonical spelling only) ------------------------------------------------------- */
@@ -272,6 +393,15 @@ static int array_layout(ldp_bundle *b, const ldp_json *header, const ldp_json *d
     return LDP_OK;
 }
 
+/* numpy bools must be 0 or 1 (bundle.py _load) */
+static int check_bool_values(const ldp_array *a) {
+    size_t j;
+    if (a->dtype != LDP_DT_BOOL) return LDP_OK;
+    for (j = 0; j < a->nbytes; j++)
+        if (a->data[j] > 1) return LDP_E_BOOL_VALUES;
+    return LDP_OK;
+}
+
 static int trusted(const uint8_t pub[32], const uint8_t (*keys)[32], size_t n_keys) {
     size_t i;
     for (i = 0; i < n_keys; i++)
@@ -279,11 +409,42 @@ static int trusted(const uint8_t pub[32], const uint8_t (*keys)[32], size_t n_ke
     return 0;
 }
 
+/* bundle.py _check_manifest with expect_mechanism = (santext, santext+): b->manifest, parsed
+ * from text[0..len), is the canonical manifest of an ldptext SanText bundle; *declared is its
+ * array table */
+static int check_manifest(ldp_bundle *b, const char *text, size_t len, const ldp_json **declared) {
+    const ldp_json *version, *mech;
+    ldp_buf canon;
+    int rc;
+    if (b->manifest->type != LDP_JSON_OBJECT ||
+        !str_is(ldp_json_get(b->manifest, "format"), FORMAT))
+        return LDP_E_FORMAT_TAG;
+    version = ldp_json_get(b->manifest, "format_version");
+    if (version == NULL || version->type != LDP_JSON_INT || !version->int_fits ||
+        version->int_value != 1)
+        return LDP_E_FORMAT_VERSION;
+    ldp_buf_init(&canon);
+    rc = ldp_json_write_canonical(&canon, b->manifest);
+    if (rc == LDP_JSON_OK && (canon.len != len || memcmp(canon.data, text, canon.len) != 0))
+        rc = LDP_E_MANIFEST_NONCANONICAL;
+    else if (rc != LDP_JSON_OK)
+        rc = LDP_E_NOMEM;
+    ldp_buf_free(&canon);
+    if (rc != LDP_OK) return rc;
+    mech = ldp_json_get(b->manifest, "mechanism");
+    if (str_is(mech, "santext")) b->mechanism = LDP_MECH_SANTEXT;
+    else if (str_is(mech, "santext+")) b->mechanism = LDP_MECH_SANTEXT_PLUS;
+    else return LDP_E_MECHANISM; /* unknown, or dpbart (not a SanText bundle) */
+    *declared = ldp_json_get(b->manifest, "arrays");
+    if (*declared == NULL || (*declared)->type != LDP_JSON_OBJECT) return LDP_E_NO_ARRAY_TABLE;
+    return LDP_OK;
+}
+
 /* bundle.py _load + read_bundle with expect_mechanism = (santext, santext+) */
 static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys) {
     uint64_t hlen;
     const char *raw;
-    const ldp_json *header, *meta, *man_str, *sig, *pub, *version, *mech, *declared;
+    const ldp_json *header, *meta, *man_str, *sig, *pub, *declared = NULL;
     int rc, valid = 0;
     size_t i;
     uint8_t pub_raw[32], sig_raw[64];
@@ -329,44 +490,25 @@ static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_k
     if (!trusted(pub_raw, keys, n_keys)) return LDP_E_UNTRUSTED_KEY;
     if (!valid) return LDP_E_BAD_SIGNATURE;
 
-    /* _check_manifest */
-    if (b->manifest->type != LDP_JSON_OBJECT || !str_is(ldp_json_get(b->manifest, "format"), FORMAT))
-        return LDP_E_FORMAT_TAG;
-    version = ldp_json_get(b->manifest, "format_version");
-    if (version == NULL || version->type != LDP_JSON_INT || !version->int_fits ||
-        version->int_value != 1)
-        return LDP_E_FORMAT_VERSION;
-    ldp_buf_init(&canon);
-    rc = ldp_json_write_canonical(&canon, b->manifest);
-    if (rc == LDP_JSON_OK && (canon.len != man_str->str_len ||
-                              memcmp(canon.data, man_str->str, canon.len) != 0))
-        rc = LDP_E_MANIFEST_NONCANONICAL;
-    else if (rc != LDP_JSON_OK)
-        rc = LDP_E_NOMEM;
-    ldp_buf_free(&canon);
+    rc = check_manifest(b, man_str->str, man_str->str_len, &declared);
     if (rc != LDP_OK) return rc;
-    mech = ldp_json_get(b->manifest, "mechanism");
-    if (str_is(mech, "santext")) b->mechanism = LDP_MECH_SANTEXT;
-    else if (str_is(mech, "santext+")) b->mechanism = LDP_MECH_SANTEXT_PLUS;
-    else return LDP_E_MECHANISM; /* unknown, or dpbart (not a SanText bundle) */
-    declared = ldp_json_get(b->manifest, "arrays");
-    if (declared == NULL || declared->type != LDP_JSON_OBJECT) return LDP_E_NO_ARRAY_TABLE;
 
     /* _array_layout, hashes, boolean values */
     rc = array_layout(b, header, declared, 8 + hlen);
     if (rc != LDP_OK) return rc;
-    for (i = 0; i < b->n_arrays; i++) {
-        const ldp_array *a = &b->arrays[i];
-        unsigned char digest[crypto_hash_sha256_BYTES];
-        char hex[2 * crypto_hash_sha256_BYTES + 1];
-        crypto_hash_sha256(digest, a->data, a->nbytes);
-        sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-        if (memcmp(hex, a->sha256, 64) != 0) return LDP_E_ARRAY_HASH;
-        if (a->dtype == LDP_DT_BOOL) {
-            size_t j;
-            for (j = 0; j < a->nbytes; j++)
-                if (a->data[j] > 1) return LDP_E_BOOL_VALUES;
+    {
+        uint8_t (*digests)[32] = (uint8_t (*)[32])malloc((b->n_arrays ? b->n_arrays : 1) * 32);
+        if (digests == NULL) return LDP_E_NOMEM;
+        rc = hash_arrays(b->arrays, b->n_arrays, digests);
+        for (i = 0; i < b->n_arrays && rc == LDP_OK; i++) {
+            const ldp_array *a = &b->arrays[i];
+            char hex[2 * 32 + 1];
+            sodium_bin2hex(hex, sizeof hex, digests[i], 32);
+            if (memcmp(hex, a->sha256, 64) != 0) rc = LDP_E_ARRAY_HASH;
+            else rc = check_bool_values(a);
         }
+        free(digests);
+        if (rc != LDP_OK) return rc;
     }
     /* last, as in bundle.py: every other byte of the header is the one the writer produces */
     ldp_buf_init(&canon);
@@ -437,6 +579,28 @@ static uint64_t realised_mass(const uint32_t *thr, const uint16_t *alias, size_t
     return mass;
 }
 
+/* sum of q[i]^2 over n int8 codes: at most 127^2 * 130000 < 2^31, exact in int32 */
+static int32_t sqnorm_i8(const int8_t *q, size_t n) {
+    int32_t acc = 0;
+    size_t i = 0;
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
+    /* 16 codes per step: sign-extend to int16, square and add pairs into int32 lanes (pmaddwd);
+     * integer arithmetic, so the result is the plain loop's */
+    __m128i sum = _mm_setzero_si128();
+    int32_t lanes[4];
+    for (; i + 16 <= n; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(q + i));
+        __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8);
+        __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
+        sum = _mm_add_epi32(sum, _mm_add_epi32(_mm_madd_epi16(lo, lo), _mm_madd_epi16(hi, hi)));
+    }
+    _mm_storeu_si128((__m128i *)lanes, sum);
+    acc = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+#endif
+    for (; i < n; i++) acc += (int32_t)q[i] * (int32_t)q[i];
+    return acc;
+}
+
 /* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
  * C sampler's own table check */
 static int check_tables(ldp_bundle *b) {
@@ -493,35 +657,54 @@ static int check_tables(ldp_bundle *b) {
         const uint8_t *keep = arr[S_KEEP]->data, *sens = arr[S_SENS]->data,
                       *valid = arr[S_VALID]->data;
         const size_t slots = (size_t)k + 1;
+        /* Each check below covers every row before the next one starts reporting: a table with
+         * several defects gives the code of the first check in this order (the Python loader's
+         * order). Checks that share a pass over the rows record their findings and report them in
+         * that order at the end of the pass. */
+        int bad_head = 0, bad_domain = 0, bad_alias = 0, bad_gamma = 0, bad_norm = 0;
         for (i = 0; i < v; i++)
             if (!isfinite(scale[i]) || scale[i] < 0 || !isfinite(floor_[i]) || floor_[i] < 0)
                 return LDP_E_TABLE_NONFINITE;
         for (i = 0; i < o; i++)
             if (out[i] < 0 || (uint64_t)out[i] >= v || (i > 0 && out[i] <= out[i - 1]))
                 return LDP_E_TABLE_OUTPUTS;
-        for (i = 0; i < v * k; i++)
-            if (head[i] < 0 || (uint64_t)head[i] >= v || (i % k != 0 && head[i] <= head[i - 1]))
-                return LDP_E_TABLE_HEAD;
         is_out = (uint8_t *)calloc((size_t)v, 1);
         if (is_out == NULL) return LDP_E_NOMEM;
         for (i = 0; i < o; i++) is_out[out[i]] = 1;
-        for (i = 0; i < v * k && rc == LDP_OK; i++)
-            if (!is_out[head[i]]) rc = LDP_E_TABLE_DOMAIN;
-        for (i = 0; i < v && rc == LDP_OK; i++)
-            if (is_out[i] && !valid[i]) rc = LDP_E_TABLE_DOMAIN;
-        free(is_out);
-        if (rc != LDP_OK) return rc;
-        for (i = 0; i < v * slots; i++)
-            if (alias[i] > k) return LDP_E_TABLE_ALIAS;
-        for (i = 0; i < v * slots; i++)
-            if (!isfinite(gamma[i]) || gamma[i] < 0) return LDP_E_TABLE_GAMMA;
-        for (i = 0; i < v; i++) { /* minimum 0 per row (tail slot counted when the tail exists) */
-            double lo = INFINITY;
-            for (j = 0; j < (size_t)k; j++)
-                if (gamma[i * slots + j] < lo) lo = gamma[i * slots + j];
-            if (o > k && gamma[i * slots + k] < lo) lo = gamma[i * slots + k];
-            if (lo != 0.0) return LDP_E_TABLE_GAMMA_NORM;
+        /* head ids in range and strictly increasing within a row (TABLE_HEAD), then every head
+         * candidate in the output domain (TABLE_DOMAIN) */
+        for (i = 0; i < v && !bad_head; i++) {
+            const int32_t *h = head + i * k;
+            for (j = 0; j < (size_t)k; j++) {
+                if (h[j] < 0 || (uint64_t)h[j] >= v || (j > 0 && h[j] <= h[j - 1])) {
+                    bad_head = 1;
+                    break;
+                }
+                bad_domain |= !is_out[h[j]];
+            }
         }
+        for (i = 0; i < v && !bad_head && !bad_domain; i++)
+            if (is_out[i] && !valid[i]) bad_domain = 1;
+        free(is_out);
+        if (bad_head) return LDP_E_TABLE_HEAD;
+        if (bad_domain) return LDP_E_TABLE_DOMAIN;
+        /* alias slots <= K (TABLE_ALIAS), then acceptance exponents finite and >= 0
+         * (TABLE_GAMMA), then a row minimum of exactly 0, the tail slot counted when the tail
+         * exists (TABLE_GAMMA_NORM) */
+        for (i = 0; i < v; i++) {
+            const uint16_t *al = alias + i * slots;
+            const double *g = gamma + i * slots;
+            double lo = INFINITY;
+            for (j = 0; j < slots; j++) {
+                bad_alias |= al[j] > k;
+                bad_gamma |= !(isfinite(g[j]) && g[j] >= 0);
+                if ((j < (size_t)k || o > k) && g[j] < lo) lo = g[j];
+            }
+            bad_norm |= lo != 0.0;
+        }
+        if (bad_alias) return LDP_E_TABLE_ALIAS;
+        if (bad_gamma) return LDP_E_TABLE_GAMMA;
+        if (bad_norm) return LDP_E_TABLE_GAMMA_NORM;
         if (o == k)
             for (i = 0; i < v; i++)
                 if (realised_mass(thr + i * slots, alias + i * slots, slots, (size_t)k) != 0)
@@ -535,11 +718,7 @@ static int check_tables(ldp_bundle *b) {
         /* the sampler's table (santext_sampler.h), its squared norms, and its own check */
         b->emb_sqnorm = (int32_t *)malloc((size_t)v * sizeof(int32_t));
         if (b->emb_sqnorm == NULL) return LDP_E_NOMEM;
-        for (i = 0; i < v; i++) {
-            int64_t acc = 0;
-            for (j = 0; j < m; j++) acc += (int64_t)q[i * m + j] * q[i * m + j];
-            b->emb_sqnorm[i] = (int32_t)acc; /* <= 127^2 * 130000 < 2^31 */
-        }
+        for (i = 0; i < v; i++) b->emb_sqnorm[i] = sqnorm_i8(q + i * m, (size_t)m);
         b->table.n_rows = (int32_t)v;
         b->table.dim = (int32_t)m;
         b->table.head_size = (int32_t)k;
@@ -571,11 +750,43 @@ static int load_tokenizer(ldp_bundle *b) {
     return ldp_tokenizer_load((const char *)blob->data, blob->nbytes, &b->tokenizer);
 }
 
+typedef struct {
+    ldp_bundle *b;
+    int rc;
+} tokenizer_job;
+
+static void *tokenizer_worker(void *arg) {
+    tokenizer_job *job = (tokenizer_job *)arg;
+    job->rc = load_tokenizer(job->b);
+    return NULL;
+}
+
+/* check_tables, then load_tokenizer. The two read different arrays and set different fields of
+ * the bundle (the tables and parameters; the tokenizer), so where threads exist the tokenizer is
+ * parsed on a second thread while the tables are checked; the result is the sequential one (a
+ * table error first). */
+static int check_and_load(ldp_bundle *b) {
+    tokenizer_job job;
+    int rc, threaded = 0;
+#if defined(LDP_THREADS)
+    pthread_t tid;
+#endif
+    job.b = b;
+    job.rc = LDP_OK;
+#if defined(LDP_THREADS)
+    threaded = pthread_create(&tid, NULL, tokenizer_worker, &job) == 0;
+#endif
+    rc = check_tables(b);
+#if defined(LDP_THREADS)
+    if (threaded) pthread_join(tid, NULL);
+#endif
+    if (!threaded && rc == LDP_OK) tokenizer_worker(&job);
+    return rc != LDP_OK ? rc : job.rc;
+}
+
 static int finish_open(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys) {
     int rc = verify_container(b, keys, n_keys);
-    if (rc == LDP_OK) rc = check_tables(b);
-    if (rc == LDP_OK) rc = load_tokenizer(b);
-    return rc;
+    return rc == LDP_OK ? check_and_load(b) : rc;
 }
 
 void ldp_bundle_close(ldp_bundle *b) {
@@ -657,7 +868,12 @@ int ldp_bundle_open(const char *path, const uint8_t (*keys)[32], size_t n_keys, 
         else if ((uint64_t)st.st_size > MAX_FILE || (uint64_t)st.st_size > (uint64_t)SIZE_MAX)
             rc = LDP_E_FILE_TOO_LARGE;
         if (rc == LDP_OK) {
-            void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+            int flags = MAP_SHARED;
+            void *map;
+#ifdef MAP_POPULATE
+            flags |= MAP_POPULATE; /* every page is hashed next: map them at once, not by faults */
+#endif
+            map = mmap(NULL, (size_t)st.st_size, PROT_READ, flags, fd, 0);
             if (map == MAP_FAILED) {
                 rc = LDP_E_FILE_OPEN;
             } else {
@@ -707,3 +923,118 @@ int ldp_bundle_open(const char *path, const uint8_t (*keys)[32], size_t n_keys, 
     *out = b;
     return LDP_OK;
 }
+
+/* ---- host bindings (host.h) ------------------------------------------------------------------ */
+
+static int dtype_of_code(const char *code) {
+    int i;
+    for (i = 0; i < LDP_DT_COUNT; i++)
+        if (code != NULL && strcmp(DTYPES[i].code, code) == 0) return i;
+    return -1;
+}
+
+int ldp_host_bundle_adopt(const ldp_host_array *arrays, size_t n_arrays, const char *manifest_json,
+                          size_t manifest_len, ldp_bundle **out) {
+    ldp_bundle *b = NULL;
+    const ldp_json *declared = NULL;
+    size_t i, j, total;
+    char *pool, *manifest_copy;
+    uint8_t *given = NULL;
+    int rc = start(NULL, 0, out, &b);
+    if (rc != LDP_OK) return rc;
+    if ((arrays == NULL && n_arrays > 0) || manifest_json == NULL) {
+        free(b);
+        return LDP_E_ARG;
+    }
+    /* the manifest's text (its numbers point into it) and the array names, owned by the bundle */
+    total = manifest_len + 1;
+    for (i = 0; i < n_arrays; i++) total += arrays[i].name_len + 1;
+    b->owned = (uint8_t *)malloc(total);
+    b->arrays = (ldp_array *)calloc(n_arrays ? n_arrays : 1, sizeof *b->arrays);
+    if (b->owned == NULL || b->arrays == NULL) {
+        rc = LDP_E_NOMEM;
+        goto done;
+    }
+    manifest_copy = (char *)b->owned;
+    memcpy(manifest_copy, manifest_json, manifest_len);
+    manifest_copy[manifest_len] = '\0';
+    pool = manifest_copy + manifest_len + 1;
+    rc = ldp_json_parse(manifest_copy, manifest_len, &b->manifest_doc, &b->manifest);
+    if (rc == LDP_JSON_E_UNICODE) rc = LDP_E_MANIFEST_UNICODE;
+    else if (rc != LDP_JSON_OK)
+        rc = json_err(rc, LDP_E_MANIFEST_JSON, LDP_E_MANIFEST_DUPLICATE_KEY);
+    if (rc == LDP_OK) rc = check_manifest(b, manifest_copy, manifest_len, &declared);
+    if (rc != LDP_OK) goto done;
+    /* exactly the declared arrays, each with its declared dtype and shape */
+    if (declared->n != n_arrays) {
+        rc = LDP_E_ARRAY_SET;
+        goto done;
+    }
+    given = (uint8_t *)calloc(n_arrays ? n_arrays : 1, 1);
+    if (given == NULL) {
+        rc = LDP_E_NOMEM;
+        goto done;
+    }
+    for (i = 0; i < n_arrays && rc == LDP_OK; i++) {
+        const ldp_host_array *h = &arrays[i];
+        ldp_array *a = &b->arrays[i];
+        const ldp_json *spec = NULL;
+        uint64_t nbytes;
+        int d;
+        for (j = 0; j < declared->n; j++)
+            if (declared->members[j].key_len == h->name_len &&
+                memcmp(declared->members[j].key, h->name, h->name_len) == 0)
+                break;
+        if (j == declared->n || given[j]) {
+            rc = LDP_E_ARRAY_SET;
+            break;
+        }
+        given[j] = 1;
+        spec = declared->members[j].value;
+        d = dtype_of_code(h->dtype);
+        if (d < 0 || h->ndim < 0 || h->ndim > LDP_MAX_NDIM || (h->shape == NULL && h->ndim > 0)) {
+            rc = LDP_E_ARRAY_ENTRY;
+            break;
+        }
+        a->dtype = d;
+        a->ndim = h->ndim;
+        nbytes = ldp_dtype_size(d);
+        for (j = 0; j < (size_t)h->ndim; j++) {
+            a->shape[j] = h->shape[j];
+            nbytes = mul_sat(nbytes, h->shape[j]);
+        }
+        if (spec->type != LDP_JSON_OBJECT || dtype_of(ldp_json_get(spec, "dtype")) != d ||
+            !same_shape(ldp_json_get(spec, "shape"), a)) {
+            rc = LDP_E_ARRAY_DTYPE_SHAPE;
+            break;
+        }
+        if (nbytes != (uint64_t)h->nbytes || (h->data == NULL && h->nbytes > 0)) {
+            rc = LDP_E_ARRAY_OFFSETS;
+            break;
+        }
+        if ((uintptr_t)h->data % ldp_dtype_size(d) != 0) {
+            rc = LDP_E_ARRAY_ALIGNMENT;
+            break;
+        }
+        memcpy(pool, h->name, h->name_len);
+        pool[h->name_len] = '\0';
+        a->name = pool;
+        a->name_len = h->name_len;
+        pool += h->name_len + 1;
+        a->data = (const uint8_t *)h->data;
+        a->nbytes = h->nbytes;
+        b->n_arrays = i + 1;
+        rc = check_bool_values(a);
+    }
+    if (rc == LDP_OK) rc = check_and_load(b);
+done:
+    free(given);
+    if (rc != LDP_OK) {
+        ldp_bundle_close(b);
+        return rc;
+    }
+    *out = b;
+    return LDP_OK;
+}
+
+const ldp_santext_table *ldp_host_bundle_table(const ldp_bundle *b) { return &b->table; }

@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "chacha20.h"
+#include "host.h"
 #include "ldp_internal.h"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -371,3 +372,116 @@ int ldp_sanitize(ldp_sanitizer *s, const char *utf8, size_t len, char **out, siz
 }
 
 void ldp_free(void *p) { free(p); }
+
+/* ---- host bindings (host.h) ------------------------------------------------------------------ */
+
+int ldp_host_sanitizer_new(const ldp_bundle *bundle, const uint8_t key[32], int seeded,
+                           ldp_sanitizer **out) {
+    ldp_sanitizer *s = NULL;
+    int rc;
+    if (key == NULL) {
+        if (out != NULL) *out = NULL;
+        return LDP_E_ARG;
+    }
+    rc = new_sanitizer(bundle, out, &s);
+    if (rc != LDP_OK) return rc;
+    if (seeded) { /* a forked child derives its stream from this key (rekey_child) */
+        memcpy(s->seed_key, key, 32);
+        s->seeded = 1;
+    }
+    key_stream(s, key);
+    *out = s;
+    return LDP_OK;
+}
+
+int ldp_host_sanitizer_seeded(const ldp_sanitizer *s) { return s != NULL && s->seeded; }
+
+void ldp_host_batch_free(ldp_host_batch *result) {
+    if (result == NULL) return;
+    free(result->text);
+    free(result->offsets);
+    free(result->n_tokens);
+    memset(result, 0, sizeof *result);
+}
+
+/* Scratch above this many ids is released after a batch (one huge document must not pin its
+ * buffers for the sanitizer's lifetime). */
+#define KEEP_SCRATCH ((size_t)1 << 20)
+
+int ldp_host_sanitize_batch(ldp_sanitizer *s, const char *const *texts, const size_t *lens,
+                            size_t n_docs, ldp_host_batch *result, ldp_host_batch_error *err) {
+    const ldp_tokenizer *tok;
+    size_t d, total = 0, n, pos;
+    int rc = LDP_OK;
+    ldp_buf buf;
+    if (result != NULL) memset(result, 0, sizeof *result);
+    if (err != NULL) err->doc = err->token = 0;
+    if (s == NULL || result == NULL || err == NULL ||
+        ((texts == NULL || lens == NULL) && n_docs > 0))
+        return LDP_E_ARG;
+    tok = s->bundle->tokenizer;
+    result->offsets = (size_t *)malloc((n_docs + 1) * sizeof(size_t));
+    result->n_tokens = (size_t *)malloc((n_docs ? n_docs : 1) * sizeof(size_t));
+    if (result->offsets == NULL || result->n_tokens == NULL) {
+        ldp_host_batch_free(result);
+        return LDP_E_NOMEM;
+    }
+    /* every document's ids, one after another in s->ids */
+    for (d = 0; d < n_docs && rc == LDP_OK; d++) {
+        err->doc = d;
+        if (texts[d] == NULL && lens[d] > 0) rc = LDP_E_ARG;
+        else if (!scratch(s, total + lens[d] + 16)) rc = LDP_E_NOMEM;
+        if (rc != LDP_OK) break;
+        rc = ldp_tokenizer_encode(tok, &s->work, texts[d], lens[d], s->ids + total,
+                                  s->ids_cap - total, &n);
+        if (rc == LDP_E_CAPACITY) {
+            if (!scratch(s, total + n)) rc = LDP_E_NOMEM;
+            else rc = ldp_tokenizer_encode(tok, &s->work, texts[d], lens[d], s->ids + total,
+                                           s->ids_cap - total, &n);
+        }
+        if (rc != LDP_OK) break;
+        result->n_tokens[d] = n;
+        total += n;
+        if (total > (size_t)INT32_MAX) rc = LDP_E_TOO_LONG;
+    }
+    /* every id a valid input; the first one that is not names its document and position */
+    if (rc == LDP_OK && check_inputs(s->bundle, s->ids, total) != LDP_OK) {
+        size_t first = 0, start = 0;
+        while (s->ids[first] >= 0 && s->ids[first] < s->bundle->table.n_rows &&
+               s->bundle->valid_input[s->ids[first]])
+            first++;
+        for (d = 0; d < n_docs; d++) {
+            if (first < start + result->n_tokens[d]) break;
+            start += result->n_tokens[d];
+        }
+        err->doc = d;
+        err->token = first - start;
+        rc = LDP_E_INPUT_ID;
+    }
+    /* one sampler call over the whole batch: the Python runtime's draws, in its order */
+    if (rc == LDP_OK && total > 0) rc = sample(s, s->ids, s->ys, total);
+    ldp_buf_init(&buf);
+    for (d = 0, pos = 0; d < n_docs && rc == LDP_OK; d++) {
+        err->doc = d;
+        result->offsets[d] = buf.len;
+        rc = ldp_tokenizer_decode(tok, s->ys + pos, result->n_tokens[d], &buf);
+        pos += result->n_tokens[d];
+    }
+    if (rc == LDP_OK && buf.data == NULL) ldp_buf_put(&buf, "", 0);
+    if (rc == LDP_OK && buf.failed) rc = LDP_E_NOMEM;
+    if (s->ids_cap > KEEP_SCRATCH) {
+        free(s->ids);
+        free(s->ys);
+        s->ids = s->ys = NULL;
+        s->ids_cap = 0;
+    }
+    if (rc != LDP_OK) {
+        ldp_buf_free(&buf);
+        ldp_host_batch_free(result);
+        return rc;
+    }
+    result->offsets[n_docs] = buf.len;
+    result->text = buf.data;
+    err->doc = 0;
+    return LDP_OK;
+}

@@ -1,0 +1,393 @@
+"""libldptext in the browser: the WebAssembly build (``make wasm``: native/build/wasm/) through its
+ES module ldptext-web.js, in node and in headless Chromium.
+
+* node (tests/web/node_run.mjs running tests/web/runner.js): the module opens tiny SanText and
+  SanText+ bundles and the web-sized GloVe bundle; seeded sanitizers give byte-identical text and
+  the same report as the Python runtime and as the native C library (ctypes) for the same seed, and
+  so do tokenize, sample_ids and detokenize; tampered (bit flips all over the file), truncated,
+  unsigned and foreign bundles, and untrusted or malformed keys, are refused with the native C
+  library's error code; open/sanitize/close and every refusal free all they allocate; an unseeded
+  sanitizer keys itself from crypto.getRandomValues, never from Math.random.
+* headless Chromium on a server bound to 127.0.0.1 only (examples/web/serve.py; --dump-dom reads
+  the page back, host resolution is off for everything but 127.0.0.1): the same cases in a page
+  (tests/web/check.html), then the example page (examples/web/) driven like a user: type, click
+  "Sanitize & upload", read the sanitized text, the report and the would-be upload.
+* the web-sized bundle: the one precompute command of the README, at most 10 MB.
+
+The C unit tests and the byte-for-byte cross check in wasm are ``make -C native/wasm test``.
+Skipped, with the reason, only when emcc, node or chromium are absent; with LDPTEXT_REQUIRE_WASM=1
+(CI) their absence fails instead.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import build_tiny_bundle, load_seeded
+from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
+
+ROOT = Path(__file__).resolve().parents[1]
+WASM_BUILD = ROOT / "native" / "build" / "wasm"
+WEB_TESTS = ROOT / "tests" / "web"
+REQUIRED = os.environ.get("LDPTEXT_REQUIRE_WASM") == "1"
+WEB_BUNDLE_MAX = 10_000_000  # bytes: "a web-sized bundle (<= 10 MB)"
+# the web bundle, exactly as README and `make web-bundle` build it
+WEB_BUNDLE_ARGS = ["precompute", "santext", "--embeddings", "glove-6b-50d", "--vocab-size", "20000",
+                   "--head-size", "16", "--epsilon", "3", "--mechanism", "santext+", "--p", "0.3"]
+SEED = 20240611
+
+TINY_TEXTS = ["w1 w2 w3 w4 w5 w6 w7 w8", "W12, w13! w14?", "w40 unknownword w41", "",
+              "  w2\tw3\n", "wé ü 漢字 🙂 w5"]
+REAL_TEXTS = ["Emily was diagnosed with asthma at Mercy Hospital",
+              "I live at 42 Elm Street in Springfield; call me on 555-0199 before 9 p.m.!",
+              "Café São Paulo: naïve façade, Zürich résumé. ¿Qué tal? 東京 🙂",
+              "", "   ",
+              "The patient, a 54-year-old teacher from Ohio, was prescribed insulin for her diabetes "
+              "and referred to Dr. Smith's cardiology clinic after chest pain on Tuesday."]
+EXAMPLE_TEXT = "My name is Emily Stone and I was treated for depression at Mercy Hospital in Boston."
+
+
+def _tool(names: list[str], why: str) -> str:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    message = f"{names[0]} not found: {why}"
+    if REQUIRED:
+        pytest.fail(message + " (LDPTEXT_REQUIRE_WASM=1)")
+    pytest.skip(message)
+
+
+# ---- fixtures -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    return _tool(["node", "nodejs"], "the wasm tests run in node (Debian: nodejs; .ci/run installs it)")
+
+
+@pytest.fixture(scope="session")
+def wasm_build(node) -> Path:
+    """make -C native/wasm (incremental; `make test` has built it already)."""
+    _tool(["emcc"], "the browser build needs emscripten (Debian: emscripten; .ci/run installs it)")
+    done = subprocess.run(["make", "-s", "-C", str(ROOT / "native" / "wasm")], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.fail("make -C native/wasm failed:\n" + (done.stdout + done.stderr)[-3000:])
+    return WASM_BUILD
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    return _tool(["chromium", "chromium-browser", "google-chrome"],
+                 "the browser test needs headless Chromium (Debian: chromium; .ci/run installs it)")
+
+
+@pytest.fixture(scope="session")
+def dev_key(ldptext_home) -> bytes:
+    from ldptext import keys
+    return keys.public_bytes(keys.developer_key().public_key())
+
+
+@pytest.fixture(scope="session")
+def clib() -> LibLdptext:
+    build_library()
+    return LibLdptext(ROOT / "native" / "build" / "libldptext.so")
+
+
+@pytest.fixture(scope="session")
+def web_bundle(tmp_path_factory, ldptext_home) -> Path:
+    """The web-sized bundle, built by the documented precompute command (about 15 s)."""
+    out = tmp_path_factory.mktemp("web") / "web.ldpb"
+    exe = Path(sys.executable).with_name("ldptext")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "ldptext"]
+    subprocess.run(cmd + WEB_BUNDLE_ARGS + ["--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def _b64(key: bytes) -> str:
+    return base64.b64encode(key).decode()
+
+
+def _flip(data: bytes, offset: int) -> bytes:
+    out = bytearray(data)
+    out[offset] ^= 0x01
+    return bytes(out)
+
+
+def _header_end(data: bytes) -> int:
+    return 8 + int.from_bytes(data[:8], "little")
+
+
+def python_ops(path: Path, seed: int, ops: list) -> list:
+    """What the Python runtime returns for the ops, on a fresh sanitizer seeded with `seed`."""
+    san = load_seeded(path, seed=seed)
+    out = []
+    for op, arg in ops:
+        if op == "sanitize":
+            r = san.sanitize(arg)
+            out.append({"text": r.text, "report": r.report.to_dict()})
+        elif op == "tokenize":
+            out.append([int(i) for i in san.tokenize(arg)])
+        elif op == "sample_ids":
+            out.append([int(i) for i in san.sample_ids(np.asarray(arg, dtype=np.int32))])
+        elif op == "detokenize":
+            out.append(san.detokenize(np.asarray(arg, dtype=np.int32)))
+        else:
+            raise AssertionError(op)
+    san.close()
+    return out
+
+
+def c_texts(clib: LibLdptext, path: Path, key: bytes, seed: int, texts: list[str]) -> list[str]:
+    """The native C library's seeded ldp_sanitize output for the texts, in order."""
+    rc, b = clib.open(path, [key])
+    assert rc == 0, clib.strerror(rc)
+    s = clib.sanitizer(b, seed=seed)
+    try:
+        out = []
+        for t in texts:
+            rc, text, _ = clib.sanitize(s, t)
+            assert rc == 0, clib.strerror(rc)
+            out.append(text)
+        return out
+    finally:
+        clib.free_sanitizer(s)
+        clib.close(b)
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory, dev_key, clib, web_bundle):
+    """The fixture directory (spec.json and its bundles) and what every case must return."""
+    d = tmp_path_factory.mktemp("wasm_fixtures")
+    bundles = {"tiny-santext.ldpb": build_tiny_bundle(d / "tiny-santext.ldpb", mechanism="santext"),
+               "tiny-santext+.ldpb": build_tiny_bundle(d / "tiny-santext+.ldpb", mechanism="santext+",
+                                                       p=0.3, w=0.7)}
+    shutil.copyfile(web_bundle, d / "web.ldpb")
+    bundles["web.ldpb"] = d / "web.ldpb"
+    build_tiny_bundle(d / "unsigned.ldpb", mechanism="santext+", p=0.3, w=0.7, sign_key=False)
+    trusted = [_b64(dev_key)]
+    stranger = _b64(bytes(range(32)))
+    cases, expected = [], {}
+
+    # seeded runs: the same ops on Python and (sanitize) the native C library
+    for name, texts in (("tiny-santext.ldpb", TINY_TEXTS), ("tiny-santext+.ldpb", TINY_TEXTS),
+                        ("web.ldpb", REAL_TEXTS)):
+        path = bundles[name]
+        ops = [["sanitize", t] for t in texts] + [["tokenize", texts[1]]]
+        py = python_ops(path, SEED, ops)
+        ids = py[-1]
+        ops += [["detokenize", ids]]
+        py = python_ops(path, SEED, ops)
+        c = c_texts(clib, path, dev_key, SEED, texts)
+        assert c == [r["text"] for r in py[:len(texts)]], "native C and Python disagree"
+        cases.append({"name": f"seeded {name}", "bundle": name, "keys": trusted, "seed": SEED, "ops": ops})
+        expected[f"seeded {name}"] = py
+        sample_ops = [["sample_ids", (ids * 40)[:200]]]
+        cases.append({"name": f"sample_ids {name}", "bundle": name, "keys": trusted, "seed": SEED + 1,
+                      "ops": sample_ops})
+        expected[f"sample_ids {name}"] = python_ops(path, SEED + 1, sample_ops)
+
+    # a 64-bit seed (both halves used)
+    big = 2**64 - 12345
+    ops = [["sanitize", TINY_TEXTS[0]]]
+    cases.append({"name": "seed near 2^64", "bundle": "tiny-santext+.ldpb", "keys": trusted,
+                  "seed": str(big), "ops": ops})
+    expected["seed near 2^64"] = python_ops(bundles["tiny-santext+.ldpb"], big, ops)
+
+    # refusals inside a verified bundle: bad input is refused, nothing returned
+    with load_seeded(bundles["tiny-santext+.ldpb"]) as san:
+        v = len(san.vocab)
+    cases.append({"name": "bad input", "bundle": "tiny-santext+.ldpb", "keys": trusted, "seed": SEED,
+                  "ops": [["sanitize", "w1 \ud800 w2"], ["sanitize_bytes", [0x77, 0x31, 0xFF, 0xFE]],
+                          ["sample_ids", [0, -1]], ["sample_ids", [v + 10]],
+                          ["close_then_sanitize", "w1"]]})
+
+    # bundles the C library refuses: every one with its native error code
+    good = bundles["tiny-santext+.ldpb"].read_bytes()
+    end = _header_end(good)
+    header = good[8:end]
+    sig_at = 8 + header.index(b'"ldptext.signature":"') + len(b'"ldptext.signature":"') + 5
+    manifest_at = 8 + header.index(b"epsilon")
+    rng = np.random.default_rng(7)
+    variants = {"flip in the signature": _flip(good, sig_at),
+                "flip in the manifest": _flip(good, manifest_at),
+                "flip in the length prefix": _flip(good, 0),
+                "flip in the first array": _flip(good, end + 3),
+                "flip in the last byte": _flip(good, len(good) - 1),
+                "truncated": good[:-7],
+                "not a bundle": b"this is not a bundle" * 8,
+                "empty": b""}
+    for i, offset in enumerate(sorted(rng.choice(len(good), size=16, replace=False))):
+        variants[f"flip at {int(offset)}"] = _flip(good, int(offset))
+    refused = {}
+    for label, data in variants.items():
+        fname = f"bad-{len(refused)}.ldpb"
+        (d / fname).write_bytes(data)
+        rc, b = clib.open(data, [dev_key])
+        if rc == 0:
+            clib.close(b)
+        assert rc != 0, f"native C accepts the bundle with a {label}"
+        if data:
+            kind = python_error(data, dev_key)
+            assert kind is not None and rc in CODES_OF[kind], (label, kind, rc)
+        refused[label] = rc
+        cases.append({"name": f"refuse {label}", "bundle": fname, "keys": trusted})
+        expected[f"refuse {label}"] = rc
+    for label, fname, keys_ in (("unsigned", "unsigned.ldpb", trusted),
+                                ("untrusted key", "tiny-santext+.ldpb", [stranger]),
+                                ("no trusted key", "tiny-santext+.ldpb", []),
+                                ("web bundle, untrusted key", "web.ldpb", [stranger])):
+        rc, b = clib.open((d / fname).read_bytes(), [base64.b64decode(k) for k in keys_])
+        assert rc != 0
+        cases.append({"name": f"refuse {label}", "bundle": fname, "keys": keys_})
+        expected[f"refuse {label}"] = rc
+    cases.append({"name": "refuse a malformed key", "bundle": "tiny-santext+.ldpb",
+                  "keys": [_b64(bytes(31))]})
+    expected["refuse a malformed key"] = -1  # LDP_E_ARG, before the C library is called
+
+    spec = {"cases": cases, "rounds": 2,
+            "random": {"bundle": "tiny-santext+.ldpb", "keys": trusted,
+                       "text": " ".join(f"w{i % 60}" for i in range(40))},
+            "example": {"url": "/", "text": EXAMPLE_TEXT}}
+    (d / "spec.json").write_text(json.dumps(spec))
+    return {"dir": d, "expected": expected, "bundles": bundles, "refused": refused}
+
+
+# ---- shared assertions ------------------------------------------------------------------------------
+
+def check_results(results: dict, fixtures: dict) -> None:
+    assert "fatal" not in results, results.get("fatal")
+    assert results["version"] == "0.1.0"
+    expected = fixtures["expected"]
+    by_name = {c["name"]: c for c in results["cases"]}
+    assert set(by_name) == set(expected) | {"bad input"}
+    for name, want in expected.items():
+        got = by_name[name]
+        if isinstance(want, int):  # a refusal
+            assert got["ok"] is False and got["at"] == "open", (name, got)
+            assert got["code"] == want, (name, got)
+            continue
+        assert got["ok"], (name, got)
+        values = []
+        for r in got["results"]:
+            assert r["ok"], (name, r)
+            values.append(r["value"])
+        assert values == want, name  # text byte for byte, report field for field, ids
+
+    bad = [r for r in by_name["bad input"]["results"]]
+    assert [r.get("code") for r in bad] == [-5, -5, -6, -6, -1]
+    assert all(not r["ok"] and "value" not in r for r in bad)
+    assert "closed" in bad[-1]["message"]
+
+    heap = results["heap"]
+    assert heap[1] == heap[2], f"the wasm heap in use grew from one round to the next: {heap}"
+    assert heap[1] == heap[0], f"memory not freed after the first round: {heap}"
+
+    rnd = results["random"]
+    assert rnd["math_random_calls"] == 0
+    assert rnd["crypto_calls"] >= 2 * 32, "each unseeded sanitizer reads 32 key bytes from crypto.getRandomValues"
+    assert rnd["seeded"] is False
+    assert rnd["texts"][0] != rnd["texts"][1], "two unseeded sanitizers drew the same 40 tokens"
+
+
+# ---- tests --------------------------------------------------------------------------------------------
+
+def test_web_bundle_is_web_sized(web_bundle, dev_key):
+    size = web_bundle.stat().st_size
+    assert size <= WEB_BUNDLE_MAX, f"web bundle is {size:,} bytes"
+    san = load_seeded(web_bundle)
+    assert san.mechanism == "santext+" and san.epsilon == 3.0 and san.p == 0.3
+    assert len(san.vocab) == 20001  # 20,000 GloVe words and <unk>
+    assert san.manifest["params"]["head_size"] == 16
+
+
+def test_wasm_in_node_matches_python_and_native_c(wasm_build, node, fixtures):
+    start = time.perf_counter()
+    done = subprocess.run([node, str(WEB_TESTS / "node_run.mjs"), str(wasm_build), str(fixtures["dir"])],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    check_results(results, fixtures)
+    print(f"node: {len(results['cases'])} cases x 2 rounds in {time.perf_counter() - start:.1f} s")
+
+
+class _Server:
+    """examples/web/serve.py's server on 127.0.0.1, with the test pages and fixtures mounted."""
+
+    def __init__(self, bundle: Path, keys: list[bytes], fixture_dir: Path) -> None:
+        spec = importlib.util.spec_from_file_location("ldptext_web_serve", ROOT / "examples" / "web" / "serve.py")
+        serve = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(serve)
+        self.httpd = serve.make_server(bundle, keys, mounts={"/tests/": WEB_TESTS, "/fixtures/": fixture_dir})
+        assert self.httpd.server_address[0] == "127.0.0.1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def run_chromium(chromium: str, url: str) -> str:
+    """The DOM of `url` after its scripts ran (chromium --headless --dump-dom), no outside network."""
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [chromium, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+               # a throwaway profile; root in CI containers cannot use Chromium's sandbox
+               f"--user-data-dir={profile}", "--no-sandbox",
+               # nothing but the local server: no name resolution, no proxy, no background traffic
+               "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-proxy-server",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--disable-extensions", "--disable-default-apps",
+               "--virtual-time-budget=600000", "--dump-dom", url]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_wasm_in_headless_chromium_and_the_example_page(wasm_build, chromium, fixtures, web_bundle, dev_key):
+    start = time.perf_counter()
+    with _Server(web_bundle, [dev_key], fixtures["dir"]) as base:
+        dom = run_chromium(chromium, base + "/tests/check.html")
+    m = re.search(r'<pre id="results">(.*?)</pre>', dom, re.S)
+    assert m and m.group(1), "the page wrote no results:\n" + dom[-3000:]
+    results = json.loads(html.unescape(m.group(1)))
+    check_results(results, fixtures)
+
+    ex = results["example"]
+    assert ex["state"] == "ready", ex
+    assert "Bundle verified" in ex["status"]
+    assert not ex["error_shown"]
+    from ldptext.santext import Sanitizer
+    with Sanitizer.load(web_bundle) as san:
+        n = len(san.tokenize(EXAMPLE_TEXT))
+        want_report = san.privacy_report(n).to_dict()
+    upload = ex["upload"]
+    assert set(upload) == {"text", "privacy_report"}, "the upload holds the sanitized text and its report only"
+    assert upload["text"] == ex["sanitized"] and ex["sanitized"].strip()
+    assert upload["privacy_report"] == want_report
+    assert EXAMPLE_TEXT not in json.dumps(upload, ensure_ascii=False)
+    rows = dict(ex["report_rows"])
+    assert rows["Tokens released"] == str(n)
+    assert rows["Mechanism"] == "SanText+ (UMLDP)"
+    assert any("number of tokens" in item for item in ex["not_protected"])
+    assert any("1 − p = 0.7" in item for item in ex["not_protected"])
+    assert any("Sensitive words are always re-drawn" in item for item in ex["protected"])
+    print(f"chromium: {len(results['cases'])} cases x 2 rounds + the example page in "
+          f"{time.perf_counter() - start:.1f} s")
