@@ -77,7 +77,7 @@ from .errors import (BundleError, BundleFormatError, BundleIntegrityError, Signa
 FORMAT = "ldptext-bundle"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
-MECHANISMS = ("santext", "santext+", "dpbart")
+MECHANISMS = ("santext", "santext+", "dpbart", "tem", "custext", "custext+", "cmp", "mahalanobis")
 BLOB_PREFIX = "blob/"
 
 #: What a bundle is read from: a file path, or the bundle's bytes (an app that ships the bundle as an

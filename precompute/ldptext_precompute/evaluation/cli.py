@@ -43,6 +43,12 @@ def _baselines(text: str) -> list[str]:
     return [] if text.strip().lower() in ("", "no", "off") else _names(text)
 
 
+def _classifiers(text: str) -> list[str]:
+    """``--classifier``: ``tfidf``, ``minilm``, ``both`` (= ``tfidf,minilm``) or a comma list."""
+    names = _names(text)
+    return ["tfidf", "minilm"] if names == ["both"] else names
+
+
 def register(sub) -> None:
     """Add the ``evaluate`` sub-command and its options.
 
@@ -65,7 +71,9 @@ def register(sub) -> None:
     p.add_argument("--test", default=None, help="separate test file (default: a deterministic "
                                                 "stratified 80/20 split of --data)")
     p.add_argument("--mechanism", type=_names, default=["santext", "santext+"],
-                   help="comma list of santext, santext+ (default: both)")
+                   help="comma list of santext, santext+ and the comparison mechanisms tem, custext, "
+                        "custext+, cmp (the faiss bundle; replaces the cmp baseline), mahalanobis (default: "
+                        "santext,santext+)")
     p.add_argument("--embeddings", default="glove-6b-50d",
                    help="glove-6b-50d | minilm-wordpiece | PATH")
     p.add_argument("--vocab-size", type=int, default=20_000,
@@ -78,6 +86,10 @@ def register(sub) -> None:
     p.add_argument("--w", type=float, default=0.9, help="SanText+ sensitive fraction w (0.9)")
     p.add_argument("--baselines", type=_baselines, default=["none", "random", "cmp"],
                    help="comma list of none, random, cmp; 'no' for none (default: all)")
+    p.add_argument("--classifier", type=_classifiers, default=["tfidf"],
+                   help="utility classifier: tfidf (TF-IDF + logistic regression; default), minilm (frozen "
+                        "all-MiniLM-L6-v2 sentence embeddings, ONNX Runtime on CPU, + the same tuned logistic "
+                        "regression; a few ms per document) or both")
     p.add_argument("--seeds", type=int, default=3, help="repetitions per configuration (3)")
     p.add_argument("--seed-base", type=int, default=0,
                    help="base from which every repetition's seeds are derived (default 0); another base "
@@ -128,7 +140,7 @@ def run(args) -> int:
         out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
         test=args.test, mechanisms=args.mechanism, embeddings=args.embeddings,
         vocab_size=args.vocab_size or None, epsilons=args.epsilon, p=args.p, w=args.w,
-        baselines=args.baselines, seeds=args.seeds, seed_base=args.seed_base,
+        baselines=args.baselines, classifiers=args.classifier, seeds=args.seeds, seed_base=args.seed_base,
         reproducible=not args.private_rng, threshold=args.threshold, columns=args.columns,
         max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
         resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, command=command_line())

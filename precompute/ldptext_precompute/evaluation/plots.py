@@ -1,10 +1,14 @@
 """PNG plots of an evaluation (matplotlib, Agg backend: no display needed).
 
 * ``utility_vs_epsilon.png`` — accuracy on sanitized and on original test text vs ε, per mechanism,
-  error bars = std over seeds; the ε-free baselines and the majority-class rate as horizontal lines;
+  error bars = std over seeds; the ε-free baselines and the majority-class rate as horizontal lines; one
+  row per classifier;
 * ``privacy_vs_epsilon.png`` — exact Bayes-attack success, median N_x, median S_x, median S_y* vs ε;
-* ``frontier.png`` — the privacy–utility frontier: accuracy against exact attack success (left) and
-  against BLEU (right, which also places CMP).
+* ``frontier.png`` — the privacy–utility frontier at equal attack success, not at equal ε (ε scales
+  differ across mechanisms and embeddings): accuracy against the exact Bayes inversion success, one
+  panel per classifier, with the attack levels of the report's "utility at attack success ≤ t" table as
+  dotted lines; accuracy against the empirical nearest-neighbour inversion success@10 and against BLEU
+  (the last two panels, which also place CMP).
 
 Each file is written atomically.
 """
@@ -13,13 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ldptext.fileio import atomic_path
-from .report import LABELS, MAJORITY_LABEL, shareable_mode
+from .records import ATTACK_TARGETS, attack_success, classifier_scores
+from .report import LABELS, MAJORITY_LABEL, classifier_names, classifier_tag, shareable_mode
 
 __all__ = ["write_plots", "COLORS"]
 
 #: Line colour of each mechanism (display names: :data:`.report.LABELS`).
 COLORS = {"santext": "tab:blue", "santext+": "tab:green", "cmp": "tab:orange", "random": "tab:gray",
-          "none": "black"}
+          "none": "black", "mahalanobis": "tab:brown", "tem": "tab:purple", "custext": "tab:red",
+          "custext+": "tab:pink"}
 
 
 def _series(entries, mech):
@@ -59,39 +65,44 @@ def write_plots(results: dict, out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     entries = results["entries"]
-    mechs = [m for m in ("cmp", "santext", "santext+") if _series(entries, m)]
+    mechs = [m for m in ("cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+")
+             if _series(entries, m)]
+    names = classifier_names(results)
     written = []
 
-    # utility vs epsilon
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, test, title in ((axes[0], "sanitized_test", "tested on sanitized text"),
-                            (axes[1], "original_test", "tested on original text")):
-        for m in mechs:
-            s = [e for e in _series(entries, m) if "utility" in e]
-            ax.errorbar([e["epsilon"] for e in s],
-                        [e["utility"][test]["accuracy"]["mean"] for e in s],
-                        yerr=[e["utility"][test]["accuracy"]["std"] for e in s], marker="o",
-                        capsize=3, color=COLORS[m], label=LABELS[m])
-        for m in ("none", "random"):
-            e = _flat(entries, m)
-            if e and "utility" in e:
-                ax.axhline(e["utility"][test]["accuracy"]["mean"], ls="--", color=COLORS[m],
-                           label=LABELS[m])
-        majority = results.get("dataset", {}).get("majority_rate_test")
-        if majority is not None:
-            ax.axhline(majority, ls=":", color="tab:red", label=MAJORITY_LABEL)
-        ax.set_xlabel("ε")
-        ax.set_title(f"Accuracy, trained on sanitized text,\n{title}", fontsize=10)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy")
-    axes[0].legend(fontsize=8)
+    def accuracy(e: dict, name, test: str = "sanitized_test") -> dict:
+        return classifier_scores(e, name)[test]["accuracy"]
+
+    # utility vs epsilon: one row per classifier
+    fig, grid = plt.subplots(len(names), 2, figsize=(10, 4 * len(names)), sharey=True, squeeze=False)
+    for axes, name in zip(grid, names):
+        tag = classifier_tag(results, name)
+        for ax, test, title in ((axes[0], "sanitized_test", "tested on sanitized text"),
+                                (axes[1], "original_test", "tested on original text")):
+            for m in mechs:
+                s = [e for e in _series(entries, m) if "utility" in e]
+                ax.errorbar([e["epsilon"] for e in s], [accuracy(e, name, test)["mean"] for e in s],
+                            yerr=[accuracy(e, name, test)["std"] for e in s], marker="o",
+                            capsize=3, color=COLORS[m], label=LABELS[m])
+            for m in ("none", "random"):
+                e = _flat(entries, m)
+                if e and "utility" in e:
+                    ax.axhline(accuracy(e, name, test)["mean"], ls="--", color=COLORS[m], label=LABELS[m])
+            majority = results.get("dataset", {}).get("majority_rate_test")
+            if majority is not None:
+                ax.axhline(majority, ls=":", color="tab:red", label=MAJORITY_LABEL)
+            ax.set_xlabel("ε")
+            ax.set_title(f"Accuracy{tag}, trained on sanitized text,\n{title}", fontsize=10)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("accuracy")
+    grid[0][0].legend(fontsize=8)
     fig.tight_layout()
     _save(fig, out / "utility_vs_epsilon.png")
     plt.close(fig)
     written.append("utility_vs_epsilon.png")
 
     # privacy vs epsilon
-    exact = [m for m in ("santext", "santext+") if _series(entries, m)]
+    exact = [m for m in ("tem", "custext", "custext+", "santext", "santext+") if _series(entries, m)]
     panels = [("attack", "Bayes attack success (data set)",
                lambda e: e["privacy"]["attack"]["exact_success_rate_dataset"], False),
               ("n_x", "median N_x (vocabulary)",
@@ -124,23 +135,22 @@ def write_plots(results: dict, out: Path) -> list[str]:
     plt.close(fig)
     written.append("privacy_vs_epsilon.png")
 
-    # frontier
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, xkey in ((axes[0], "attack"), (axes[1], "bleu")):
+    # frontier: accuracy at equal attack success (one panel per classifier), and against BLEU
+    panels = [("attack", name) for name in names] + [("nn", names[0]), ("bleu", names[0])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True, squeeze=False)
+    for ax, (xkey, name) in zip(axes[0], panels):
         for m in mechs + ["none", "random"]:
             pts = _series(entries, m) if m in mechs else [e for e in [_flat(entries, m)] if e]
             xs, ys, labels = [], [], []
             for e in pts:
                 if "utility" not in e:
                     continue
-                if xkey == "attack":
-                    if "attack" not in e.get("privacy", {}):
-                        continue
-                    x = e["privacy"]["attack"]["exact_success_rate_dataset"]
-                else:
-                    x = e["utility"]["bleu"]["mean"]
+                x = (e["utility"]["bleu"]["mean"] if xkey == "bleu"
+                     else attack_success(e, "exact_bayes" if xkey == "attack" else "nn_inversion@10"))
+                if x is None:
+                    continue
                 xs.append(x)
-                ys.append(e["utility"]["sanitized_test"]["accuracy"]["mean"])
+                ys.append(accuracy(e, name)["mean"])
                 labels.append("" if e["epsilon"] is None else f"ε={e['epsilon']:g}")
             if not xs:
                 continue
@@ -149,14 +159,20 @@ def write_plots(results: dict, out: Path) -> list[str]:
             for x, y, lab in zip(xs, ys, labels):
                 if lab:
                     ax.annotate(lab, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.set_xlabel("exact Bayes attack success (data set) — lower is more private"
-                      if xkey == "attack" else "BLEU output vs input — lower is more private")
+        tag = classifier_tag(results, name)
+        if xkey in ("attack", "nn"):
+            for t in ATTACK_TARGETS:
+                ax.axvline(t, ls=":", lw=0.8, color="0.6")
+            ax.set_xscale("log")
+            which = "exact Bayes inversion" if xkey == "attack" else "nearest-neighbour inversion @10"
+            ax.set_xlabel(f"{which} success (data set; log) — lower is more private", fontsize=8)
+            ax.set_title(f"Accuracy{tag} at equal {which} success", fontsize=10)
+        else:
+            ax.set_xlabel("BLEU output vs input — lower is more private")
+            ax.set_title(f"Accuracy{tag} vs BLEU (includes CMP)", fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy (sanitized train and test)")
-    axes[0].set_title("Privacy–utility frontier (exact attack)", fontsize=10)
-    axes[1].set_title("Privacy–utility frontier (BLEU; includes CMP)", fontsize=10)
-    for ax in axes:
         ax.legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylabel("accuracy (sanitized train and test)")
     fig.tight_layout()
     _save(fig, out / "frontier.png")
     plt.close(fig)

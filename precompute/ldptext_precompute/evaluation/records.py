@@ -11,7 +11,13 @@ Layout of ``results.json`` (format ``ldptext-evaluation``, version 1):
     :class:`EmpiricalOnlyPrivacy` (CMP, which has no closed-form output distribution);
   - ``bundle``: a :class:`BundleInfo` (SanText mechanisms only);
   - ``utility``: a :class:`UtilitySummary`, the mean and sample standard deviation (:class:`MeanStd`)
-    over one :class:`SeedRun` per seed.
+    over one :class:`SeedRun` per seed; ``utility.classifiers`` holds the scores of every classifier
+    evaluated (``tfidf``, ``minilm``) by name, and the top-level ``sanitized_test`` / ``original_test``
+    repeat those of the first one; ``utility.nn_inversion_success`` the empirical nearest-neighbour
+    inversion attack;
+* ``utility_at_attack_success`` reads the frontier at equal attack success
+  (:func:`utility_at_attack_success`, at the levels :data:`ATTACK_TARGETS`, for each attack of
+  :data:`FRONTIER_ATTACKS` and each classifier).
 
 ``to_dict`` returns plain dictionaries in the key order of the file; numbers may still be numpy scalars
 or NaN, which the runner converts when it writes JSON.
@@ -48,6 +54,11 @@ __all__ = [
     "Results",
     "privacy_metric_definitions",
     "randomness_description",
+    "ATTACK_TARGETS",
+    "FRONTIER_ATTACKS",
+    "attack_success",
+    "utility_at_attack_success",
+    "classifier_scores",
 ]
 
 FORMAT = "ldptext-evaluation"
@@ -71,6 +82,10 @@ CMP_PRIVACY_NOTE = ("CMP/FBDD has no closed-form output distribution here; see t
 TEST_SETS = ("sanitized_test", "original_test")
 CLASSIFIER_METRICS = ("accuracy", "macro_f1")
 _PROFILE_METRICS = ("n_x", "s_x", "h0", "h1", "h2", "h_inf", "attack_success")
+#: Attack-success levels t of the "utility at attack success ≤ t" table (report.md, results.json).
+ATTACK_TARGETS = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+#: The attacks the frontier is read at: the exact Bayes inversion, the empirical nearest-neighbour one.
+FRONTIER_ATTACKS = ("exact_bayes", "nn_inversion@10")
 
 
 # -- utility ----------------------------------------------------------------------------------------
@@ -141,6 +156,13 @@ class SeedRun:
     hyperparameters : dict or None
         The classifier's hyper-parameters chosen by cross-validation on this run's training text
         (:class:`.utility.ClassifierRun`).
+    classifiers : dict or None
+        Every classifier evaluated on this sample, by name: ``{"scores": <like classifier>,
+        "hyperparameters": dict}``; ``classifier`` and ``hyperparameters`` are the first one's. None for
+        the run of a single classifier (a utility checkpoint).
+    nn_inversion : dict or None
+        ``{str(k): success@k}`` of the embedding nearest-neighbour inversion attack on this sample
+        (:func:`.attacks.nearest_neighbour_inversion`); None when not measured.
     """
 
     classifier: dict[str, dict[str, float]]
@@ -148,6 +170,8 @@ class SeedRun:
     unchanged_token_rate: float
     empirical_attack_success: float | None = None
     hyperparameters: dict | None = None
+    classifiers: dict | None = None
+    nn_inversion: dict | None = None
 
     def to_dict(self) -> dict:
         """The run as a JSON-ready dictionary (a utility checkpoint).
@@ -157,10 +181,15 @@ class SeedRun:
         dict
             The attributes by name.
         """
-        return {"classifier": self.classifier, "bleu": self.bleu,
-                "unchanged_token_rate": self.unchanged_token_rate,
-                "empirical_attack_success": self.empirical_attack_success,
-                "hyperparameters": self.hyperparameters}
+        out = {"classifier": self.classifier, "bleu": self.bleu,
+               "unchanged_token_rate": self.unchanged_token_rate,
+               "empirical_attack_success": self.empirical_attack_success,
+               "hyperparameters": self.hyperparameters}
+        if self.classifiers is not None:
+            out["classifiers"] = self.classifiers
+        if self.nn_inversion is not None:
+            out["nn_inversion"] = self.nn_inversion
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> SeedRun:
@@ -179,7 +208,30 @@ class SeedRun:
         return cls(classifier=d["classifier"], bleu=d["bleu"],
                    unchanged_token_rate=float("nan") if rate is None else rate,
                    empirical_attack_success=d.get("empirical_attack_success"),
-                   hyperparameters=d.get("hyperparameters"))
+                   hyperparameters=d.get("hyperparameters"), classifiers=d.get("classifiers"),
+                   nn_inversion=d.get("nn_inversion"))
+
+    @classmethod
+    def combine(cls, runs: dict[str, SeedRun]) -> SeedRun:
+        """One sample's runs of several classifiers (by name, first = primary) as one run.
+
+        Parameters
+        ----------
+        runs : dict of str to SeedRun
+            The run of each classifier on the same sanitized sample (BLEU, unchanged rate and attack
+            are the sample's, so equal across them).
+
+        Returns
+        -------
+        SeedRun
+            The first run with ``classifiers`` filled in.
+        """
+        first = next(iter(runs.values()))
+        return cls(classifier=first.classifier, bleu=first.bleu, unchanged_token_rate=first.unchanged_token_rate,
+                   empirical_attack_success=first.empirical_attack_success,
+                   hyperparameters=first.hyperparameters,
+                   classifiers={name: {"scores": r.classifier, "hyperparameters": r.hyperparameters}
+                                for name, r in runs.items()})
 
 
 @dataclass
@@ -202,6 +254,11 @@ class UtilitySummary:
     hyperparameters : list of dict
         The classifier's hyper-parameters of each run, in seed order (``classifier_hyperparameters`` in
         the file).
+    classifiers : dict of str to dict
+        Per classifier (by name, in the order evaluated): ``sanitized_test`` and ``original_test`` (dict
+        of str to MeanStd) and ``hyperparameters`` (list of dict); the first is the one above.
+    nn_inversion : dict of str to MeanStd or None
+        success@k of the embedding nearest-neighbour inversion (``nn_inversion_success`` in the file).
     """
 
     seeds: int
@@ -212,6 +269,8 @@ class UtilitySummary:
     empirical_attack_success: MeanStd | None
     seconds: float
     hyperparameters: list[dict] = field(default_factory=list)
+    classifiers: dict[str, dict] = field(default_factory=dict)
+    nn_inversion: dict[str, MeanStd] | None = None
 
     @classmethod
     def of(cls, runs: Sequence[SeedRun], seconds: float) -> UtilitySummary:
@@ -231,13 +290,22 @@ class UtilitySummary:
         def scores(test: str) -> dict[str, MeanStd]:
             return {m: MeanStd.of([r.classifier[test][m] for r in runs]) for m in CLASSIFIER_METRICS}
 
+        def by_classifier(name: str) -> dict:
+            per_run = [r.classifiers[name] for r in runs]
+            return {test: {m: MeanStd.of([c["scores"][test][m] for c in per_run]) for m in CLASSIFIER_METRICS}
+                    for test in TEST_SETS} | {"hyperparameters": [c["hyperparameters"] for c in per_run
+                                                                  if c.get("hyperparameters")]}
+
         attack = ([r.empirical_attack_success for r in runs]
                   if runs[0].empirical_attack_success is not None else None)
         return cls(seeds=len(runs), sanitized_test=scores("sanitized_test"),
                    original_test=scores("original_test"), bleu=MeanStd.of([r.bleu for r in runs]),
                    unchanged_token_rate=MeanStd.of([r.unchanged_token_rate for r in runs]),
                    empirical_attack_success=None if attack is None else MeanStd.of(attack),
-                   seconds=seconds, hyperparameters=[r.hyperparameters for r in runs if r.hyperparameters])
+                   seconds=seconds, hyperparameters=[r.hyperparameters for r in runs if r.hyperparameters],
+                   classifiers={name: by_classifier(name) for name in (runs[0].classifiers or {})},
+                   nn_inversion=({k: MeanStd.of([r.nn_inversion[k] for r in runs]) for k in runs[0].nn_inversion}
+                                 if runs[0].nn_inversion else None))
 
     def to_dict(self) -> dict:
         """The entry's ``utility`` object of ``results.json``.
@@ -246,7 +314,9 @@ class UtilitySummary:
         -------
         dict
             ``seeds``, ``sanitized_test``, ``original_test``, ``bleu``, ``unchanged_token_rate``,
-            ``empirical_attack_success`` (when present), ``classifier_hyperparameters`` and ``seconds``.
+            ``empirical_attack_success`` (when present), ``classifier_hyperparameters``, ``classifiers``
+            (when recorded: ``{name: {"sanitized_test", "original_test", "classifier_hyperparameters"}}``)
+            and ``seconds``.
         """
         out: dict = {"seeds": self.seeds,
                      "sanitized_test": {m: s.to_dict() for m, s in self.sanitized_test.items()},
@@ -255,7 +325,14 @@ class UtilitySummary:
                      "unchanged_token_rate": self.unchanged_token_rate.to_dict()}
         if self.empirical_attack_success is not None:
             out["empirical_attack_success"] = self.empirical_attack_success.to_dict()
+        if self.nn_inversion is not None:
+            out["nn_inversion_success"] = {k: s.to_dict() for k, s in self.nn_inversion.items()}
         out["classifier_hyperparameters"] = self.hyperparameters
+        if self.classifiers:
+            out["classifiers"] = {
+                name: {**{test: {m: s.to_dict() for m, s in c[test].items()} for test in TEST_SETS},
+                       "classifier_hyperparameters": c["hyperparameters"]}
+                for name, c in self.classifiers.items()}
         out["seconds"] = self.seconds
         return out
 
@@ -611,6 +688,9 @@ class Results:
         How utility was measured.
     classifier_settings : dict
         :meth:`.utility.ClassifierSettings.to_dict` (grid, folds, metric, solver).
+    classifiers : dict of str to dict
+        Every classifier evaluated, by name (first = the one of ``classifier``): ``description`` and
+        ``settings``; empty (and absent from the file) when not recorded.
     warnings : list of str
         Problems found with the data or the results (also printed on stderr and in ``report.md``).
     paper_reference_sst2 : dict
@@ -630,6 +710,7 @@ class Results:
     timings: dict[str, float]
     classifier: str = CLASSIFIER_DESCRIPTION
     classifier_settings: dict = field(default_factory=lambda: ClassifierSettings().to_dict())
+    classifiers: dict[str, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     bleu: str = BLEU_DESCRIPTION
     paper_reference_sst2: dict = field(default_factory=lambda: PAPER_SST2)
@@ -643,16 +724,118 @@ class Results:
         Returns
         -------
         dict
-            The sections in file order; ε keys of ``paper_reference_sst2`` as strings.
+            The sections in file order; ε keys of ``paper_reference_sst2`` as strings; then
+            ``utility_at_attack_success`` (derived from the entries) and ``plots``.
         """
         out = {"format": self.format, "format_version": self.format_version, "config": self.config,
                "versions": self.versions, "dataset": self.dataset, "warnings": self.warnings,
                "classifier": self.classifier, "classifier_settings": self.classifier_settings,
+               **({"classifiers": self.classifiers} if self.classifiers else {}),
                "bleu": self.bleu, "randomness": self.randomness,
                "privacy_metric_definitions": self.privacy_metric_definitions,
                "paper_reference_sst2": {k: {str(e): v for e, v in d.items()}
                                         for k, d in self.paper_reference_sst2.items()},
                "entries": [e.to_dict() for e in self.entries], "timings": self.timings}
+        entries = out["entries"]
+        names = list(self.classifiers) or [None]
+        out["utility_at_attack_success"] = {
+            "definition": "per attack, classifier, attack level t and mechanism: the measured configuration with "
+                          "the highest mean accuracy (trained and tested on sanitized text) among those whose "
+                          "attack success on the data set's tokens is <= t; measured points only, no "
+                          "interpolation. exact_bayes: the exact Bayes inversion (CMP has none and is not "
+                          "ranked); nn_inversion@10: the empirical embedding nearest-neighbour inversion, "
+                          "success@10 (every mechanism)",
+            "targets": list(ATTACK_TARGETS),
+            "by_attack": {attack: {name or "default": {f"{t:g}": utility_at_attack_success(entries, t, name,
+                                                                                           attack=attack)
+                                                       for t in ATTACK_TARGETS} for name in names}
+                          for attack in FRONTIER_ATTACKS}}
         if self.plots is not None:
             out["plots"] = self.plots
         return out
+
+
+def classifier_scores(entry: dict, classifier: str | None = None) -> dict | None:
+    """The ``{"sanitized_test", "original_test", "classifier_hyperparameters"}`` scores of one classifier
+    in an entry of ``results.json`` (the top-level scores when ``classifier`` is None or not recorded).
+
+    Parameters
+    ----------
+    entry : dict
+        One element of ``results.json``'s ``entries``.
+    classifier : str or None
+        A classifier name (``tfidf``, ``minilm``).
+
+    Returns
+    -------
+    dict or None
+        None when the entry has no utility.
+    """
+    utility = entry.get("utility")
+    if not utility:
+        return None
+    if classifier is not None and classifier in (utility.get("classifiers") or {}):
+        return utility["classifiers"][classifier]
+    return utility
+
+
+def attack_success(entry: dict, attack: str = "exact_bayes") -> float | None:
+    """An entry's attack success on the data set's tokens: ``exact_bayes`` (the exact Bayes inversion; None
+    for CMP) or ``nn_inversion@K`` (mean empirical nearest-neighbour success@K; None when not measured).
+
+    Parameters
+    ----------
+    entry : dict
+        One element of ``results.json``'s ``entries``.
+    attack : str
+        ``exact_bayes`` or ``nn_inversion@K``.
+
+    Returns
+    -------
+    float or None
+    """
+    if attack == "exact_bayes":
+        return (entry.get("privacy") or {}).get("attack", {}).get("exact_success_rate_dataset")
+    k = attack.split("@", 1)[1]
+    nn = (entry.get("utility") or {}).get("nn_inversion_success") or {}
+    return nn[k]["mean"] if k in nn else None
+
+
+def utility_at_attack_success(entries: Sequence[dict], target: float, classifier: str | None = None,
+                              test: str = "sanitized_test", attack: str = "exact_bayes") -> dict[str, dict | None]:
+    """Per mechanism, the measured configuration with the best accuracy whose exact Bayes inversion
+    success is at most ``target``: the privacy–utility frontier read at equal attack success (ε scales
+    differ across embeddings and mechanisms, attack success does not).
+
+    Parameters
+    ----------
+    entries : sequence of dict
+        ``results.json``'s entries.
+    target : float
+        The attack-success level t.
+    classifier : str or None
+        Whose accuracy (:func:`classifier_scores`).
+    test : str
+        ``sanitized_test`` or ``original_test``.
+    attack : str
+        Which attack (:func:`attack_success`).
+
+    Returns
+    -------
+    dict of str to (dict or None)
+        For every mechanism with that attack measured: ``{"accuracy", "std", "epsilon", "attack_success"}``
+        of the chosen configuration, or None when none of its configurations is at or below ``target``.
+    """
+    best: dict[str, dict | None] = {}
+    for e in entries:
+        success = attack_success(e, attack)
+        scores = classifier_scores(e, classifier)
+        if success is None or scores is None:
+            continue
+        best.setdefault(e["mechanism"], None)
+        acc = scores[test]["accuracy"]
+        if success <= target + 1e-12 and (best[e["mechanism"]] is None
+                                          or acc["mean"] > best[e["mechanism"]]["accuracy"]):
+            best[e["mechanism"]] = {"accuracy": acc["mean"], "std": acc["std"], "epsilon": e["epsilon"],
+                                    "attack_success": success}
+    return best

@@ -1,8 +1,11 @@
 """``report.md``: the evaluation's tables, written from ``results.json``'s dictionary.
 
 The utility tables follow the layout of Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*
-(PhD thesis, Ohio State), Table 2.1 (rows = mechanisms and baselines, columns = ε); the privacy table
-has one row per configuration. The report is a sequence of sections, one function each.
+(PhD thesis, Ohio State), Table 2.1 (rows = mechanisms and baselines, columns = ε), one set per classifier
+(TF-IDF, MiniLM); the privacy table has one row per configuration. Because ε is not comparable across
+mechanisms and embeddings (a metric ε scales with the embedding's distances), a table reads the frontier
+at equal exact attack success instead (:func:`.records.utility_at_attack_success`). The report is a
+sequence of sections, one function each.
 """
 from __future__ import annotations
 
@@ -11,16 +14,21 @@ from pathlib import Path
 from typing import Callable
 
 from ldptext.fileio import write_bytes_atomic
+from .records import ATTACK_TARGETS, FRONTIER_ATTACKS, classifier_scores, utility_at_attack_success
 
-__all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL"]
+__all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL", "CLASSIFIER_LABELS",
+           "classifier_names", "classifier_tag"]
 
 #: Row order of every table (as in Yue 2023, Table 2.1).
-ROW_ORDER = ("random", "cmp", "santext", "santext+", "none")
+ROW_ORDER = ("random", "cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+", "none")
 #: Display name of each mechanism, in the report and the plots.
 LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
-          "santext+": "SanText+"}
+          "santext+": "SanText+", "mahalanobis": "Mahalanobis", "tem": "TEM", "custext": "CusText",
+          "custext+": "CusText+"}
 #: Row of the accuracy tables: always predicting the most frequent training label.
 MAJORITY_LABEL = "Majority class"
+#: Display name of each classifier.
+CLASSIFIER_LABELS = {"tfidf": "TF-IDF", "minilm": "MiniLM"}
 _PAPER = ("Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* "
           "(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in "
           "NLP* (PhD thesis, Ohio State)")
@@ -38,9 +46,9 @@ def write_report(results: dict, path: Path) -> None:
     path : Path
         The file written (overwritten).
     """
-    lines = (_setup(results) + _warnings(results) + _utility_tables(results) + _hyperparameters(results)
-             + _privacy_table(results) + _formula_check(results) + _paper_reference(results)
-             + _plots(results))
+    lines = (_setup(results) + _warnings(results) + _utility_tables(results) + _equal_attack_tables(results)
+             + _hyperparameters(results) + _privacy_table(results) + _formula_check(results)
+             + _paper_reference(results) + _plots(results))
     write_bytes_atomic(path, "\n".join(lines).encode("utf-8"), mode=shareable_mode())
 
 
@@ -73,11 +81,56 @@ def _setup(results: dict) -> list[str]:
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
         f"p = {cfg['p']:g}, w = {cfg['w']:g}.",
-        f"- Classifier: {results['classifier']}{_class_counts(ds)}.",
+        *_classifier_lines(results, ds),
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
         f"- Wall time: {results['timings']['total_s']:.0f} s.", ""]
+
+
+def classifier_names(results: dict) -> list:
+    """The classifiers of a ``results.json`` document, in order (``[None]`` for a file that predates them).
+
+    Parameters
+    ----------
+    results : dict
+        The ``results.json`` document.
+
+    Returns
+    -------
+    list of (str or None)
+    """
+    return list(results.get("classifiers") or {}) or [None]
+
+
+def classifier_tag(results: dict, name: str | None) -> str:
+    """`` (MiniLM)``: the classifier's name for a title, or nothing when the report has one classifier only.
+
+    Parameters
+    ----------
+    results : dict
+        The ``results.json`` document.
+    name : str or None
+        The classifier.
+
+    Returns
+    -------
+    str
+    """
+    return f" ({_classifier_label(name)})" if name and len(classifier_names(results)) > 1 else ""
+
+
+def _classifier_label(name: str | None) -> str:
+    return CLASSIFIER_LABELS.get(name, name) if name else ""
+
+
+def _classifier_lines(results: dict, ds: dict) -> list[str]:
+    """One setup line per classifier (the single ``classifier`` line for an older file)."""
+    described = results.get("classifiers") or {}
+    if not described:
+        return [f"- Classifier: {results['classifier']}{_class_counts(ds)}."]
+    return [f"- Classifier **{_classifier_label(name)}**: {c['description']}{_class_counts(ds) if i == 0 else ''}."
+            for i, (name, c) in enumerate(described.items())]
 
 
 def _class_counts(ds: dict) -> str:
@@ -97,38 +150,90 @@ def _warnings(results: dict) -> list[str]:
 
 
 def _utility_tables(results: dict) -> list[str]:
-    """Mechanism × ε tables: accuracy (with a majority-class row) and macro-F1 on sanitized and original
-    test text, BLEU, the exact attack success and the empirical unchanged-token rate.
+    """Mechanism × ε tables, per classifier: accuracy (with a majority-class row) and macro-F1 on sanitized
+    and original test text; then BLEU, the exact attack success and the empirical unchanged-token rate.
     """
-    def score(test: str, metric: str = "accuracy") -> Callable[[dict], str]:
-        return lambda e: _fmt(e["utility"][test][metric])
-
     majority = results["dataset"].get("majority_rate_test")
-    return (_table(results, "Accuracy — trained on sanitized text, tested on sanitized text "
-                            "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"), majority)
-            + _table(results, "Accuracy — trained on sanitized text, tested on original text",
-                     score("original_test"), majority)
-            + _table(results, "Macro-F1 — sanitized test text", score("sanitized_test", "macro_f1"))
-            + _table(results, "Macro-F1 — original test text", score("original_test", "macro_f1"))
+    lines: list[str] = []
+    for name in classifier_names(results):
+        def score(test: str, metric: str = "accuracy", name=name) -> Callable[[dict], str]:
+            return lambda e: _fmt(classifier_scores(e, name)[test][metric])
+
+        tag = classifier_tag(results, name)
+        lines += (_table(results, f"Accuracy{tag} — trained on sanitized text, tested on sanitized text "
+                                  "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"), majority)
+                  + _table(results, f"Accuracy{tag} — trained on sanitized text, tested on original text",
+                           score("original_test"), majority)
+                  + _table(results, f"Macro-F1{tag} — sanitized test text", score("sanitized_test", "macro_f1"))
+                  + _table(results, f"Macro-F1{tag} — original test text", score("original_test", "macro_f1")))
+    return (lines
             + _table(results, "BLEU of the sanitized text against its input (high = much of the "
                               "input survives)", lambda e: _fmt(e["utility"]["bleu"]))
             + _table(results, "Exact Bayes-optimal token-inversion success on the data set's tokens "
                               "(attacker knows the mechanism; public wordfreq prior)",
                      lambda e: f"{e['privacy']['attack']['exact_success_rate_dataset']:.4f}")
             + _table(results, "Unchanged-token rate (empirical N_x over the data set's tokens)",
-                     lambda e: _fmt(e["utility"]["unchanged_token_rate"])))
+                     lambda e: _fmt(e["utility"]["unchanged_token_rate"]))
+            + _table(results, "Embedding nearest-neighbour inversion success @1 / @10 (empirical, on the sample "
+                              "drawn: the original is the nearest / among the 10 nearest words of the released "
+                              "one in the public embedding; needs no knowledge of the mechanism)", _nn_cell))
+
+
+def _nn_cell(e: dict) -> str:
+    nn = e["utility"].get("nn_inversion_success")
+    if not nn:
+        return "–"
+    return " / ".join(f"{nn[k]['mean']:.4f}" for k in sorted(nn, key=int))
+
+
+def _equal_attack_tables(results: dict) -> list[str]:
+    """Per attack and classifier, mechanism × attack level t: the best measured accuracy at success ≤ t."""
+    lines = ["**Utility at equal attack success** — ε is not comparable across mechanisms or embeddings, attack "
+             "success is. Each cell: the highest mean accuracy (trained and tested on sanitized text) among the "
+             "*measured* configurations of the mechanism whose attack success on the data set's tokens is ≤ t, "
+             "with that configuration's ε and attack success (no interpolation between measured points; – when "
+             "none qualifies). *Exact Bayes*: the exact inversion attack (CMP has none and is not ranked). "
+             "*Nearest-neighbour @10*: the empirical embedding inversion, which ranks CMP too.", ""]
+    titles = {"exact_bayes": "exact Bayes inversion", "nn_inversion@10": "nearest-neighbour inversion @10"}
+    order = {m: i for i, m in enumerate(ROW_ORDER)}
+    for attack in FRONTIER_ATTACKS:
+        for name in classifier_names(results):
+            tag = classifier_tag(results, name)
+            cells = {t: utility_at_attack_success(results["entries"], t, name, attack=attack) for t in ATTACK_TARGETS}
+            mechs = sorted({m for c in cells.values() for m in c}, key=lambda m: order.get(m, len(order)))
+            if not mechs:
+                continue
+            lines += [f"*Accuracy{tag} at {titles[attack]} success ≤ t*", "",
+                      "| mechanism | " + " | ".join(f"t = {t:g}" for t in ATTACK_TARGETS) + " |",
+                      "| --- |" + " --- |" * len(ATTACK_TARGETS)]
+            for m in mechs:
+                row = []
+                for t in ATTACK_TARGETS:
+                    c = cells[t].get(m)
+                    if c is None:
+                        row.append("–")
+                        continue
+                    eps = "" if c["epsilon"] is None else f"ε={c['epsilon']:g}, "
+                    row.append(f"{c['accuracy']:.4f} ({eps}attack {c['attack_success']:.3f})")
+                lines.append(f"| {LABELS.get(m, m)} | " + " | ".join(row) + " |")
+            lines.append("")
+    return lines
 
 
 def _hyperparameters(results: dict) -> list[str]:
-    """Mechanism × ε table of the classifier's hyper-parameters chosen on each run's training text."""
-    def cell(e: dict) -> str:
-        chosen = e["utility"].get("classifier_hyperparameters") or []
-        return "; ".join(f"C={h['C']:g}, {h['class_weight'] or 'unweighted'}" for h in chosen) or "–"
-
+    """Mechanism × ε tables (one per classifier) of the hyper-parameters chosen on each run's training text."""
     settings = results.get("classifier_settings") or {}
     grid = ", ".join(f"{c:g}" for c in settings.get("c_grid", []))
-    return _table(results, f"Classifier hyper-parameters chosen by cross-validation on each run's (sanitized) "
-                           f"training set — C in {{{grid}}}, class weight; one per seed", cell)
+    lines: list[str] = []
+    for name in classifier_names(results):
+        def cell(e: dict, name=name) -> str:
+            chosen = classifier_scores(e, name).get("classifier_hyperparameters") or []
+            return "; ".join(f"C={h['C']:g}, {h['class_weight'] or 'unweighted'}" for h in chosen) or "–"
+
+        tag = classifier_tag(results, name)
+        lines += _table(results, f"Classifier{tag} hyper-parameters chosen by cross-validation on each run's "
+                                 f"(sanitized) training set — C in {{{grid}}}, class weight; one per seed", cell)
+    return lines
 
 
 def _privacy_table(results: dict) -> list[str]:
@@ -178,7 +283,7 @@ def _paper_reference(results: dict) -> list[str]:
              "fine-tuned on sanitized text and tested on sanitized text). A different corpus, "
              "classifier and vocabulary: compare the ordering, not the values.", "",
              "| mechanism | ε = 1 | ε = 2 | ε = 3 |", "| --- | --- | --- | --- |"]
-    for mech in ROW_ORDER:
+    for mech in (m for m in ROW_ORDER if m in ref):  # the paper has no TEM / CusText / Mahalanobis row
         lines.append(f"| {LABELS[mech]} | " + " | ".join(f"{ref[mech][k]:.4f}" for k in ("1", "2", "3")) + " |")
     return lines + [""]
 

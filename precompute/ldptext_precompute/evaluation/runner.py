@@ -22,10 +22,12 @@ Methods in NLP* (PhD thesis), §6.4–6.5.
    the formula rows are checked against the sampler on a sample of rows;
 5. **privacy of the baselines** — closed forms for the unsanitized and the random release; CMP has no
    closed-form distribution, so only its empirical quantities are reported;
-6. **utility, per seed** — sanitize the training and test text, train the classifier (:mod:`.utility`)
-   on sanitized training text, score it on sanitized and on original test text; BLEU of every
-   sanitized document against its input; the empirical unchanged-token rate and the empirical success
-   of the exact Bayes decoder on the sample drawn; then mean and sample standard deviation (ddof = 1)
+6. **utility, per seed** — sanitize the training and test text, train each classifier (:mod:`.utility`:
+   TF-IDF and/or frozen MiniLM sentence embeddings, ``classifiers``) on sanitized training text, score
+   it on sanitized and on original test text; BLEU of every sanitized document against its input; the
+   empirical unchanged-token rate and the empirical success of the exact Bayes decoder on the sample
+   drawn, and the embedding nearest-neighbour inversion attack (:func:`.attacks.nearest_neighbour_inversion`,
+   success@1 and @10, every mechanism including CMP); then mean and sample standard deviation (ddof = 1)
    over seeds;
 7. **write** ``results.json`` (:class:`.records.Results`: every number, the configuration, versions,
    timings, warnings), ``report.md`` (:mod:`.report`) and PNG plots (:mod:`.plots`), each atomically.
@@ -41,7 +43,9 @@ majority-class rate) go to stderr as they are found, to ``results.json`` (``warn
 file written atomically and named by a hash of everything that determines it: the exact privacy profile
 of each SanText bundle, the sanitized sample of the corpus for each (mechanism, ε, seed) — token ids,
 i.e. the sanitized text, which is the user's data and stays in the user's output directory — and each
-utility run (classifier scores, chosen hyper-parameters, BLEU, attack). A re-run with the same
+utility run (classifier scores, chosen hyper-parameters, BLEU, attack), and the MiniLM embeddings of
+every text list embedded (float16, keyed by the SHA-256 of the texts; embeddings of the original text
+too, so they stay with the data). A re-run with the same
 arguments recomputes only what is missing, so a late failure loses nothing; ``resume=False`` recomputes
 (and overwrites) everything.
 
@@ -70,18 +74,22 @@ import numpy as np
 from ldptext.errors import LdptextError, ParameterError
 from ldptext.fileio import write_bytes_atomic
 from . import metrics as M
-from .attacks import empirical_attack_success, wordfreq_prior
+from .attacks import empirical_attack_success, nearest_neighbour_inversion, nearest_neighbour_table, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
 from .datasets import Dataset, dataset_warnings, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
 from .records import (PRIOR_NAME, BundleInfo, EmpiricalOnlyPrivacy, Entry, MechanismPrivacy, PrivacySummary,
                       Results, SeedRun, UtilitySummary, privacy_metric_definitions, randomness_description)
 from ..bleu import bleu_tokenize, corpus_bleu
-from .utility import ClassifierSettings, fit_and_score
+from .utility import (CLASSIFIERS, MINILM_DIM, ClassifierSettings, SentenceEmbeddingSettings, classifier_settings,
+                      fit_and_score)
+from ..metricdp import evaluation as _comparison
 
 __all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES"]
 
-MECHANISMS = ("santext", "santext+")
+SANTEXT_MECHANISMS = ("santext", "santext+")
+# the comparison mechanisms (TEM, CusText(+), CMP and Mahalanobis bundles): ldptext_precompute.metricdp.evaluation
+MECHANISMS = SANTEXT_MECHANISMS + _comparison.COMPARISON_MECHANISMS
 BASELINES = ("none", "random", "cmp")
 
 
@@ -107,6 +115,9 @@ class EvaluationConfig:
         SanText+ parameters: probability of sanitizing a non-sensitive token, sensitive fraction.
     baselines : list of str
         Baselines to evaluate (from :data:`BASELINES`).
+    classifiers : list of str
+        Utility classifiers, by name (:data:`.utility.CLASSIFIERS`: ``tfidf``, ``minilm``); the first is
+        the one of the top-level scores.
     seeds, seed_base : int
         Repetitions per configuration and the base of their seeds.
     reproducible : bool
@@ -145,6 +156,7 @@ class EvaluationConfig:
     p: float = 0.3
     w: float = 0.9
     baselines: list[str] = field(default_factory=lambda: ["none", "random", "cmp"])
+    classifiers: list[str] = field(default_factory=lambda: ["tfidf"])
     seeds: int = 3
     seed_base: int = 0
     reproducible: bool = True
@@ -179,10 +191,15 @@ class EvaluationConfig:
         for b in self.baselines:
             if b not in BASELINES:
                 raise ParameterError(f"unknown baseline {b!r} (choose from {', '.join(BASELINES)})")
+        if "cmp" in self.mechanisms:  # the CMP bundle supersedes the evaluation-only CMP baseline
+            self.baselines = [b for b in self.baselines if b != "cmp"]
         if not self.epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
             raise ParameterError("every epsilon must be a positive finite number")
         if not 0 < self.p <= 1 or not 0 < self.w <= 1:
             raise ParameterError("p and w must be in (0, 1]")
+        if not self.classifiers or len(set(self.classifiers)) != len(self.classifiers) or any(
+                c not in CLASSIFIERS for c in self.classifiers):
+            raise ParameterError(f"classifiers must be distinct names from {', '.join(CLASSIFIERS)}")
         if self.seeds < 1:
             raise ParameterError("seeds must be >= 1")
         if not 0 < self.threshold <= 1:
@@ -232,7 +249,8 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
         prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
     store = _Checkpoints(out / CHECKPOINT_DIR, resume=cfg.resume,
                          base={"format": CHECKPOINT_FORMAT, "data": ds.fingerprint()})
-    sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store)
+    sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store,
+                   classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache)
     with _timed(timings, "privacy_profiles_s"):
         entries = _profile_mechanisms(sweep)
     entries += _profile_baselines(sweep)
@@ -278,8 +296,16 @@ def _load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float],
     When no SanText mechanism is evaluated, one SanText bundle at the first ε is still loaded: it gives
     the baselines their vocabulary, tokenizer and embeddings (and gets no entry of its own).
     """
-    wanted = cfg if cfg.mechanisms else replace(cfg, mechanisms=["santext"], epsilons=cfg.epsilons[:1])
-    return _load_sanitizers(wanted, cache)
+    santext = [m for m in cfg.mechanisms if m in SANTEXT_MECHANISMS]
+    wanted = replace(cfg, mechanisms=santext) if santext else replace(cfg, mechanisms=["santext"],
+                                                                      epsilons=cfg.epsilons[:1])
+    bundles = _load_sanitizers(wanted, cache)
+    comparison = _comparison.load_comparison_bundles(
+        cfg.mechanisms, cfg.epsilons, embeddings=cfg.embeddings, vocab_size=cfg.vocab_size, cache=cache,
+        progress=cfg.progress, log=lambda msg: _log(cfg, msg))
+    for key, (path, runtime) in comparison.items():
+        bundles[key] = _Bundle(path, runtime, _file_digest(path))
+    return bundles
 
 
 def _column_pool(cfg: EvaluationConfig, corpus: _Corpus, domain: _TokenDomain) -> np.ndarray:
@@ -294,8 +320,49 @@ def _column_pool(cfg: EvaluationConfig, corpus: _Corpus, domain: _TokenDomain) -
 
 def _profile_mechanisms(sweep: _Sweep) -> list[Entry]:
     """Step 4: the exact privacy profile of every evaluated SanText configuration, one entry each."""
-    return [_profile_santext(sweep, mech, eps, bundle)
+    return [(_profile_santext if mech in SANTEXT_MECHANISMS else _profile_comparison)(sweep, mech, eps, bundle)
             for (mech, eps), bundle in sweep.bundles.items() if mech in sweep.cfg.mechanisms]
+
+
+def _profile_comparison(sweep: _Sweep, mech: str, eps: float, bundle: _Bundle) -> Entry:
+    """A comparison mechanism's entry: TEM / CusText(+) profiled exactly from their runtimes' realised
+    law (as SanText), CMP / Mahalanobis with the estimated inversion attack
+    (:mod:`ldptext_precompute.metricdp.evaluation`); each from its checkpoint when there is one.
+    """
+    cfg, domain, runtime = sweep.cfg, sweep.domain, bundle.sanitizer
+    info = _comparison.bundle_info(bundle.path, runtime, domain.vocab_size)
+    started = time.perf_counter()
+    if mech in _comparison.ESTIMATED_MECHANISMS:
+        key = {"stage": "attack-estimate", "bundle": bundle.digest, "mechanism": mech, "epsilon": eps,
+               "seed_base": cfg.seed_base, "reproducible": cfg.reproducible, "prior": PRIOR_NAME,
+               "estimator": _comparison.ESTIMATOR}
+        seed = _seed_int(cfg, 0, f"attack:{mech}:{eps}") if cfg.reproducible else None
+        estimate = sweep.store.cached_json(
+            "profile", key, lambda: _comparison.estimate_inversion_attack(
+                _comparison.load_runtime(mech, bundle.path, seed), sweep.corpus.counts, sweep.prior),
+            lambda d: d, lambda d: d)
+        _log(cfg, f"privacy {mech} eps={eps:g}: estimated attack {estimate['success_rate_dataset']:.4f}")
+        return Entry(mechanism=mech, epsilon=eps, bundle=info, privacy=_comparison.EstimatedAttackPrivacy(
+            estimate=estimate, guarantee=_comparison.guarantee_of(runtime)))
+    key = {"stage": "profile", "bundle": bundle.digest, "mechanism": mech, "epsilon": eps,
+           "threshold": cfg.threshold, "columns": cfg.columns, "seed_base": cfg.seed_base, "prior": PRIOR_NAME}
+    saved = sweep.store.load_arrays("profile", key)
+    if saved is not None:
+        prof, meta = _profile_from_arrays(saved)
+        seconds = meta["seconds"]
+    else:
+        outputs = np.union1d(runtime.tables.outputs, np.flatnonzero(runtime.tables.keep_row))
+        prof = M.profile_mechanism(runtime.log_probabilities, domain.inputs, domain.vocab_size,
+                                   threshold=cfg.threshold, prior=sweep.prior, prior_name=PRIOR_NAME,
+                                   columns=np.intersect1d(sweep.column_pool, outputs),
+                                   progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
+        seconds = time.perf_counter() - started
+        sweep.store.save_arrays("profile", key, _profile_to_arrays(prof, {"seconds": seconds}))
+    summary = PrivacySummary.of(prof, sweep.corpus.counts)
+    _log(cfg, f"privacy {mech} eps={eps:g}: attack {summary.attack.exact_success_rate_dataset:.4f}")
+    # the rows are the sampler's realised law itself (tests/test_tem.py, test_custext.py check the formula)
+    return Entry(mechanism=mech, epsilon=eps, profile=prof, bundle=info,
+                 privacy=MechanismPrivacy(summary=summary, formula_vs_realised=None, seconds=seconds))
 
 
 def _profile_santext(sweep: _Sweep, mech: str, eps: float, bundle: _Bundle) -> Entry:
@@ -363,8 +430,10 @@ def _measure_utility(sweep: _Sweep, entries: list[Entry], notes: _Warnings) -> N
     for entry in _progress(ordered, sweep.cfg, desc="utility", unit="config"):
         started = time.perf_counter()
         entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
+        accuracies = ", ".join(f"{name} {c['sanitized_test']['accuracy'].mean:.4f}"
+                               for name, c in entry.utility.classifiers.items())
         _log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
-                        f"{entry.utility.sanitized_test['accuracy'].mean:.4f} (majority class {majority:.4f})")
+                        f"{accuracies} (majority class {majority:.4f})")
         if entry.mechanism == "none":
             notes.extend(_ceiling_warnings(entry.utility, majority))
 
@@ -381,13 +450,44 @@ def _ceiling_warnings(utility: UtilitySummary, majority: float) -> list[str]:
 
 
 def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
-    """The runs of one configuration: one per seed, or a single one for the unsanitized text (seeds
-    change nothing there); each from its checkpoint when there is one.
+    """The runs of one configuration: one per seed (a single one for the unsanitized text, where seeds
+    change nothing), each combining the runs of every classifier (:meth:`.records.SeedRun.combine`).
     """
-    settings = sweep.classifier.to_dict()
+    per_classifier = {settings.name: _classifier_runs(sweep, entry, settings) for settings in sweep.classifiers}
+    n_runs = len(next(iter(per_classifier.values())))
+    runs = [SeedRun.combine({name: runs[i] for name, runs in per_classifier.items()}) for i in range(n_runs)]
+    for s, run in enumerate(runs):
+        run.nn_inversion = _nn_inversion(sweep, entry, s)
+    return runs
+
+
+#: List lengths k of the nearest-neighbour inversion attack.
+NN_KS = (1, 10)
+#: Version of the neighbour table's definition (part of the attack's checkpoint keys).
+NN_TABLE_VERSION = 2
+
+
+def _nn_inversion(sweep: _Sweep, entry: Entry, seed_index: int) -> dict:
+    """success@k of the embedding nearest-neighbour inversion on one seed's sample (from its checkpoint)."""
+    if entry.mechanism == "none":
+        key = {"stage": "nn_attack", "mechanism": "none", "ks": list(NN_KS), "table": NN_TABLE_VERSION}
+        return sweep.store.cached_json("nn_attack", key, lambda: nearest_neighbour_inversion(
+            sweep.nn_table(), sweep.corpus.flat, sweep.corpus.flat, NN_KS), dict, dict)
+    sample_key = _sample_key(sweep, entry, seed_index)
+    key = {"stage": "nn_attack", "sample": sample_key, "ks": list(NN_KS), "table": NN_TABLE_VERSION}
+    return sweep.store.cached_json("nn_attack", key, lambda: nearest_neighbour_inversion(
+        sweep.nn_table(), sweep.corpus.flat, _sanitized_sample(sweep, entry, seed_index, sample_key), NN_KS),
+        dict, dict)
+
+
+def _classifier_runs(sweep: _Sweep, entry: Entry, classifier: ClassifierSettings) -> list[SeedRun]:
+    """The runs of one configuration with one classifier, each from its checkpoint when there is one."""
+    settings = classifier.to_dict()
+    if isinstance(classifier, SentenceEmbeddingSettings):
+        settings["encoder"] = sweep.encoder_fingerprint(classifier)
     if entry.mechanism == "none":
         key = {"stage": "utility", "mechanism": "none", "classifier": settings}
-        return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep.corpus.ds, sweep.classifier),
+        return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep, classifier),
                                         SeedRun.to_dict, SeedRun.from_dict)]
     runs = []
     for s in range(sweep.cfg.seeds):
@@ -396,7 +496,7 @@ def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
 
         def compute(s=s, sample_key=sample_key) -> SeedRun:
             released = _sanitized_sample(sweep, entry, s, sample_key)
-            return _release_run(sweep.corpus, released, _decoder(entry), seed=s, settings=sweep.classifier)
+            return _release_run(sweep, released, _decoder(entry), seed=s, settings=classifier)
 
         runs.append(sweep.store.cached_json("utility", key, compute, SeedRun.to_dict, SeedRun.from_dict))
     return runs
@@ -405,7 +505,8 @@ def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
 def _sample_key(sweep: _Sweep, entry: Entry, seed_index: int) -> dict:
     """Everything that determines one sanitized sample of the corpus (besides the data)."""
     cfg, mech, eps = sweep.cfg, entry.mechanism, entry.epsilon
-    bundle = sweep.bundles[(mech, eps)] if mech in MECHANISMS else next(iter(sweep.bundles.values()))
+    # a mechanism's own bundle; the baselines (the evaluation-only cmp included) key on the reference one
+    bundle = sweep.bundles.get((mech, eps)) or next(iter(sweep.bundles.values()))
     stream = f"{mech}:{eps}"
     return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": bundle.digest,
             "seed": _seed_int(cfg, seed_index, stream) if cfg.reproducible else f"os-keyed:{seed_index}"}
@@ -434,7 +535,11 @@ def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> np.ndarray:
     cfg, corpus, domain = sweep.cfg, sweep.corpus, sweep.domain
     mech, eps = entry.mechanism, entry.epsilon
     stream = f"{mech}:{eps}"
-    if mech in MECHANISMS:
+    if mech in _comparison.COMPARISON_MECHANISMS and (mech, eps) in sweep.bundles:
+        seed = _seed_int(cfg, seed_index, stream) if cfg.reproducible else None
+        runtime = _comparison.load_runtime(mech, sweep.bundles[(mech, eps)].path, seed)
+        return runtime.sample_ids(corpus.flat).astype(np.int64)
+    if mech in SANTEXT_MECHANISMS:
         san = _seeded_sanitizer(cfg, sweep.bundles[(mech, eps)].path, seed_index, stream)
         return san.sample_ids(corpus.flat).astype(np.int64)
     gen = _generator(cfg, seed_index, stream)
@@ -444,22 +549,24 @@ def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> np.ndarray:
     return cmp.sample_ids(corpus.flat, gen).astype(np.int64)
 
 
-def _unsanitized_run(ds: Dataset, settings: ClassifierSettings) -> SeedRun:
+def _unsanitized_run(sweep: _Sweep, settings: ClassifierSettings) -> SeedRun:
     """The utility ceiling: the classifier on the raw text; BLEU, unchanged rate and attack all 1."""
+    ds = sweep.corpus.ds
     run = fit_and_score(ds.train_texts, ds.train_labels,
                         {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels,
-                        settings=settings)
+                        settings=settings, encoder=sweep.encoder(settings))
     return SeedRun(classifier=run.scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0,
                    hyperparameters=run.hyperparameters)
 
 
-def _release_run(corpus: _Corpus, released: np.ndarray, decoder: np.ndarray | None, seed: int,
+def _release_run(sweep: _Sweep, released: np.ndarray, decoder: np.ndarray | None, seed: int,
                  settings: ClassifierSettings) -> SeedRun:
-    """Utility of one sanitized sample of the corpus (train + test)."""
+    """Utility of one sanitized sample of the corpus (train + test) with one classifier."""
+    corpus = sweep.corpus
     train_txt, test_txt = corpus.decode(released)
     ds = corpus.ds
     run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
-                        ds.test_labels, seed=seed, settings=settings)
+                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings))
     hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
     return SeedRun(
         classifier=run.scores, bleu=corpus_bleu(hyps, corpus.references),
@@ -472,7 +579,8 @@ def _release_run(corpus: _Corpus, released: np.ndarray, decoder: np.ndarray | No
 def _assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
                       timings: dict[str, float], notes: _Warnings) -> Results:
     """Step 7a: the ``results.json`` record."""
-    settings = ClassifierSettings()
+    chosen = [classifier_settings(c) for c in cfg.classifiers]
+    settings = chosen[0]
     counts = {lab: ds.train_labels.count(lab) for lab in sorted(set(ds.train_labels))}
     return Results(config=asdict(cfg), versions=_versions(),
                    dataset={**ds.info, "name": ds.name, "majority_rate_test": ds.majority_rate(),
@@ -480,7 +588,8 @@ def _assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
                    randomness=randomness_description(cfg.reproducible),
                    privacy_metric_definitions=privacy_metric_definitions(cfg.threshold),
                    entries=entries, timings=timings, classifier=settings.describe(),
-                   classifier_settings=settings.to_dict(), warnings=list(notes))
+                   classifier_settings=settings.to_dict(), warnings=list(notes),
+                   classifiers={c.name: {"description": c.describe(), "settings": c.to_dict()} for c in chosen})
 
 
 def _write_outputs(cfg: EvaluationConfig, results: Results, out: Path) -> dict:
@@ -618,7 +727,7 @@ class _Corpus:
 class _Sweep:
     """What the privacy and utility steps read: the configuration, the tokenised corpus, the token
     domain, the attacker's prior (float64 ``[V]``), the S_y* column pool (int64), the bundles, the
-    checkpoint store and the classifier's settings.
+    checkpoint store, the classifiers' settings and the bundle cache (where the MiniLM graph is kept).
     """
 
     cfg: EvaluationConfig
@@ -628,7 +737,66 @@ class _Sweep:
     column_pool: np.ndarray
     bundles: dict[tuple[str, float], _Bundle]
     store: _Checkpoints
-    classifier: ClassifierSettings = field(default_factory=ClassifierSettings)
+    classifiers: list[ClassifierSettings] = field(default_factory=lambda: [ClassifierSettings()])
+    cache_dir: Path | None = None
+    _memo: dict = field(default_factory=dict, repr=False)   # loaded encoders, the neighbour table
+
+    def encoder_fingerprint(self, settings: SentenceEmbeddingSettings) -> str:
+        """What determines the sentence embeddings (:meth:`.utility.SentenceEncoder.fingerprint_of`)."""
+        from .utility import SentenceEncoder
+        return SentenceEncoder.fingerprint_of(settings)
+
+    def nn_table(self) -> np.ndarray:
+        """The nearest inputs of every id a mechanism may release, in the bundles' metric embedding
+        (:func:`.attacks.nearest_neighbour_table`), computed once (and kept as a checkpoint).
+        """
+        if "nn_table" not in self._memo:
+            bundle = next(iter(self.bundles.values()))
+            key = {"stage": "nn_table", "bundle": bundle.digest, "k": max(NN_KS), "version": NN_TABLE_VERSION}
+            saved = self.store.load_arrays("nn_table", key)
+            if saved is None:
+                queries = np.union1d(self.domain.outputs, self.domain.inputs)
+                saved = {"table": nearest_neighbour_table(self.domain.reference.embeddings, self.domain.inputs,
+                                                          queries, k=max(NN_KS))}
+                self.store.save_arrays("nn_table", key, saved)
+            self._memo["nn_table"] = saved["table"]
+        return self._memo["nn_table"]
+
+    def encoder(self, settings: ClassifierSettings) -> _CheckpointedEncoder | None:
+        """The sentence encoder of a MiniLM classifier, behind the checkpoint store (None for TF-IDF)."""
+        if not isinstance(settings, SentenceEmbeddingSettings):
+            return None
+        if settings not in self._memo:
+            self._memo[settings] = _CheckpointedEncoder(self, settings)
+        return self._memo[settings]
+
+
+class _CheckpointedEncoder:
+    """``encode(texts)`` of :class:`.utility.SentenceEncoder`, each text list's embeddings read from (and
+    written to) the checkpoint store, keyed by the SHA-256 of the list; the encoder itself (graph export,
+    ONNX session) is loaded only when something has to be embedded.
+    """
+
+    def __init__(self, sweep: _Sweep, settings: SentenceEmbeddingSettings) -> None:
+        self.sweep, self.settings = sweep, settings
+        self.fingerprint = sweep.encoder_fingerprint(settings)
+        self._encoder = None
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Float32 embeddings (n, 384) of ``texts`` (float16-exact, the precision of the checkpoint)."""
+        digest = hashlib.sha256()
+        for t in texts:
+            digest.update(hashlib.sha256(t.encode("utf-8")).digest())
+        key = {"stage": "embedding", "encoder": self.fingerprint, "texts": digest.hexdigest(), "n": len(texts)}
+        saved = self.sweep.store.load_arrays("embedding", key)
+        if saved is not None and saved["x"].shape == (len(texts), MINILM_DIM):
+            return saved["x"].astype(np.float32)
+        if self._encoder is None:
+            from .utility import SentenceEncoder
+            self._encoder = SentenceEncoder(self.sweep.cache_dir, self.settings)
+        x = self._encoder.encode(texts, progress=self.sweep.cfg.progress, desc=f"MiniLM ({len(texts)} texts)")
+        self.sweep.store.save_arrays("embedding", key, {"x": x.astype(np.float16)})
+        return x
 
 
 # -- checkpoints and warnings --------------------------------------------------------------------
@@ -646,8 +814,10 @@ class _Checkpoints:
     format and the data set's fingerprint) is added to every key, and so are the ldptext, scikit-learn
     and wordfreq (the attacker's prior) versions. Files are written atomically
     (:func:`ldptext.fileio.write_bytes_atomic`, mode 0o600: sanitized samples are the user's data); an
-    unreadable one counts as missing. With ``resume=False`` nothing is read (everything is recomputed
-    and written again). ``reused`` counts the checkpoints read, per stage.
+    unreadable one counts as missing. With ``resume=False`` nothing from an earlier run is read
+    (everything is recomputed and written again), but what this run wrote is: two stages that share
+    a sample (the classifiers and the inversion attack) see the same draw. ``reused`` counts the
+    checkpoints read, per stage.
     """
 
     def __init__(self, root: Path, *, resume: bool, base: dict) -> None:
@@ -656,26 +826,31 @@ class _Checkpoints:
         versions = _versions()
         self.base = {**base, **{k: versions.get(k) for k in ("ldptext", "scikit-learn", "wordfreq")}}
         self.reused: dict[str, int] = {}
+        self._written: set[Path] = set()  # what this run wrote: readable even with resume=False
+
+    def _readable(self, path: Path) -> bool:
+        return (self.resume or path in self._written) and path.is_file()
 
     def path(self, stage: str, key: dict, suffix: str) -> Path:
         """The file of one stage's checkpoint."""
         blob = json.dumps(_jsonable({**self.base, **key}), sort_keys=True).encode()
         return self.root / f"{stage}-{hashlib.sha256(blob).hexdigest()[:32]}.{suffix}"
 
-    def _hit(self, stage: str) -> None:
-        self.reused[stage] = self.reused.get(stage, 0) + 1
+    def _hit(self, stage: str, path: Path) -> None:
+        if path not in self._written:  # an earlier run's work, not this run's own
+            self.reused[stage] = self.reused.get(stage, 0) + 1
 
     def load_arrays(self, stage: str, key: dict) -> dict[str, np.ndarray] | None:
         """The arrays of a checkpoint, or None when there is none (or it cannot be read)."""
         path = self.path(stage, key, "npz")
-        if not (self.resume and path.is_file()):
+        if not self._readable(path):
             return None
         try:
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except (OSError, ValueError, EOFError):
             return None
-        self._hit(stage)
+        self._hit(stage, path)
         return arrays
 
     def save_arrays(self, stage: str, key: dict, arrays: dict[str, np.ndarray]) -> None:
@@ -683,22 +858,25 @@ class _Checkpoints:
         self.root.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
         np.savez(buf, **arrays)
-        write_bytes_atomic(self.path(stage, key, "npz"), buf.getvalue())
+        path = self.path(stage, key, "npz")
+        write_bytes_atomic(path, buf.getvalue())
+        self._written.add(path)
 
     def cached_json(self, stage: str, key: dict, compute, encode, decode):
         """``decode`` of the JSON checkpoint when there is one; else ``compute()``, saved via ``encode``."""
         path = self.path(stage, key, "json")
-        if self.resume and path.is_file():
+        if self._readable(path):
             try:
                 value = decode(json.loads(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError):
                 pass
             else:
-                self._hit(stage)
+                self._hit(stage, path)
                 return value
         value = compute()
         self.root.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, (json.dumps(_jsonable(encode(value)), sort_keys=True) + "\n").encode())
+        self._written.add(path)
         return value
 
 

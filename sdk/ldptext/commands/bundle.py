@@ -229,6 +229,14 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
                          f"{100 * per_token:.6g}); the number of tokens is not hidden"))
     elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
         rows += _dpbart_summary(manifest["dpbart"])
+    elif eps is not None and isinstance(privacy.get("notion"), str):  # the comparison mechanisms
+        between = privacy.get("neighbouring")
+        rows.append(("notion", f"{_safe(privacy['notion'])}, eps = {eps:g} per token"
+                     + (f" ({_safe(between)})" if isinstance(between, str) else "")))
+        worst = _num(privacy.get("worst_case_token_epsilon"))
+        rows.append(("worst case per token", f"{worst:.6g}-LDP" if worst is not None else
+                     "none (not finite)" + (f": {_safe(privacy['revealed'])} is revealed"
+                                            if isinstance(privacy.get("revealed"), str) else "")))
     elif eps is not None:  # future mechanisms: report what the manifest states
         delta = _num(params.get("delta"))
         rows.append(("per release", f"({eps:g}, {delta:g})-LDP" if delta else f"{eps:g}-LDP"))

@@ -1,0 +1,709 @@
+"""``ldptext calibrate``: choose the SanText / SanText+ ε that meets a privacy target, and say what it costs.
+
+A metric ε is not comparable across embeddings (it multiplies a distance whose scale is the embedding's:
+GloVe 6B-50d and MiniLM WordPiece need very different ε for the same protection, Yue 2023, *Data
+Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.5.3). This command fixes
+the protection instead and searches ε for it. Targets, both computed **exactly** from the mechanism's
+distribution (the SanText formula of :func:`.evaluation.mechanisms.santext_log_prob_rows` over the
+bundle's int8 metric embedding, which the sampler realises to ≤ 1e-9; nothing is sampled):
+
+* ``--max-attack-success t``: the success of the Bayes-optimal token-inversion attacker, who knows the
+  mechanism and guesses ``argmax_x Pr[M(x)=y]·π(x)`` with the public ``wordfreq`` prior π
+  (:mod:`.evaluation.attacks`, :func:`.evaluation.metrics.profile_mechanism`), averaged over input
+  words drawn from that same public distribution: ``A(ε) = Σ_x π(x)·succ_ε(x)``;
+* ``--max-verbatim-rate r``: the expected share of words released unchanged, ``R(ε) = Σ_x π(x)·Pr[M(x)=x]``
+  (N_x of Yue 2023, §2.5.5, weighted by public frequency).
+
+Both averages use a **public** word distribution, never the private data: a target computed from the data
+would make ε itself depend on it. With ``--data`` a short ``ldptext evaluate`` run at the chosen ε reports
+the accuracy to expect (and the attack success on the data's own tokens).
+
+**Search.** R(ε) is non-decreasing in ε (for SanText, N_x = 1/Σ_y exp(−ε(d(x,y) − d(x,x))/2) with d(x,x) = 0
+is increasing; SanText+'s non-sensitive words add the constant 1 − p). A(ε) usually increases too but
+nothing guarantees it (the decoder changes with ε), so: the metric is evaluated on a doubling grid over
+``--epsilon-range``; the first grid point above the target brackets the crossing with the last one below,
+and bisection (geometric) narrows the bracket to a relative width of ``rtol``. The chosen ε is always a
+point **where the metric was evaluated and met the target**, rounded down to three significant digits when
+that also meets it. Every decrease of the metric between evaluated points is reported (non-monotone), as
+is a larger grid ε that meets the target again beyond the first crossing (not chosen: the target then
+holds only in windows of ε). When even the smallest ε misses the target, nothing is chosen: the floor is
+reported (SanText+ releases non-sensitive words in the clear with probability 1 − p at every ε; lower p
+or raise w). A chosen ε whose verbatim rate exceeds :data:`VERBATIM_WARNING` is flagged: the output is
+then nearly the input.
+
+**Bundle family** (``--bundles``): bundles of one vocabulary, split and p at several ε (as ``ldptext
+precompute santext`` writes them); each one's metrics are computed from its own tables and the largest ε
+that meets the target is chosen among them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ldptext.errors import ParameterError
+
+__all__ = ["CalibrationDomain", "ExactMetrics", "Calibration", "exact_metrics", "calibrate", "calibrate_family",
+           "register", "run", "METRICS", "VERBATIM_WARNING"]
+
+#: The targets: command-line name -> attribute of :class:`ExactMetrics`.
+METRICS = {"attack": "attack_success", "verbatim": "verbatim_rate"}
+#: Verbatim rate above which the chosen ε is flagged as releasing nearly the input.
+VERBATIM_WARNING = 0.9
+#: Default search range of ε.
+EPSILON_RANGE = (0.1, 64.0)
+
+
+@dataclass(frozen=True)
+class CalibrationDomain:
+    """Everything the exact metrics of a SanText(+) configuration depend on besides ε.
+
+    Attributes
+    ----------
+    mechanism : str
+        ``santext`` or ``santext+``.
+    p : float or None
+        SanText+'s probability of sanitizing a non-sensitive word (None for SanText).
+    embeddings : numpy.ndarray, float64, shape (V, m)
+        The metric embedding (the bundle's int8 codes × scales).
+    outputs : numpy.ndarray, int, shape (O,)
+        The output domain.
+    valid_input : numpy.ndarray, bool, shape (V,)
+        The input domain.
+    sensitive : numpy.ndarray, bool, shape (V,)
+        V_S (every valid input for SanText).
+    weights : numpy.ndarray, float64, shape (V,)
+        The public word distribution π (normalised over the input domain): the attacker's prior and the
+        weights of both averages.
+    description : str
+        What the domain was built from.
+    """
+
+    mechanism: str
+    p: float | None
+    embeddings: np.ndarray
+    outputs: np.ndarray
+    valid_input: np.ndarray
+    sensitive: np.ndarray
+    weights: np.ndarray
+    description: str
+
+    @classmethod
+    def from_embeddings(cls, embeddings: str, *, mechanism: str = "santext+", p: float | None = 0.3,
+                        w: float | None = 0.9, vocab_size: int | None = 20_000,
+                        non_sensitive: str | None = None) -> CalibrationDomain:
+        """The domain a bundle built with these arguments would have (``ldptext precompute santext``,
+        ``ldptext evaluate``), without building it.
+
+        Parameters
+        ----------
+        embeddings : str
+            ``glove-6b-50d``, ``minilm-wordpiece`` or an embedding file.
+        mechanism : str
+            ``santext`` or ``santext+``.
+        p : float or None
+            SanText+'s p.
+        w : float or None
+            SanText+'s frequency split (the fraction w of least frequent words is sensitive); None for
+            ``non_sensitive``.
+        vocab_size : int or None
+            Word-level vocabulary size.
+        non_sensitive : str or None
+            SanText+'s non-sensitive set when ``w`` is None (default: function words).
+
+        Returns
+        -------
+        CalibrationDomain
+        """
+        from .santext import build
+        from .santext.embeddings import load_embeddings
+
+        if mechanism == "santext":
+            p = w = non_sensitive = None
+        build.check_parameters(1.0, mechanism, p, w)
+        if non_sensitive is not None:
+            w = None
+        emb = load_embeddings(embeddings, vocab_size)
+        domain = build.split_domain(emb, mechanism=mechanism, w=w, non_sensitive=non_sensitive)
+        metric = build.dequantize(*build.quantize_int8(emb.vectors))
+        split = f", p = {p:g}, split {domain.non_sensitive}" if mechanism == "santext+" else ""
+        return cls.of(mechanism=mechanism, p=p, embeddings=metric, outputs=domain.outputs,
+                      valid_input=emb.valid_input, sensitive=domain.sensitive, vocab=emb.vocab,
+                      description=f"{mechanism} over {embeddings} (V = {len(emb.vocab)}{split})")
+
+    @classmethod
+    def from_bundle(cls, san) -> CalibrationDomain:
+        """The domain of a loaded bundle (its own metric embedding, outputs and split).
+
+        Parameters
+        ----------
+        san : ldptext.santext.Sanitizer
+
+        Returns
+        -------
+        CalibrationDomain
+        """
+        return cls.of(mechanism=san.mechanism, p=san.p, embeddings=np.asarray(san.embeddings, np.float64),
+                      outputs=np.asarray(san.outputs), valid_input=np.asarray(san.valid_input, bool),
+                      sensitive=np.asarray(san.sensitive, bool), vocab=san.vocab,
+                      description=f"{san.mechanism} bundle (V = {len(san.vocab)})")
+
+    @classmethod
+    def of(cls, *, mechanism: str, p: float | None, embeddings: np.ndarray, outputs: np.ndarray,
+           valid_input: np.ndarray, sensitive: np.ndarray, vocab: Sequence[str], description: str,
+           weights: np.ndarray | None = None) -> CalibrationDomain:
+        """A domain from its parts; the weights default to the public ``wordfreq`` prior of ``vocab``.
+
+        Parameters
+        ----------
+        mechanism, p, embeddings, outputs, valid_input, sensitive, description
+            See the attributes.
+        vocab : sequence of str
+            The token of each id (for the ``wordfreq`` prior).
+        weights : numpy.ndarray, optional
+            Non-negative weights over ids instead of the prior (tests).
+
+        Returns
+        -------
+        CalibrationDomain
+        """
+        from .evaluation.attacks import wordfreq_prior
+
+        valid = np.asarray(valid_input, bool)
+        prior = wordfreq_prior(vocab, valid) if weights is None else np.asarray(weights, np.float64) * valid
+        if not prior.sum() > 0:
+            raise ParameterError("the public prior has no mass on the input domain")
+        return cls(mechanism=mechanism, p=None if mechanism == "santext" else p,
+                   embeddings=np.asarray(embeddings, np.float64), outputs=np.asarray(outputs, np.int64),
+                   valid_input=valid, sensitive=np.asarray(sensitive, bool), weights=prior / prior.sum(),
+                   description=description)
+
+    def rows(self, epsilon: float) -> Callable[[np.ndarray], np.ndarray]:
+        """The exact log-probability rows at ``epsilon`` (:func:`.evaluation.mechanisms.santext_log_prob_rows`)."""
+        from .evaluation.mechanisms import santext_log_prob_rows
+
+        view = SimpleNamespace(embeddings=self.embeddings, outputs=self.outputs, epsilon=float(epsilon),
+                               p=self.p, mechanism=self.mechanism, valid_input=self.valid_input,
+                               sensitive=self.sensitive)
+        return santext_log_prob_rows(view)
+
+
+@dataclass(frozen=True)
+class ExactMetrics:
+    """The two calibration targets at one ε, exact.
+
+    Attributes
+    ----------
+    epsilon : float
+    attack_success : float
+        ``Σ_x π(x)·succ(x)``: expected success of the Bayes-optimal inversion attack with prior π on a
+        word drawn from π.
+    verbatim_rate : float
+        ``Σ_x π(x)·Pr[M(x)=x]``.
+    """
+
+    epsilon: float
+    attack_success: float
+    verbatim_rate: float
+
+
+def exact_metrics(domain: CalibrationDomain, epsilon: float, *, chunk_size: int = 256,
+                  threads: int | None = None) -> ExactMetrics:
+    """Exact attack success and verbatim rate of a domain at one ε (one pass over every input row).
+
+    The Bayes decoder is that of :func:`.evaluation.metrics.profile_mechanism` (``x̂(y) = argmax_x
+    log Pr[M(x)=y] + log π(x)``, the earliest input on ties), computed here without the entropies and
+    with chunks of rows spread over threads (numpy releases the GIL in its array operations).
+
+    Parameters
+    ----------
+    domain : CalibrationDomain
+    epsilon : float
+        ε > 0.
+    chunk_size : int, default 256
+        Rows per chunk.
+    threads : int, optional
+        Worker threads (default: the CPU count, at most 4).
+
+    Returns
+    -------
+    ExactMetrics
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows_fn = domain.rows(epsilon)
+    inputs = np.flatnonzero(domain.valid_input).astype(np.int64)
+    v = domain.valid_input.size
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(domain.weights)
+
+    def chunk(start: int):
+        xs = inputs[start:start + chunk_size]
+        lp = rows_fn(xs)
+        n_x = np.exp(lp[np.arange(xs.size), xs])
+        score = lp + log_prior[xs, None]
+        arg = score.argmax(axis=0)
+        cols = np.arange(v)
+        return n_x, score[arg, cols], xs[arg], lp[arg, cols]
+
+    n_x = np.empty(inputs.size)
+    best_score = np.full(v, -np.inf)
+    best_input = np.full(v, -1, dtype=np.int64)
+    best_logp = np.full(v, -np.inf)
+    starts = range(0, inputs.size, chunk_size)
+    workers = threads or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for start, (nx, top, who, logp) in zip(starts, pool.map(chunk, starts)):   # in order: ties -> earliest
+            n_x[start:start + nx.size] = nx
+            better = top > best_score
+            best_score[better], best_input[better], best_logp[better] = top[better], who[better], logp[better]
+    reachable = (best_input >= 0) & np.isfinite(best_logp)
+    succ = np.bincount(best_input[reachable], weights=np.exp(best_logp[reachable]), minlength=v)
+    w = domain.weights[inputs]
+    return ExactMetrics(epsilon=float(epsilon), attack_success=float(np.dot(w, succ[inputs])),
+                        verbatim_rate=float(np.dot(w, n_x)))
+
+
+@dataclass
+class Calibration:
+    """The outcome of a search.
+
+    Attributes
+    ----------
+    metric : str
+        ``attack`` or ``verbatim`` (:data:`METRICS`).
+    target : float
+        The largest acceptable value.
+    epsilon : float or None
+        The chosen ε (None when no searched ε meets the target).
+    achieved : ExactMetrics or None
+        Both metrics at the chosen ε.
+    evaluated : list of ExactMetrics
+        Every ε evaluated, ascending.
+    monotone : bool
+        Whether the metric never decreased between evaluated points.
+    notes : list of str
+        What the user must know (unreachable target, non-monotone, output ≈ input).
+    domain : str
+        What was calibrated.
+    expected_utility : dict or None
+        From ``--data``: accuracies at the chosen ε and unsanitized.
+    bundle : str or None
+        The chosen bundle of a family (:func:`calibrate_family`).
+    """
+
+    metric: str
+    target: float
+    epsilon: float | None
+    achieved: ExactMetrics | None
+    evaluated: list[ExactMetrics]
+    monotone: bool
+    notes: list[str] = field(default_factory=list)
+    domain: str = ""
+    expected_utility: dict | None = None
+    bundle: str | None = None
+
+    def value(self, m: ExactMetrics) -> float:
+        """The target metric of one evaluation."""
+        return getattr(m, METRICS[self.metric])
+
+    def to_dict(self) -> dict:
+        """A JSON-able record (``--json``)."""
+        return {"metric": self.metric, "target": self.target, "epsilon": self.epsilon,
+                "achieved": None if self.achieved is None else asdict(self.achieved),
+                "evaluated": [asdict(m) for m in self.evaluated], "monotone": self.monotone,
+                "notes": self.notes, "domain": self.domain, "bundle": self.bundle,
+                "expected_utility": self.expected_utility}
+
+
+def _round_down(x: float, digits: int = 3) -> float:
+    """``x`` rounded down to ``digits`` significant digits."""
+    if x <= 0:
+        return x
+    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return math.floor(x / scale + 1e-9) * scale
+
+
+def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
+              epsilon_range: tuple[float, float] = EPSILON_RANGE, rtol: float = 0.01,
+              progress: bool = False, evaluate: Callable[[float], ExactMetrics] | None = None) -> Calibration:
+    """Search the largest ε at the first crossing of ``target`` (see the module docstring).
+
+    Parameters
+    ----------
+    domain : CalibrationDomain
+        What is calibrated.
+    metric : str
+        ``attack`` or ``verbatim``.
+    target : float
+        Largest acceptable value of the metric, in (0, 1].
+    epsilon_range : (float, float)
+        Smallest and largest ε searched (0 < lo < hi).
+    rtol : float, default 0.01
+        Relative width of the final bracket.
+    progress : bool
+        One line per evaluation on stderr.
+    evaluate : callable, optional
+        ``ε -> ExactMetrics`` (default :func:`exact_metrics` on ``domain``).
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    ParameterError
+        On an unknown metric, a target outside (0, 1] or an invalid range.
+    """
+    if metric not in METRICS:
+        raise ParameterError(f"metric must be one of {', '.join(METRICS)}")
+    if not 0 < target <= 1:
+        raise ParameterError("the target must be in (0, 1]")
+    lo, hi = (float(x) for x in epsilon_range)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ParameterError("the epsilon range must satisfy 0 < lo < hi < inf")
+    evaluate = evaluate or (lambda e: exact_metrics(domain, e))
+    cache: dict[float, ExactMetrics] = {}
+
+    def at(eps: float) -> ExactMetrics:
+        if eps not in cache:
+            cache[eps] = evaluate(eps)
+            if progress:
+                m = cache[eps]
+                print(f"[calibrate] epsilon {eps:.6g}: attack success {m.attack_success:.4f}, verbatim rate "
+                      f"{m.verbatim_rate:.4f}", file=sys.stderr)
+        return cache[eps]
+
+    def value(eps: float) -> float:
+        return getattr(at(eps), METRICS[metric])
+
+    n = max(1, math.ceil(math.log2(hi / lo) - 1e-9))
+    grid = sorted({lo * 2.0 ** i for i in range(n)} | {hi})
+    result = Calibration(metric=metric, target=target, epsilon=None, achieved=None, evaluated=[], monotone=True,
+                         domain=domain.description)
+    met = [value(e) <= target for e in grid]
+    if not met[0]:
+        floor = min(grid, key=value)
+        result.notes.append(
+            f"no epsilon in [{lo:g}, {hi:g}] meets {metric} <= {target:g}: the smallest value is "
+            f"{value(floor):.4f} (at epsilon {floor:.4g})" + (
+                "; SanText+ releases non-sensitive words in the clear with probability 1 - p at every "
+                "epsilon: lower p or raise w (more words sensitive), or use SanText" if domain.mechanism == "santext+"
+                else "; lower the range or relax the target"))
+    else:
+        first_miss = next((i for i, ok in enumerate(met) if not ok), None)
+        if first_miss is None:
+            chosen = hi
+            result.notes.append(f"the target holds over the whole range: epsilon {hi:g} is the largest searched "
+                                f"(--epsilon-range to search further)")
+        else:
+            good, bad = grid[first_miss - 1], grid[first_miss]
+            while bad / good > 1 + rtol:
+                mid = math.sqrt(good * bad)
+                good, bad = (mid, bad) if value(mid) <= target else (good, mid)
+            chosen = good
+            rounded = _round_down(chosen)
+            if lo <= rounded < chosen and value(rounded) <= target:
+                chosen = rounded
+            again = [e for e, ok in zip(grid[first_miss:], met[first_miss:]) if ok]
+            if again:
+                result.notes.append(f"the {metric} metric is not monotone in epsilon: it meets the target again at "
+                                    f"epsilon {', '.join(f'{e:g}' for e in again)} beyond the first crossing; "
+                                    f"the first crossing is chosen")
+        result.epsilon, result.achieved = chosen, at(chosen)
+    result.evaluated = [cache[e] for e in sorted(cache)]
+    values = [value(m.epsilon) for m in result.evaluated]
+    drops = [(a.epsilon, b.epsilon) for a, b, va, vb in zip(result.evaluated, result.evaluated[1:], values, values[1:])
+             if vb < va - 1e-12]
+    if drops:
+        result.monotone = False
+        result.notes.append("non-monotone: the metric decreases between epsilon " +
+                            "; ".join(f"{a:.4g} and {b:.4g}" for a, b in drops))
+    _verbatim_note(result)
+    return result
+
+
+def _verbatim_note(result: Calibration) -> None:
+    """Flag a chosen ε whose output is nearly its input."""
+    if result.achieved is not None and result.achieved.verbatim_rate > VERBATIM_WARNING:
+        result.notes.append(
+            f"warning: at epsilon {result.epsilon:g} a word is released unchanged with probability "
+            f"{result.achieved.verbatim_rate:.3f} (public-frequency average): the output is nearly the input")
+
+
+def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
+                     progress: bool = False) -> Calibration:
+    """The largest-ε bundle of a family that meets the target (exact metrics of each bundle).
+
+    Parameters
+    ----------
+    paths : sequence of path
+        SanText(+) bundles of one vocabulary, metric embedding, split and p (unsigned ones accepted:
+        they are only read).
+    metric : str
+        ``attack`` or ``verbatim``.
+    target : float
+        Largest acceptable value, in (0, 1].
+    progress : bool
+        One line per bundle on stderr.
+
+    Returns
+    -------
+    Calibration
+        ``epsilon`` is the chosen bundle's ε; ``domain`` names its file.
+
+    Raises
+    ------
+    ParameterError
+        On an empty list, a bad target, or bundles that are not one family.
+    """
+    from ldptext.santext import Sanitizer
+
+    if metric not in METRICS:
+        raise ParameterError(f"metric must be one of {', '.join(METRICS)}")
+    if not 0 < target <= 1:
+        raise ParameterError("the target must be in (0, 1]")
+    if not paths:
+        raise ParameterError("no bundle given")
+    rows = []
+    reference = None
+    for path in paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            san = Sanitizer.load(path, allow_unsigned=True)
+        domain = CalibrationDomain.from_bundle(san)
+        signature = (domain.mechanism, domain.p, domain.embeddings.shape, domain.outputs.tobytes(),
+                     domain.sensitive.tobytes(), domain.embeddings.tobytes())
+        if reference is None:
+            reference = signature
+        elif signature != reference:
+            raise ParameterError(f"{path} is not of the same family as {paths[0]} (mechanism, p, vocabulary, "
+                                 f"embedding and split must agree; only epsilon may differ)")
+        m = exact_metrics(domain, san.epsilon)
+        if progress:
+            print(f"[calibrate] {path}: epsilon {san.epsilon:g}, attack success {m.attack_success:.4f}, "
+                  f"verbatim rate {m.verbatim_rate:.4f}", file=sys.stderr)
+        rows.append((m, str(path)))
+        san.close()
+    rows.sort(key=lambda r: r[0].epsilon)
+    result = Calibration(metric=metric, target=target, epsilon=None, achieved=None,
+                         evaluated=[m for m, _ in rows], monotone=True, domain=domain.description)
+    values = [result.value(m) for m, _ in rows]
+    result.monotone = all(b >= a - 1e-12 for a, b in zip(values, values[1:]))
+    if not result.monotone:
+        result.notes.append("non-monotone across the family: a larger epsilon has a smaller metric")
+    ok = [(m, p) for (m, p), v in zip(rows, values) if v <= target]
+    if not ok:
+        best = min(rows, key=lambda r: result.value(r[0]))
+        result.notes.append(f"no bundle meets {metric} <= {target:g}: the smallest value is "
+                            f"{result.value(best[0]):.4f} ({best[1]})")
+    else:
+        m, path = ok[-1]
+        result.epsilon, result.achieved, result.bundle = m.epsilon, m, path
+        result.domain = f"{result.domain}: {path}"
+    _verbatim_note(result)
+    return result
+
+
+# -- expected utility -------------------------------------------------------------------------------
+
+def _expected_utility_from_embeddings(args, epsilon: float) -> dict:
+    """A short ``ldptext evaluate`` run at the chosen ε (and unsanitized), its accuracies."""
+    from .evaluation.runner import EvaluationConfig, command_line, evaluate
+
+    cfg = EvaluationConfig(out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
+                           test=args.test, mechanisms=[args.mechanism], embeddings=args.embeddings,
+                           vocab_size=args.vocab_size or None, epsilons=[epsilon], p=args.p, w=args.w,
+                           baselines=["none"], classifiers=args.classifier, seeds=args.seeds,
+                           max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
+                           progress=not args.quiet, command=command_line())
+    results = evaluate(cfg)
+    out = {"data": args.data, "out": args.out, "seeds": args.seeds}
+    for e in results["entries"]:
+        key = "unsanitized" if e["mechanism"] == "none" else "sanitized"
+        out[key] = {name: {"accuracy_sanitized_test": c["sanitized_test"]["accuracy"]["mean"],
+                           "accuracy_original_test": c["original_test"]["accuracy"]["mean"]}
+                    for name, c in e["utility"]["classifiers"].items()}
+        if key == "sanitized":
+            out["attack_success_on_data"] = e["privacy"]["attack"]["exact_success_rate_dataset"]
+    out["majority_rate"] = results["dataset"]["majority_rate_test"]
+    return out
+
+
+def _expected_utility_from_bundle(args, path: str) -> dict:
+    """Accuracy of the chosen bundle on the data: sanitize train and test text with it (seeded), train the
+    classifier on the sanitized training text, score on sanitized and original test text; and unsanitized.
+    """
+    from ldptext.santext import Sanitizer
+    from .evaluation.datasets import load_dataset
+    from .evaluation.runner import _Corpus
+    from .evaluation.utility import classifier_settings, fit_and_score
+
+    ds = load_dataset(args.data, text_col=args.text_col, label_col=args.label_col, test=args.test,
+                      max_train=args.max_train, max_test=args.max_test)
+    out: dict[str, Any] = {"data": args.data, "seeds": args.seeds, "sanitized": {}, "unsanitized": {},
+                           "majority_rate": ds.majority_rate()}
+    for name in args.classifier:
+        settings = classifier_settings(name)
+        raw = fit_and_score(ds.train_texts, ds.train_labels, {"t": ds.test_texts}, ds.test_labels, settings=settings)
+        out["unsanitized"][name] = {"accuracy_sanitized_test": raw.scores["t"]["accuracy"],
+                                    "accuracy_original_test": raw.scores["t"]["accuracy"]}
+        san_acc, orig_acc = [], []
+        for seed in range(args.seeds):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                san = Sanitizer.load(path, allow_unsigned=True, seed=seed)
+            corpus = _Corpus(ds, san)
+            train_txt, test_txt = corpus.decode(san.sample_ids(corpus.flat).astype(np.int64))
+            run = fit_and_score(train_txt, ds.train_labels, {"s": test_txt, "o": ds.test_texts}, ds.test_labels,
+                                seed=seed, settings=settings)
+            san_acc.append(run.scores["s"]["accuracy"])
+            orig_acc.append(run.scores["o"]["accuracy"])
+            san.close()
+        out["sanitized"][name] = {"accuracy_sanitized_test": float(np.mean(san_acc)),
+                                  "accuracy_original_test": float(np.mean(orig_acc))}
+    return out
+
+
+# -- command line -----------------------------------------------------------------------------------
+
+def _range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected LO,HI") from None
+    return lo, hi
+
+
+def register(sub) -> None:
+    """Add the ``calibrate`` sub-command.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``ldptext`` parser's sub-command registry.
+    """
+    p = sub.add_parser(
+        "calibrate", help="choose the SanText(+) epsilon that meets a privacy target",
+        description="Search epsilon so that the exact Bayes inversion success (public wordfreq prior) or "
+                    "the expected verbatim-release rate, both averaged over public word frequencies, stays "
+                    "at or below a target; print the chosen epsilon, the metrics it achieves and, with "
+                    "--data, the accuracy to expect. Exit status 1 when no epsilon meets the target.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--embeddings", default="glove-6b-50d",
+                     help="glove-6b-50d (default) | minilm-wordpiece | PATH: calibrate the bundles these "
+                          "would give")
+    src.add_argument("--bundles", nargs="+", metavar="BUNDLE",
+                     help="an existing family of bundles (one vocabulary, split and p; several epsilon): "
+                          "choose among them")
+    p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+",
+                   help="with --embeddings: santext or santext+ (default)")
+    p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
+    p.add_argument("--w", type=float, default=0.9,
+                   help="SanText+ frequency split: the fraction w of least frequent words is sensitive "
+                        "(default 0.9, as ldptext evaluate)")
+    p.add_argument("--vocab-size", type=int, default=20_000,
+                   help="word-level vocabulary size (default 20000, as ldptext evaluate; 0 = the embeddings' "
+                        "default)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--max-attack-success", type=float, metavar="T",
+                        help="largest acceptable exact Bayes inversion success (e.g. 0.1)")
+    target.add_argument("--max-verbatim-rate", type=float, metavar="R",
+                        help="largest acceptable expected Pr[M(x)=x] over public word frequencies")
+    p.add_argument("--epsilon-range", type=_range, default=EPSILON_RANGE, metavar="LO,HI",
+                   help=f"epsilon searched (default {EPSILON_RANGE[0]:g},{EPSILON_RANGE[1]:g})")
+    p.add_argument("--rtol", type=float, default=0.01, help="relative precision of the search (0.01)")
+    p.add_argument("--data", default=None,
+                   help="labelled data (FILE.csv | FILE.jsonl | rotten-tomatoes): report the accuracy to "
+                        "expect at the chosen epsilon (a short evaluate run)")
+    p.add_argument("--text-col", default="text", help="text column of --data (default text)")
+    p.add_argument("--label-col", default="label", help="label column of --data (default label)")
+    p.add_argument("--test", default=None, help="separate test file for --data")
+    p.add_argument("--classifier", default=["tfidf"],
+                   type=lambda t: ["tfidf", "minilm"] if t == "both" else [x for x in t.split(",") if x],
+                   help="utility classifier for --data: tfidf (default), minilm or both")
+    p.add_argument("--seeds", type=int, default=1, help="repetitions of the utility run (1)")
+    p.add_argument("--max-train", type=int, default=None, help="use at most N training documents")
+    p.add_argument("--max-test", type=int, default=None, help="use at most N test documents")
+    p.add_argument("--out", default="calibration", help="output directory of the evaluate run (calibration)")
+    p.add_argument("--cache-dir", default=None, help="bundle cache of the evaluate run")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Run the search described by the parsed options and print the outcome.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Options of :func:`register`'s parser.
+
+    Returns
+    -------
+    int
+        0 when an ε was chosen, 1 when none meets the target.
+
+    Raises
+    ------
+    ParameterError
+        On invalid options.
+    """
+    metric, target = (("attack", args.max_attack_success) if args.max_attack_success is not None
+                      else ("verbatim", args.max_verbatim_rate))
+    from .evaluation.utility import CLASSIFIERS
+    if any(c not in CLASSIFIERS for c in args.classifier):
+        raise ParameterError(f"--classifier: choose from {', '.join(CLASSIFIERS)} or both")
+    if args.bundles:
+        result = calibrate_family(args.bundles, metric=metric, target=target, progress=not args.quiet)
+    else:
+        domain = CalibrationDomain.from_embeddings(args.embeddings, mechanism=args.mechanism, p=args.p,
+                                                   w=args.w, vocab_size=args.vocab_size or None)
+        result = calibrate(domain, metric=metric, target=target, epsilon_range=args.epsilon_range,
+                           rtol=args.rtol, progress=not args.quiet)
+    if result.epsilon is not None and args.data:
+        if args.bundles:
+            result.expected_utility = _expected_utility_from_bundle(args, result.bundle)
+        else:
+            result.expected_utility = _expected_utility_from_embeddings(args, result.epsilon)
+    _print(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0 if result.epsilon is not None else 1
+
+
+def _print(result: Calibration) -> None:
+    """The outcome, a few lines on stdout."""
+    name = {"attack": "exact Bayes inversion success", "verbatim": "expected verbatim-release rate"}[result.metric]
+    print(f"calibrated: {result.domain}")
+    print(f"target: {name} <= {result.target:g} (averaged over public wordfreq word frequencies)")
+    if result.epsilon is None:
+        print("chosen epsilon: none")
+    else:
+        a = result.achieved
+        print(f"chosen epsilon: {result.epsilon:.6g}")
+        print(f"  attack success {a.attack_success:.4f}, verbatim rate {a.verbatim_rate:.4f} (exact)")
+    u = result.expected_utility
+    if u:
+        for name, acc in u["sanitized"].items():
+            raw = u["unsanitized"].get(name, {})
+            print(f"  expected accuracy ({name}, {u['seeds']} seed(s)): {acc['accuracy_sanitized_test']:.4f} "
+                  f"trained and tested on sanitized text, {acc['accuracy_original_test']:.4f} tested on original "
+                  f"text; unsanitized {raw.get('accuracy_sanitized_test', float('nan')):.4f}; majority class "
+                  f"{u['majority_rate']:.4f}")
+        if u.get("attack_success_on_data") is not None:
+            print(f"  exact attack success on the data's own tokens: {u['attack_success_on_data']:.4f}")
+        if u.get("out"):
+            print(f"  evaluation written to {u['out']}/report.md")
+    for note in result.notes:
+        print(f"note: {note}")

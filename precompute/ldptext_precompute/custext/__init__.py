@@ -1,0 +1,1 @@
+"""CusText / CusText+ bundles (Chen et al. 2023): output sets and exact engine tables."""

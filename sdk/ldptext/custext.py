@@ -1,0 +1,204 @@
+"""CusText and CusText+ at runtime: ε-LDP per token among the inputs that share an output set.
+
+Mechanism of Chen et al. 2023, *A Customized Text Sanitization Mechanism with Differential Privacy*
+(Findings of ACL 2023; arXiv:2207.01193), its mapping function and sampling function (§3; the paper is
+not in ``shared/seeds``, the statements below are re-derived here):
+
+* **Output sets.** A public mapping partitions the output domain into groups of at least K tokens
+  (greedily, in vocabulary order: the first unassigned token and its K − 1 nearest unassigned
+  neighbours; a last group smaller than K joins the previous one). Every input x maps to the group
+  Y_x it belongs to (an input that is not an output, e.g. ``[UNK]``, to the group of its nearest
+  output). The groups are built from the public embedding only, never from private text.
+* **Sampling.** Pr[M(x) = y] = exp(ε·u(x, y)/2) / Σ_{y'∈Y_x} exp(ε·u(x, y')/2) for y ∈ Y_x, 0
+  otherwise, with u the similarity of x and y min–max normalised to [0, 1] over Y_x (Euclidean:
+  similarity −d(x, y); or cosine), so the score's sensitivity is 1: the exponential mechanism.
+* **CusText+** releases the stop words (by default the closed-class function words and punctuation
+  of :mod:`ldptext_precompute.santext.function_words`; any public word list) **unchanged**, with
+  probability 1, and never outputs them.
+
+**Guarantee** (what is private, and between which inputs): for any two inputs x, x' with the same
+output set (Y_x = Y_x') and any output y, Pr[M(x)=y] ≤ e^ε·Pr[M(x')=y] — ε-LDP per token with the
+neighbouring relation "same output set" (u ∈ [0, 1] moves the numerator by at most e^{ε/2} and the
+normaliser by at most e^{ε/2}). Between inputs of *different* output sets there is **no** bound: the
+supports are disjoint, so **the output reveals which output set (group) the input token lies in**;
+CusText has no finite worst-case LDP level over all inputs, and CusText+ releases its stop words in
+the clear. A document of n tokens composes to n·ε against any document whose tokens lie, position by
+position, in the same output sets. The number of tokens is not hidden.
+
+**Sampling is exact**, on the SanText engine (:mod:`ldptext.santext_tables`, the C alias + exact
+rejection sampler, unchanged): each row's head is its output set, with log-weights ε·u/2 encoded as
+an integer alias proposal and acceptance exponents; the tail has no mass. The realised probabilities
+equal the formula up to the tolerance the bundle states (float64 rounding of the acceptance
+exponents, ≤ 1e-9; :meth:`CusTextSanitizer.log_probabilities` returns them exactly).
+
+Ledger: ε per token in the unit ``partition:<id>`` of the bundle's output sets
+(:attr:`CusTextSanitizer.ledger_unit`): amounts in it add up only for the same partition.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+
+from .engine_rows import engine_log_probabilities
+from .errors import BundleFormatError, BundleIntegrityError
+from .santext_tables import STORED_ARRAYS, SanTextTables
+from .token_runtime import TokenRuntime
+
+__all__ = ["CusTextSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "partition_id"]
+
+MECHANISMS = ("custext", "custext+")
+#: The largest numeric tolerance a bundle may state (as for SanText).
+STATED_MAX_TOLERANCE = 1e-9
+NO_WORST_CASE = ("CusText's output sets are disjoint groups: an output reveals the group of its input, "
+                 "so between inputs of different groups no finite LDP level holds; within a group the "
+                 "release is eps-LDP")
+NO_WORST_CASE_PLUS = NO_WORST_CASE + "; CusText+ also releases its stop words unchanged"
+
+
+def partition_id(manifest: dict) -> str:
+    """Identifier of a CusText bundle's partition into output sets, from its verified array hashes.
+
+    Parameters
+    ----------
+    manifest : dict
+        A CusText(+) manifest (its ``arrays`` section).
+
+    Returns
+    -------
+    str
+        16 lowercase hex digits; equal for bundles with the same groups over the same vocabulary.
+
+    Raises
+    ------
+    BundleFormatError
+        The manifest lacks one of those array entries.
+    """
+    try:
+        parts = [str(manifest["arrays"][n]["sha256"]) for n in ("group_id", "blob/vocab.json")]
+    except (KeyError, TypeError):
+        raise BundleFormatError("CusText manifest lacks the partition's hashes") from None
+    return hashlib.sha256(("ldptext custext partition v1:" + ":".join(parts)).encode()).hexdigest()[:16]
+
+
+class CusTextSanitizer(TokenRuntime):
+    """Sanitize text with CusText / CusText+ from a verified bundle; create one with :meth:`load`.
+
+    Guarantee per token (module docstring): ε-LDP between any two inputs that share an output set
+    (group of ≥ K tokens), no bound across groups (the group is revealed); CusText+ releases stop
+    words unchanged. Chen et al. 2023, *A Customized Text Sanitization Mechanism with Differential
+    Privacy* (Findings of ACL), §3 (mapping and sampling functions).
+
+    Attributes
+    ----------
+    tables : SanTextTables
+        The engine tables: per row, the output set (head) and the exact proposal.
+    group_id : np.ndarray of int32, shape (V,)
+        Each row's output set (−1 for a CusText+ stop word, released unchanged, and for rows that
+        are not inputs).
+    k : int
+        The minimum group size K.
+    tolerance : float
+        τ, the bound on |log P̂ − log P| the bundle states.
+    """
+
+    MECHANISMS = MECHANISMS
+    _RELEASED = TokenRuntime._RELEASED + ("tables", "group_id", "_table")
+
+    def __init__(self, bundle: Any, **kwargs: Any) -> None:
+        super().__init__(bundle, **kwargs)
+        try:
+            self.k: int = int(self.params["k"])
+            self.similarity: str = str(self.params["similarity"])
+            self.tolerance: float = float(self.manifest["numeric"]["max_relative_error"])
+        except (KeyError, TypeError, ValueError):
+            raise BundleFormatError("CusText manifest lacks k, similarity or the numeric tolerance") from None
+        if not (math.isfinite(self.tolerance) and 0 <= self.tolerance <= STATED_MAX_TOLERANCE):
+            raise BundleIntegrityError(f"bundle states a numeric tolerance above {STATED_MAX_TOLERANCE:g}")
+        self.tables = SanTextTables(**{name: bundle.array(name) for name in STORED_ARRAYS})
+        self.group_id: np.ndarray = bundle.array("group_id")
+        self._check_tables()
+        # CusText+: stop words are kept with probability 1 (p = 0: never sanitized)
+        self._p = 0.0 if self.mechanism == "custext+" else 1.0
+        self._table = self._rng.make_santext_table(self.tables, epsilon=self.epsilon, p=self._p)
+
+    def _check_tables(self) -> None:
+        """The invariants the guarantee relies on, beyond the engine schema."""
+        t, g = self.tables, self.group_id
+        if g.dtype != np.int32 or g.shape != (t.n_rows,):
+            raise BundleIntegrityError("array 'group_id' is not int32 of one entry per row")
+        if not np.array_equal(self.valid_input, t.valid_input):
+            raise BundleIntegrityError("valid_input differs from the tables'")
+        keep = t.keep_row.astype(bool)
+        if self.mechanism == "custext" and keep.any():
+            raise BundleIntegrityError("a CusText bundle cannot keep tokens in the clear")
+        valid = t.valid_input
+        if (keep & ~valid).any() or (keep[valid] != (g[valid] < 0)).any() or (g[t.outputs] < 0).any():
+            raise BundleIntegrityError("kept rows and group ids disagree")
+        # no tail: every output set lies in the head, and the tail slot has no proposal mass
+        from .alias import realised_masses
+        mass = realised_masses(t.alias_threshold, t.alias_index)
+        if (mass[:, -1] != 0).any():
+            raise BundleIntegrityError("a CusText row proposes outside its output set")
+        # every positive-mass head member of a row lies in that row's group
+        rows = np.flatnonzero(t.valid_input & ~keep)
+        live = mass[rows, :-1] > 0
+        members = g[t.head_ids[rows]]
+        if ((members != g[rows][:, None]) & live).any():
+            raise BundleIntegrityError("a row proposes an output outside its output set")
+        if self.k < 1 or (np.bincount(g[t.outputs][g[t.outputs] >= 0]) < self.k).any():
+            raise BundleIntegrityError("an output set is smaller than the stated K")
+
+    @property
+    def ledger_unit(self) -> str:
+        """``"partition:<id>"`` (:func:`partition_id`): ε-LDP within this bundle's output sets."""
+        return "partition:" + partition_id(self.manifest)
+
+    def _guarantee(self) -> dict:
+        plus = self.mechanism == "custext+"
+        return dict(
+            notion="LDP within output sets",
+            neighbouring=f"any two inputs with the same output set (groups of >= {self.k} tokens)",
+            metric=None, worst_case_token_epsilon=None,
+            worst_case_note=NO_WORST_CASE_PLUS if plus else NO_WORST_CASE,
+            numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
+            numeric_note="exact sampler (alias + exact Bernoulli(exp(-gamma))); realised "
+                         "log-probabilities within the stated tolerance of the formula",
+            kept_in_clear_probability=1.0 if plus else None,
+            parameters={"epsilon": self.epsilon, "k": self.k, "similarity": self.similarity,
+                        "groups": int(self.group_id.max()) + 1})
+
+    def _draw(self, flat: np.ndarray) -> np.ndarray:
+        return self._rng.santext_sample(self._table, flat.astype(np.int32))
+
+    def log_probabilities(self, xs: Any) -> np.ndarray:
+        """The log-probabilities log Pr[M(x) = y] for every y as the sampler realises them (no draw, no charge).
+
+        Parameters
+        ----------
+        xs : array_like of int, shape (n,) or scalar
+            Input rows.
+
+        Returns
+        -------
+        np.ndarray of float64, shape (n, V)
+            ``-inf`` outside the output set (and, for a CusText+ stop word, everywhere but itself).
+        """
+        self._check_open()
+        return engine_log_probabilities(self.tables, np.atleast_1d(np.asarray(xs, dtype=np.int64)),
+                                        engine_epsilon=self.epsilon, p=self._p)
+
+    def probabilities(self, xs: Any) -> np.ndarray:
+        """``exp(log_probabilities(xs))``: rows sum to 1.
+
+        Parameters
+        ----------
+        xs : array_like of int
+
+        Returns
+        -------
+        np.ndarray of float64, shape (n, V)
+        """
+        return np.exp(self.log_probabilities(xs))

@@ -1,0 +1,322 @@
+"""What every token-level comparison runtime shares: load, tokenize, sample, detokenize, report, charge.
+
+:class:`TokenRuntime` is the base of :class:`ldptext.tem.TEMSanitizer`,
+:class:`ldptext.custext.CusTextSanitizer` and :class:`ldptext.cmp.CMPSanitizer`: the same small
+method set as :class:`ldptext.Sanitizer` (``load``, ``sanitize``, ``sanitize_batch``, ``sample_ids``,
+``tokenize``, ``detokenize``, ``privacy_report``, ``close``), the same verification
+(:func:`ldptext.runtime.open_bundle`: signature, trusted signer, every array hash, then the
+mechanism's own checks), the same randomness (:class:`ldptext.rng.Generator`: ChaCha20 keyed by the
+OS; ``seed=`` for tests only, with a warning) and the same ledger call
+(:func:`ldptext.runtime.charge`, before any output is returned). A subclass supplies ``_draw`` (ids
+in, ids out), the ledger unit and the report's guarantee.
+
+Tokens are released independently; the number of tokens is never hidden. Out-of-vocabulary words map
+to the bundle's unknown row (``<unk>`` / ``[UNK]``) and are sanitized from it; special tokens are
+never inputs typed by a user (a literal "[MASK]" is text) and never outputs.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, Iterable
+
+import numpy as np
+
+from . import runtime as _runtime
+from .bundle import Bundle, BundleSource
+from .errors import BundleFormatError, BundleIntegrityError, InputError
+from .mechanism_report import MechanismReport
+from .report import Sanitized
+from .rng import Generator
+from .tokenization import TextTokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .ledger import Ledger
+
+__all__ = ["TokenRuntime"]
+
+
+class TokenRuntime(_runtime.Closable):
+    """Base of the token-level comparison runtimes (see the module docstring); create with ``load``.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        A verified bundle of one of :attr:`MECHANISMS`.
+    seed : int or None
+        ``None`` (default) for private randomness; an integer for reproducible, **not private**
+        output (tests and experiments only; warns).
+    backend : str
+        ``"auto"``, ``"native"`` (the C extension) or ``"fallback"`` (numpy).
+    ledger : Ledger or None
+        Charged through :func:`ldptext.runtime.charge` before any output is returned.
+
+    Attributes
+    ----------
+    mechanism : str
+    key_id : str or None
+    manifest : dict
+    epsilon : float
+        The bundle's ε.
+    valid_input : np.ndarray of bool, shape (V,)
+        Rows that may be inputs.
+    n_rows : int
+        V.
+    seeded : bool
+        True when created with a seed: reproducible and **not private**.
+    """
+
+    #: the bundle mechanisms this runtime loads (set by each subclass)
+    MECHANISMS: tuple[str, ...] = ()
+    _RELEASED = ("_bundle", "_rng", "_vocab", "_tokenizer", "valid_input")
+
+    def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
+                 ledger: "Ledger | None" = None) -> None:
+        if bundle.mechanism not in self.MECHANISMS:
+            raise BundleFormatError(f"a {type(self).__name__} cannot load a {bundle.mechanism!r} bundle")
+        self._bundle = bundle
+        self.ledger = ledger
+        self.key_id: str | None = bundle.key_id
+        self.manifest: dict = bundle.manifest
+        self.mechanism: str = bundle.mechanism
+        try:
+            self.params: dict = dict(self.manifest["params"])
+            self.epsilon: float = float(self.params["epsilon"])
+        except (KeyError, TypeError, ValueError):
+            raise BundleFormatError(f"{self.mechanism} manifest lacks or malforms its parameters") from None
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise BundleIntegrityError("bundle epsilon is not a positive finite number")
+        self.valid_input: np.ndarray = bundle.array("valid_input")
+        if self.valid_input.dtype != np.bool_ or self.valid_input.ndim != 1:
+            raise BundleIntegrityError("array 'valid_input' is not a bool vector")
+        self.n_rows: int = int(self.valid_input.size)
+        self._rng = Generator(seed=seed, backend=backend)
+        self.seeded: bool = bool(self._rng.seeded)
+        self._vocab: list[str] | None = None
+        self._tokenizer: TextTokenizer | None = None
+
+    @classmethod
+    def load(cls, path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
+             allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
+             ledger: "Ledger | None" = None, expect: Any = None) -> "TokenRuntime":
+        """Verify (signature, key, hashes, then the mechanism's own checks) and open a bundle.
+
+        Parameters
+        ----------
+        path : str, os.PathLike, bytes, bytearray or memoryview
+            The bundle file, or its content (verified the same way).
+        trusted_keys : iterable or None
+            Public keys the signer must be among; ``None`` means the local trust store.
+        allow_unsigned : bool
+            Accept an unsigned development bundle (warns).
+        seed : int or None
+            Reproducible output for tests; **not private** (warns).
+        backend : str
+            ``"auto"``, ``"native"`` or ``"fallback"``.
+        ledger : Ledger or None
+            Charged before any output is returned, in unit :attr:`ledger_unit`.
+        expect : BundleExpectation, mapping or None
+            The application's pins (:class:`ldptext.runtime.BundleExpectation`).
+
+        Returns
+        -------
+        TokenRuntime
+            The subclass's runtime, ready to sanitize.
+
+        Raises
+        ------
+        BundleError
+            A ``BundleError`` subclass names the failed check (wrong mechanism included).
+        """
+        bundle = _runtime.open_bundle(path, mechanisms=cls.MECHANISMS, trusted_keys=trusted_keys,
+                                      allow_unsigned=allow_unsigned, expect=expect)
+        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
+
+    # -- what a subclass supplies -------------------------------------------------------------
+    @property
+    def ledger_unit(self) -> str:  # pragma: no cover - every subclass overrides
+        """The unit ledger charges are made in."""
+        raise NotImplementedError
+
+    def _draw(self, flat: np.ndarray) -> np.ndarray:  # pragma: no cover - every subclass overrides
+        """One independent draw per id of ``flat`` (int64, every id a valid input)."""
+        raise NotImplementedError
+
+    def _guarantee(self) -> dict:  # pragma: no cover - every subclass overrides
+        """The report's guarantee fields except the per-document numbers."""
+        raise NotImplementedError
+
+    # -- vocabulary and tokenization ---------------------------------------------------------
+    @property
+    def per_token_epsilon(self) -> float:
+        """What one released token is charged, in :attr:`ledger_unit` (the bundle's ε)."""
+        return self.epsilon
+
+    @property
+    def vocab(self) -> list[str]:
+        """The bundle's vocabulary: row i is the token of id i."""
+        self._check_open()
+        if self._vocab is None:
+            self._vocab = json.loads(self._bundle.blob("vocab.json").decode("utf-8"))
+            if len(self._vocab) != self.n_rows:
+                raise BundleIntegrityError("vocabulary length differs from the bundle's rows")
+        return self._vocab
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        """The bundle's tokenizer (loaded on first use)."""
+        self._check_open()
+        if self._tokenizer is None:
+            self._tokenizer = TextTokenizer(self._bundle.blob("tokenizer.json").decode("utf-8"))
+        return self._tokenizer
+
+    def tokenize(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (out-of-vocabulary words map to the unknown row).
+
+        Parameters
+        ----------
+        text : str
+
+        Returns
+        -------
+        np.ndarray of int32, shape (n_tokens,)
+        """
+        return self.tokenizer.encode(text)
+
+    def detokenize(self, ids: np.ndarray) -> str:
+        """Text of token ids.
+
+        Parameters
+        ----------
+        ids : np.ndarray of int, shape (n,)
+
+        Returns
+        -------
+        str
+        """
+        return self.tokenizer.decode(ids)
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _first_invalid(self, flat: np.ndarray) -> int | None:
+        """Position of the first id in ``flat`` (int64) that is not a valid input, or None."""
+        bad = (flat < 0) | (flat >= self.n_rows)
+        if not bad.any():
+            bad = ~self.valid_input[flat]
+        return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+    def sample_ids(self, ids: Any) -> np.ndarray:
+        """Sanitize token ids (the primitive): one independent draw per id.
+
+        Parameters
+        ----------
+        ids : array_like of int, any shape
+            Valid input ids of this bundle.
+
+        Returns
+        -------
+        np.ndarray of int32, same shape as ``ids``
+            The ledger (if any) is charged n_ids · ε first (unit :attr:`ledger_unit`).
+
+        Raises
+        ------
+        InputError
+            An id is not an integer, out of range, or not a valid input (its position is named).
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+        ClosedError
+            After :meth:`close`.
+        """
+        self._check_open()
+        ids = np.asarray(ids)
+        if ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise InputError("token ids must be integers")
+        flat = ids.reshape(-1).astype(np.int64)
+        position = self._first_invalid(flat)
+        if position is not None:  # the position only: an id can reveal the word
+            raise InputError(f"token id at position {position} is not a valid input of this bundle "
+                             f"(out of range or a special token)")
+        out = self._draw(flat).astype(np.int32).reshape(ids.shape)
+        _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0,
+                        f"{self.mechanism} ids x{out.size}", unit=self.ledger_unit)
+        return out
+
+    def privacy_report(self, n_tokens: int) -> MechanismReport:
+        """What a release of ``n_tokens`` tokens guarantees.
+
+        Parameters
+        ----------
+        n_tokens : int
+            The document's number of tokens (not hidden).
+
+        Returns
+        -------
+        MechanismReport
+        """
+        n = int(n_tokens)
+        g = self._guarantee()
+        worst = g.pop("worst_case_token_epsilon")
+        return MechanismReport(
+            mechanism=self.mechanism, epsilon=self.epsilon, n_tokens=n,
+            per_token_epsilon=self.per_token_epsilon, document_epsilon=self.per_token_epsilon * n,
+            ledger_unit=self.ledger_unit, worst_case_token_epsilon=worst,
+            worst_case_document_epsilon=None if worst is None else worst * n, seeded=self.seeded, **g)
+
+    def sanitize(self, text: str) -> Sanitized:
+        """Sanitize one document; the result's text may leave the device.
+
+        Parameters
+        ----------
+        text : str
+
+        Returns
+        -------
+        Sanitized
+            Text (same number of tokens) and its :class:`MechanismReport`.
+        """
+        return self.sanitize_batch([text])[0]
+
+    def sanitize_batch(self, texts: Iterable[str]) -> list[Sanitized]:
+        """Sanitize many documents with one sampler call; the ledger is charged once, first.
+
+        Parameters
+        ----------
+        texts : iterable of str
+            The private documents (a list, not one string).
+
+        Returns
+        -------
+        list of Sanitized, same length and order as ``texts``
+
+        Raises
+        ------
+        InputError
+            ``texts`` is one string, or a document cannot be sanitized (named by index, never by text).
+        BudgetExceededError
+            The ledger refused the charge; nothing is returned.
+        """
+        self._check_open()
+        if isinstance(texts, str):
+            raise InputError("sanitize_batch takes a list of documents, not one string")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InputError(f"document {i} is {type(t).__name__}, not str")
+        try:
+            encoded = self.tokenizer.encode_batch(texts)
+        except InputError:
+            raise InputError("the tokenizer could not process this batch of documents") from None
+        lengths = [e.size for e in encoded]
+        flat = (np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)).astype(np.int64)
+        position = self._first_invalid(flat)
+        if position is not None:
+            ends = np.cumsum(lengths)
+            doc = int(np.searchsorted(ends, position, side="right"))
+            raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
+                             f"valid input of this bundle")
+        out = self._draw(flat) if flat.size else np.empty(0, dtype=np.int64)
+        pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
+        decoded = self.tokenizer.decode_batch(pieces) if pieces else []
+        results = [Sanitized(text=t, report=self.privacy_report(n)) for t, n in zip(decoded, lengths)]
+        _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
+                        f"{self.mechanism} batch of {len(results)} documents", unit=self.ledger_unit)
+        return results

@@ -1,0 +1,223 @@
+"""CusText / CusText+ (Chen et al. 2023) on the exact SanText engine.
+
+The oracle is independent of the implementation: mpmath (50 digits) evaluates the paper's sampling
+function — exp(ε·u(x, y)/2) normalised over the output set, u the similarity min–max normalised to
+[0, 1] — from the bundle's exact metric embedding and its public partition, and a pure-Python greedy
+grouping re-derives the partition. The realised law (computed from the alias tables' exact integer
+masses and acceptance exponents) must match to the stated tolerance, and the C sampler's draws must
+match the realised law (chi-square)."""
+import warnings
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import random_word_embeddings
+
+from ldptext import bundle as _bundle
+from ldptext import keys as _keys
+from ldptext.custext import CusTextSanitizer
+from ldptext.errors import BundleIntegrityError, ParameterError
+from ldptext.rng import SeededModeWarning
+from ldptext_precompute.custext.build import build_custext_bundle, output_sets
+
+mpmath.mp.dps = 50
+
+
+def _load(path, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        return CusTextSanitizer.load(path, **kw)
+
+
+@pytest.fixture(scope="module")
+def emb():
+    return random_word_embeddings(53, 6, 3)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, emb):
+    return build_custext_bundle(tmp_path_factory.mktemp("c") / "c.ldpb", embeddings="unused", loaded=emb,
+                                epsilon=2.5, k=5, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def plus_bundle(tmp_path_factory, emb):
+    words = tmp_path_factory.mktemp("w") / "stop.txt"
+    words.write_text("w0\nw1\nw2\nw7\n")
+    return build_custext_bundle(tmp_path_factory.mktemp("cp") / "cp.ldpb", embeddings="unused", loaded=emb,
+                                epsilon=1.5, k=4, mechanism="custext+", non_sensitive=str(words),
+                                similarity="cosine", device="cpu")
+
+
+def exact_vectors(san):
+    t = san.tables
+    return [[mpmath.mpf(float(t.emb_scale[i])) * int(c) for c in t.emb_q[i]] for i in range(t.n_rows)]
+
+
+def oracle_row(vec, x, members, eps, similarity):
+    """log Pr[M(x)=y] for y in members, by the paper's formula in mpmath."""
+    def sim(a, b):
+        if similarity == "euclidean":
+            return -mpmath.sqrt(sum((p - q) ** 2 for p, q in zip(a, b)))
+        dot = sum(p * q for p, q in zip(a, b))
+        return dot / (mpmath.sqrt(sum(p * p for p in a)) * mpmath.sqrt(sum(q * q for q in b)))
+    s = [sim(vec[x], vec[y]) for y in members]
+    lo, hi = min(s), max(s)
+    u = [mpmath.mpf(1)] * len(s) if hi == lo else [(v - lo) / (hi - lo) for v in s]
+    w = [mpmath.mpf(eps) * v / 2 for v in u]
+    z = mpmath.log(mpmath.fsum(mpmath.exp(v) for v in w))
+    return [v - z for v in w]
+
+
+def check_against_oracle(san, similarity):
+    vec = exact_vectors(san)
+    worst = 0.0
+    rows = np.flatnonzero(san.valid_input & (san.group_id >= 0))
+    realised = san.log_probabilities(rows)
+    for i, x in enumerate(rows):
+        members = np.flatnonzero(san.group_id == san.group_id[x])
+        members = members[np.isin(members, san.tables.outputs)]
+        ref = oracle_row(vec, int(x), members, san.epsilon, similarity)
+        got = realised[i, members]
+        worst = max(worst, max(abs(float(r) - float(g)) for r, g in zip(ref, got)))
+        outside = np.setdiff1d(np.arange(san.n_rows), members)
+        assert np.all(realised[i, outside] == -np.inf)  # nothing outside the output set
+    return worst
+
+
+def test_realised_law_equals_the_papers_formula_euclidean(bundle):
+    san = _load(bundle)
+    worst = check_against_oracle(san, "euclidean")
+    assert worst <= san.tolerance <= 1e-9
+
+
+def test_realised_law_equals_the_papers_formula_cosine_plus(plus_bundle):
+    san = _load(plus_bundle)
+    assert san.mechanism == "custext+"
+    worst = check_against_oracle(san, "cosine")
+    assert worst <= san.tolerance <= 1e-9
+
+
+def test_native_and_fallback_draws_follow_the_realised_law(bundle):
+    for backend in ("native", "fallback"):
+        san = _load(bundle, seed=11, backend=backend)
+        for x in (0, 17, san.n_rows - 1):  # the last row is <unk>: an input, not an output
+            n = 60_000 if backend == "native" else 20_000
+            ys = san.sample_ids(np.full(n, x))
+            p = san.probabilities([x])[0]
+            support = np.flatnonzero(p > 0)
+            assert np.isin(ys, support).all()
+            observed = np.bincount(ys, minlength=san.n_rows)[support]
+            assert stats.chisquare(observed, p[support] * n).pvalue > 1e-4
+
+
+def test_partition_is_the_greedy_mapping_function(emb, bundle):
+    san = _load(bundle)
+    outputs = san.tables.outputs
+    vec = np.asarray(san.tables.metric_embedding())[outputs]
+    # independent pure-Python greedy: in vocabulary order, a seed and its K-1 nearest unassigned
+    left = list(range(outputs.size))
+    groups = []
+    while left:
+        s = left.pop(0)
+        left.sort(key=lambda j: (float(np.sum((vec[j] - vec[s]) ** 2)), j))
+        grp, left = [s] + left[:4], left[4:]
+        left.sort()
+        if len(grp) < 5:
+            groups[-1] += grp
+        else:
+            groups.append(grp)
+    mine, _ = output_sets(san.tables.metric_embedding(), outputs, 5, device="cpu")
+    assert [sorted(np.flatnonzero(mine == g)) for g in range(mine.max() + 1)] == [sorted(g) for g in groups]
+    sizes = np.bincount(san.group_id[outputs])
+    assert sizes.min() >= 5 and sizes.max() <= 9
+
+
+def test_epsilon_ldp_within_an_output_set_and_disjoint_across(bundle):
+    san = _load(bundle)
+    rows = np.flatnonzero(san.valid_input)
+    lp = san.log_probabilities(rows)
+    for g in np.unique(san.group_id[rows]):
+        members = rows[san.group_id[rows] == g]
+        block = lp[np.isin(rows, members)][:, np.isfinite(lp[np.isin(rows, members)][0])]
+        assert np.isfinite(block).all()
+        worst = float(np.max(block.max(axis=0) - block.min(axis=0)))
+        assert worst <= san.epsilon + 2 * san.tolerance
+    a, b = rows[san.group_id[rows] == 0][0], rows[san.group_id[rows] == 1][0]
+    pa, pb = san.probabilities([a, b])
+    assert not np.any((pa > 0) & (pb > 0))  # the output reveals the group: no finite LDP level
+    r = san.privacy_report(3)
+    assert r.worst_case_token_epsilon is None and "group" in r.worst_case_note
+    assert r.document_epsilon == pytest.approx(3 * 2.5) and r.ledger_unit.startswith("partition:")
+
+
+def test_custext_plus_keeps_stop_words_and_never_outputs_them(plus_bundle):
+    san = _load(plus_bundle, seed=2)
+    stop = [san.vocab.index(w) for w in ("w0", "w1", "w2", "w7")]
+    assert np.array_equal(san.sample_ids(np.array(stop * 50)), np.array(stop * 50))
+    others = np.flatnonzero(san.valid_input & ~np.isin(np.arange(san.n_rows), stop))
+    ys = san.sample_ids(np.repeat(others, 30))
+    assert not np.isin(ys, stop).any()
+    r = san.privacy_report(2)
+    assert r.kept_in_clear_probability == 1.0 and "stop words" in r.worst_case_note
+
+
+def test_sanitize_text_and_ledger_charge(bundle, tmp_path):
+    from ldptext.ledger import Ledger
+    from ldptext.errors import BudgetExceededError
+    san = _load(bundle, seed=5)
+    ledger = Ledger(tmp_path / "l", budget=12.0, key=b"k" * 32, unit=san.ledger_unit)
+    san.ledger = ledger
+    out = san.sanitize("w3 w4 unknownword w5")
+    assert len(out.text.split()) == 4 and out.report.n_tokens == 4
+    with pytest.raises(BudgetExceededError):
+        san.sanitize("w3 w4 w5")  # 10 + 7.5 > 12
+    assert ledger.spent()[0] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("kw", [dict(epsilon=0.0), dict(epsilon=-1.0), dict(epsilon=float("inf")),
+                                dict(epsilon=float("nan")), dict(epsilon=1.0, k=0),
+                                dict(epsilon=1.0, k=10_000), dict(epsilon=1.0, similarity="jaccard"),
+                                dict(epsilon=1.0, mechanism="custext++"), dict(epsilon=True)])
+def test_bad_parameters_are_refused(tmp_path, emb, kw):
+    with pytest.raises(ParameterError):
+        build_custext_bundle(tmp_path / "x.ldpb", embeddings="unused", loaded=emb, device="cpu", **kw)
+
+
+def test_a_resigned_bundle_whose_rows_leave_their_output_set_is_refused(bundle, tmp_path):
+    b = _bundle.read_bundle(bundle)
+    arrays = {k: np.array(v) for k, v in b.arrays.items() if not k.startswith("blob/")}
+    blobs = {k[5:]: bytes(v) for k, v in b.arrays.items() if k.startswith("blob/")}
+    manifest = {k: v for k, v in b.manifest.items() if k not in ("format", "format_version", "mechanism", "arrays")}
+    gid = arrays["group_id"]
+    x = int(np.flatnonzero(gid == 0)[0])
+    gid[x] = 1  # claims another group than its head's members
+    path = _bundle.write_bundle(tmp_path / "bad.ldpb", mechanism="custext", arrays=arrays, manifest=manifest,
+                                blobs=blobs, sign_key=_keys.developer_key())
+    with pytest.raises(BundleIntegrityError):
+        _load(path)
+
+
+def glove_file(tmp_path, n=30, dim=4):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "tiny.glove.txt"
+    path.write_text("".join(f"w{i} " + " ".join(f"{v:.5f}" for v in rng.normal(size=dim)) + "\n"
+                            for i in range(n)))
+    return path
+
+
+def test_precompute_command_builds_a_signed_bundle_and_refuses_bad_parameters(tmp_path):
+    from ldptext.cli import main
+    src = glove_file(tmp_path)
+    out = tmp_path / "c.ldpb"
+    assert main(["precompute", "custext", "--embeddings", str(src), "--epsilon", "2", "--k", "4",
+                 "--out", str(out)]) == 0
+    san = _load(out)
+    assert san.key_id is not None and san.k == 4 and san.mechanism == "custext"
+    assert main(["precompute", "custext", "--embeddings", str(src), "--epsilon", "2", "--k", "0",
+                 "--out", str(tmp_path / "x.ldpb")]) == 2
+    assert main(["precompute", "custext", "--embeddings", str(src), "--epsilon", "inf",
+                 "--out", str(tmp_path / "x.ldpb")]) == 2
+    assert not (tmp_path / "x.ldpb").exists()
