@@ -213,3 +213,85 @@ def test_evaluate_accepts_the_comparison_mechanisms_and_drops_the_duplicate_cmp_
     cfg = EvaluationConfig(mechanisms=["santext", "cmp", "tem"], baselines=["none", "random", "cmp"])
     cfg.validate()
     assert cfg.baselines == ["none", "random"]
+
+
+# ---- first-class bundle: ldptext sanitize, the faiss extra, bundle sign / inspect, exports ----------
+def _edited(src, dst, edit):
+    """An unsigned copy of ``src`` with its manifest edited: what a relabeller hands to ``bundle sign``."""
+    import json
+    b, _ = _bundle.open_unverified(src)
+    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
+                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
+    edit(manifest)
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(_bundle.BLOB_PREFIX)}
+    blobs = {n[len(_bundle.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items()
+             if n.startswith(_bundle.BLOB_PREFIX)}
+    return _bundle.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs)
+
+
+def test_cli_sanitize_dispatches_to_cmp_and_mahalanobis(bundle, tmp_path, capsys):
+    import json
+
+    from ldptext.cli import main
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2 w3\nw4\n")
+    mech = _bundle.open_unverified(bundle)[0].mechanism
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        assert main(["sanitize", "--bundle", str(bundle), "--json", "--seed", "4", "--expect-mechanism", mech,
+                     str(src)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["report"]["n_tokens"] for o in out] == [3, 1]
+    report = out[0]["report"]
+    assert report["mechanism"] == mech and report["notion"] == "metric-LDP"
+    assert report["worst_case_token_epsilon"] == pytest.approx(1.5 * report["parameters"]["d_max"])
+
+
+def test_cli_sanitize_without_faiss_is_one_line_naming_the_extra(bundle, tmp_path):
+    import subprocess
+    import sys
+    src = tmp_path / "in.txt"
+    src.write_text("w1\n")
+    code = ("import sys; sys.modules['faiss'] = None\n"  # as if faiss were not installed
+            "from ldptext.cli import main\n"
+            f"sys.exit(main(['sanitize', '--bundle', {str(bundle)!r}, {str(src)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 8, r.stderr
+    assert "pip install 'ldptext[faiss]'" in r.stderr and r.stderr.count("\n") == 1
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_bundle_sign_checks_cmp_parameters_even_with_force(bundle, tmp_path):
+    from ldptext.errors import ParameterMismatchError
+    _bundle.sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
+    assert (tmp_path / "ok.ldpb").read_bytes() == bundle.read_bytes()
+    mech = _bundle.open_unverified(bundle)[0].mechanism
+    edits = [(lambda m: m["privacy"].update(d_max=m["privacy"]["d_max"] * 0.8), "D_max"),
+             # ε is read by the noise from the manifest; a relabel shows in the stated worst case
+             (lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * 2), "worst_case"),
+             (lambda m: m["params"].update(index="ivf"), "index")]
+    if mech == "mahalanobis":
+        edits.append((lambda m: m["params"].update({"lambda": 0.5}), "lambda"))
+    else:
+        edits.append((lambda m: m["params"].update({"lambda": 0.5}), "Mahalanobis only"))
+    for edit, fragment in edits:
+        with pytest.raises(ParameterMismatchError, match=fragment):
+            _bundle.sign_bundle(_edited(bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
+
+
+def test_bundle_inspect_states_the_cmp_guarantee(bundle, capsys):
+    from ldptext.cli import main
+    assert main(["bundle", "inspect", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    mech = _bundle.open_unverified(bundle)[0].mechanism
+    assert "metric LDP: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y]" in out and "any two tokens x, x'" in out
+    assert "worst case per token         eps*D_max = " in out and "floating point" in out
+    assert ("regularized Mahalanobis" in out and "Xu et al. 2020" in out) if mech == "mahalanobis" else \
+        ("Feyisetan et al. 2020" in out)
+
+
+def test_cmp_is_exported_lazily_and_states_its_guarantee():
+    import ldptext
+    assert ldptext.CMPSanitizer is CMPSanitizer and "CMPSanitizer" in ldptext.__all__
+    doc = CMPSanitizer.__doc__
+    assert "Guarantee" in doc and "Neighbouring relation" in doc and "Feyisetan" in doc and "Xu" in doc

@@ -221,3 +221,97 @@ def test_precompute_command_builds_a_signed_bundle_and_refuses_bad_parameters(tm
     assert main(["precompute", "custext", "--embeddings", str(src), "--epsilon", "inf",
                  "--out", str(tmp_path / "x.ldpb")]) == 2
     assert not (tmp_path / "x.ldpb").exists()
+
+
+# ---- first-class bundle: ldptext sanitize (lines and Parquet), bundle sign / inspect, exports ----------
+def _edited(src, dst, edit):
+    """An unsigned copy of ``src`` with its manifest edited: what a relabeller hands to ``bundle sign``."""
+    import json
+    b, _ = _bundle.open_unverified(src)
+    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
+                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
+    edit(manifest)
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(_bundle.BLOB_PREFIX)}
+    blobs = {n[len(_bundle.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items()
+             if n.startswith(_bundle.BLOB_PREFIX)}
+    return _bundle.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs)
+
+
+def test_cli_sanitize_dispatches_to_custext_plus_keeping_stop_words(plus_bundle, tmp_path, capsys):
+    import json
+
+    from ldptext.cli import main
+    src = tmp_path / "in.txt"
+    src.write_text("w0 w3 w1\nw9\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        assert main(["sanitize", "--bundle", str(plus_bundle), "--json", "--seed", "2", str(src)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 2 and out[0]["report"]["mechanism"] == "custext+"
+    words = out[0]["text"].split()
+    assert words[0] == "w0" and words[2] == "w1"          # stop words in the clear
+    assert out[0]["report"]["kept_in_clear_probability"] == 1.0
+    assert out[0]["report"]["ledger_unit"].startswith("partition:")
+
+
+def test_cli_sanitize_parquet_local_runs_custext_and_spark_refuses_it(bundle, tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ldptext.cli import main
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": ["w1 w2", None, "w3"], "n": [1, 2, 3]}), src)
+    out = tmp_path / "out.parquet"
+    assert main(["sanitize", "--bundle", str(bundle), "--input", str(src), "--column", "text",
+                 "--output", str(out)]) == 0
+    table = pq.read_table(out)
+    assert table.column("ldp_mechanism").to_pylist() == ["custext", None, "custext"]
+    assert table.column("ldp_tokens").to_pylist() == [2, None, 1]
+    capsys.readouterr()
+    assert main(["sanitize", "--bundle", str(bundle), "--input", str(src), "--column", "text",
+                 "--output", str(tmp_path / "s.parquet"), "--engine", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert "--engine local" in err and err.count("\n") == 1 and not (tmp_path / "s.parquet").exists()
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * 1.5), "epsilon"),
+    (lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * (1 + 1e-6)), "epsilon"),
+    (lambda m: m["params"].update(similarity="cosine"), "tables realise"),
+    (lambda m: m["params"].update(p=0.5), "p"),
+    (lambda m: m["privacy"].update(groups=2), "groups"),
+    (lambda m: m["privacy"].update(worst_case_token_epsilon=2.5), "worst-case"),
+])
+def test_bundle_sign_refuses_relabelled_custext_parameters_even_with_force(bundle, tmp_path, edit, fragment):
+    from ldptext.errors import ParameterMismatchError
+    _bundle.sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
+    assert (tmp_path / "ok.ldpb").read_bytes() == bundle.read_bytes()
+    path = _edited(bundle, tmp_path / "e.ldpb", edit)
+    with pytest.raises(ParameterMismatchError, match=fragment):
+        _bundle.sign_bundle(path, _keys.developer_key(), force=True)
+
+
+def test_bundle_sign_refuses_a_relabelled_cosine_custext_plus(plus_bundle, tmp_path):
+    from ldptext.errors import ParameterMismatchError
+    _bundle.sign_bundle(plus_bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")
+    for edit in (lambda m: m["params"].update(epsilon=3.0), lambda m: m["params"].update(similarity="euclidean")):
+        with pytest.raises(ParameterMismatchError, match="tables realise"):
+            _bundle.sign_bundle(_edited(plus_bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
+
+
+def test_bundle_inspect_states_the_custext_guarantee(bundle, plus_bundle, capsys):
+    from ldptext.cli import main
+    assert main(["bundle", "inspect", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "LDP within output sets" in out and "any two inputs with the same output set (groups of >= 5" in out
+    assert "none (not finite): the output set is revealed" in out and "Chen et al. 2023" in out
+    assert "partition:" in out
+    assert main(["bundle", "inspect", str(plus_bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "unchanged with probability 1" in out and "stop words are released unchanged" in out
+
+
+def test_custext_is_exported_lazily_and_states_its_guarantee():
+    import ldptext
+    assert ldptext.CusTextSanitizer is CusTextSanitizer and "CusTextSanitizer" in ldptext.__all__
+    doc = CusTextSanitizer.__doc__
+    assert "Guarantee" in doc and "Neighbouring" in doc and "Chen et al. 2023" in doc and "§3" in doc

@@ -161,3 +161,119 @@ def test_precompute_command_builds_a_signed_bundle_and_refuses_bad_parameters(tm
     for bad in (["--beta", "1.5"], ["--gamma", "-1"], ["--epsilon", "0"]):
         args = ["precompute", "tem", "--embeddings", str(src), "--epsilon", "2", "--out", str(tmp_path / "x.ldpb")]
         assert main(args + bad) == 2
+
+
+# ---- first-class bundle: ldptext sanitize, bundle sign / inspect, the package's exports ----------
+def _edited(src, dst, edit):
+    """An unsigned copy of ``src`` with its manifest edited: what a relabeller hands to ``bundle sign``."""
+    import json
+
+    from ldptext import bundle as B
+    b, _ = B.open_unverified(src)
+    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
+                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
+    edit(manifest)
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
+    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
+    return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs)
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory, emb):
+    return build_tem_bundle(tmp_path_factory.mktemp("tem_cli") / "t.ldpb", embeddings="unused", loaded=emb,
+                            epsilon=3.0, gamma=2.4, head_size=6)
+
+
+def test_cli_sanitize_dispatches_to_tem_with_reports_pins_and_skips(signed, tmp_path, capsys):
+    import json
+
+    from ldptext.cli import main
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"w1 w2 w3\n\xff bad\nw4\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        assert main(["sanitize", "--bundle", str(signed), "--json", "--seed", "1", "--skip-bad-lines",
+                     "--expect-mechanism", "tem", "--expect-epsilon-max", "3", str(src)]) == 0
+    captured = capsys.readouterr()
+    out = [json.loads(line) for line in captured.out.splitlines()]
+    assert [o["report"]["n_tokens"] for o in out] == [3, 1]       # the bad line: no output line
+    report = out[0]["report"]
+    assert report["mechanism"] == "tem" and report["seeded"] is True
+    assert report["neighbouring"].startswith("any two tokens") and report["worst_case_token_epsilon"] == 3.0 * 2.4
+    assert "line 2" in captured.err
+    # the pins apply to every mechanism; a wrong mechanism pin is a bundle error
+    assert main(["sanitize", "--bundle", str(signed), "--expect-mechanism", "santext", str(src)]) == 4
+    assert main(["sanitize", "--bundle", str(signed), "--expect-epsilon-min", "4", str(src)]) == 4
+
+
+def test_cli_sanitize_refuses_a_dpbart_bundle_naming_rewrite(tmp_path, capsys):
+    from ldptext import bundle as B
+    from ldptext import keys as K
+    from ldptext.cli import main
+    path = B.write_bundle(tmp_path / "d.ldpb", mechanism="dpbart", arrays={"pruned": np.zeros(2, np.int64)},
+                          manifest={"dpbart": {"seq_len": 4, "hidden": 8}}, sign_key=K.developer_key())
+    src = tmp_path / "in.txt"
+    src.write_text("w1\n")
+    assert main(["sanitize", "--bundle", str(path), str(src)]) == 4
+    err = capsys.readouterr().err
+    assert "ldptext rewrite" in err and err.count("\n") == 1
+
+
+def test_bundle_sign_resigns_a_consistent_tem_bundle_identically(signed, tmp_path, capsys):
+    from ldptext import keys as K
+    from ldptext.cli import main
+    key = K.developer_key()
+    from cryptography.hazmat.primitives import serialization
+    pem = tmp_path / "k.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    pem.chmod(0o600)
+    assert main(["bundle", "sign", str(signed), "--key", str(pem), "--out", str(tmp_path / "re.ldpb")]) == 0
+    assert (tmp_path / "re.ldpb").read_bytes() == signed.read_bytes()
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * 1.5), "epsilon"),
+    (lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * (1 + 1e-6)), "epsilon"),
+    # ε relabelled together with the stated worst case: the tables still give it away
+    (lambda m: (m["params"].update(epsilon=1.5),
+                m["privacy"].update(worst_case_token_epsilon=1.5 * 2.4)), "tables realise"),
+    (lambda m: m["params"].update(gamma=3.0), "gamma"),
+    (lambda m: m["privacy"].update(d_max=m["privacy"]["d_max"] / 2), "D_max"),
+    (lambda m: m["privacy"].update(worst_case_token_epsilon=1.0), "worst_case"),
+    (lambda m: m["params"].update(head_size=7), "head_size"),
+])
+def test_bundle_sign_refuses_relabelled_tem_parameters_even_with_force(signed, tmp_path, edit, fragment):
+    from ldptext import bundle as B
+    from ldptext import keys as K
+    from ldptext.errors import ParameterMismatchError
+    path = _edited(signed, tmp_path / "e.ldpb", edit)
+    with pytest.raises(ParameterMismatchError, match=fragment):
+        B.sign_bundle(path, K.developer_key(), force=True)
+
+
+def test_bundle_sign_refuses_a_gamma_that_is_not_betas_threshold(tmp_path, emb):
+    from ldptext import bundle as B
+    from ldptext import keys as K
+    from ldptext.errors import ParameterMismatchError
+    path = build_tem_bundle(tmp_path / "b.ldpb", embeddings="unused", loaded=emb, epsilon=3.0, beta=0.2, head_size=6)
+    B.sign_bundle(path, K.developer_key(), out=tmp_path / "ok.ldpb")
+    with pytest.raises(ParameterMismatchError, match="beta"):
+        B.sign_bundle(_edited(path, tmp_path / "e.ldpb", lambda m: m["params"].update(beta=0.1)),
+                      K.developer_key(), force=True)
+
+
+def test_bundle_inspect_states_the_tem_guarantee(signed, capsys):
+    from ldptext.cli import main
+    assert main(["bundle", "inspect", str(signed)]) == 0
+    out = capsys.readouterr().out
+    assert "metric LDP truncated at gamma" in out and "any two tokens x, x'" in out
+    assert "eps*min(gamma, D_max) = 7.2-LDP" in out and "Carvalho et al. 2021" in out
+    assert "ledger unit                  metric:" in out
+
+
+def test_tem_is_exported_lazily_and_states_its_guarantee():
+    import ldptext
+    assert ldptext.TEMSanitizer is TEMSanitizer and "TEMSanitizer" in ldptext.__all__
+    doc = TEMSanitizer.__doc__
+    assert "Guarantee" in doc and "Neighbouring relation" in doc and "Carvalho" in doc

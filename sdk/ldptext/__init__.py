@@ -1,8 +1,11 @@
 """ldptext: on-device text sanitization with local differential privacy.
 
 Entry points: :class:`ldptext.Sanitizer` (SanText / SanText+, metric LDP per token) and
-:class:`ldptext.Rewriter` (DP-BART, document-level LDP). Both load a signed bundle built by
-``ldptext precompute``. See README.md, "What is and is not protected".
+:class:`ldptext.Rewriter` (DP-BART, document-level LDP); for comparison, the token-level
+:class:`ldptext.TEMSanitizer` (TEM, truncated metric LDP), :class:`ldptext.CusTextSanitizer`
+(CusText(+), LDP within output sets) and :class:`ldptext.CMPSanitizer` (CMP / Mahalanobis, metric LDP
+by noise then nearest neighbour; the ``faiss`` extra). Each loads a signed bundle built by
+``ldptext precompute``. See README.md, "What is and is not protected", and docs/mechanisms.md.
 """
 from __future__ import annotations
 
@@ -14,6 +17,11 @@ __version__ = "0.1.0"
 # (onnxruntime for DP-BART) does not break SanText users
 _LAZY = {
     "Sanitizer": ("ldptext.santext", "Sanitizer"),
+    # the comparison mechanisms (docs/mechanisms.md): the same load / sanitize / report / ledger API
+    "TEMSanitizer": ("ldptext.tem", "TEMSanitizer"),
+    "CusTextSanitizer": ("ldptext.custext", "CusTextSanitizer"),
+    "CMPSanitizer": ("ldptext.cmp", "CMPSanitizer"),
+    "MechanismReport": ("ldptext.mechanism_report", "MechanismReport"),
     "Sanitized": ("ldptext.report", "Sanitized"),
     "PrivacyReport": ("ldptext.report", "PrivacyReport"),
     "Rewriter": ("ldptext.dpbart", "Rewriter"),

@@ -20,6 +20,14 @@ DP-BART
     indices distinct and in [0, d); the encoder graph, run on one input of length L (``seq_len``),
     returns shape (1, L, d) with d = ``hidden``.
 
+TEM, CusText / CusText+, CMP, Mahalanobis
+    :func:`ldptext.token_runtime.check_parameters`: the bundle must load with its runtime class, then
+    the runtime's ``check_parameters`` (TEM: ε and γ from the realised log-probabilities against
+    −ε·min(d, γ)/2, γ against β, ``bot_count``, D_max; CusText: ε and the similarity from the realised
+    log-probabilities over sampled output sets, p, group statistics; CMP / Mahalanobis: D_max in the
+    guarantee's metric, S against λ — ε is in no array, the noise reads it from the manifest); every
+    mechanism's stated worst case must be the one its parameters give.
+
 p itself is not encoded in any array (the sampler reads it from the manifest), so the manifest's p
 is by construction the realised one; it is range-checked.
 """
@@ -35,6 +43,7 @@ from .errors import BundleError, ParameterMismatchError
 __all__ = ["check_parameters"]
 
 _ROWS = 16
+_COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
 
 
 def check_parameters(bundle: Bundle) -> None:
@@ -55,6 +64,10 @@ def check_parameters(bundle: Bundle) -> None:
         _check_santext(bundle)
     elif bundle.mechanism == "dpbart":
         _check_dpbart(bundle)
+    elif bundle.mechanism in _COMPARISON:  # TEM, CusText(+), CMP, Mahalanobis: their runtimes' checks
+        from .token_runtime import check_parameters as check_comparison
+
+        check_comparison(bundle)
     else:  # pragma: no cover - read_bundle refuses unknown mechanisms
         raise ParameterMismatchError(f"no parameter check for mechanism {bundle.mechanism!r}")
 

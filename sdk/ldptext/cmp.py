@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BundleFormatError, BundleIntegrityError
+from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .multivariate_laplace import laplace_noise
 from .santext import metric_id
-from .token_runtime import TokenRuntime
+from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case
 
 __all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss"]
 
@@ -95,12 +95,51 @@ def mahalanobis_metric_id(manifest: dict) -> str:
     return hashlib.sha256(("ldptext mahalanobis metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
 
 
+def regularized_transform(vectors: np.ndarray, lam: float) -> np.ndarray | None:
+    """S = Σ_λ^{1/2}, Σ_λ = λ·Σ + (1 − λ)·I, Σ the covariance of ``vectors`` scaled to trace m.
+
+    The same construction as the precompute side's ``mahalanobis_transform`` (re-stated here so that
+    the SDK can check a bundle's S against its stated λ).
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float, shape (n, m)
+        The output tokens' embeddings.
+    lam : float
+        λ ∈ [0, 1].
+
+    Returns
+    -------
+    np.ndarray of float64, shape (m, m) or None
+        ``None`` when Σ_λ is singular.
+    """
+    v = np.asarray(vectors, dtype=np.float64)
+    m = v.shape[1]
+    cov = np.cov(v, rowvar=False)
+    cov = cov * (m / np.trace(cov))
+    sig = lam * cov + (1.0 - lam) * np.eye(m)
+    w, q = np.linalg.eigh((sig + sig.T) / 2)
+    if w.min() <= 1e-12 * w.max():
+        return None
+    return (q * np.sqrt(w)) @ q.T
+
+
 class CMPSanitizer(TokenRuntime):
     """Sanitize text with CMP or Mahalanobis from a verified bundle; create one with :meth:`load`.
 
-    Guarantee per token: ε·d(x, x')-metric LDP (module docstring), d Euclidean on the bundle's metric
-    embedding (CMP) or ‖S⁻¹(φ(x) − φ(x'))‖ (Mahalanobis); ε·D_max-LDP in the worst case. Feyisetan et
-    al. 2020 (WSDM), CMP; Xu et al. 2020 (PrivateNLP), the regularized Mahalanobis mechanism.
+    **Guarantee** (per token, module docstring): ε·d(x, x')-metric LDP,
+    Pr[M(x)=y] ≤ exp(ε·d(x, x'))·Pr[M(x')=y], d Euclidean on the bundle's metric embedding (CMP) or
+    ‖S⁻¹(φ(x) − φ(x'))‖ (Mahalanobis); ε·D_max-LDP in the worst case; up to the floating-point
+    coupling bound of :mod:`ldptext.multivariate_laplace` (the noisy vector is never released).
+    **Neighbouring relation**: any two tokens x, x' of the input domain, at the price ε·d(x, x'); a
+    document composes position by position over documents of the same length. Ledger: ε per token in
+    ``metric:<id>`` of the guarantee's metric. **Reference**: Feyisetan, Balle, Drake & Diethe 2020,
+    *Privacy- and Utility-Preserving Textual Analysis via Calibrated Multivariate Perturbations*
+    (WSDM), the calibrated multivariate perturbation and its d_χ-privacy proof (also Yue 2023,
+    ``shared/seeds/000``, §2.5.2); Xu, Aggarwal, Feyisetan & Teissier 2020, *A Differentially Private
+    Text Perturbation Method Using a Regularized Mahalanobis Metric* (PrivateNLP@EMNLP), the
+    regularized Mahalanobis mechanism and its privacy proof (section numbers not checked: neither paper
+    is in ``shared/seeds``).
 
     Attributes
     ----------
@@ -187,6 +226,36 @@ class CMPSanitizer(TokenRuntime):
             kept_in_clear_probability=None,
             parameters={"epsilon": self.epsilon, "d_max": self.d_max, "index": self.index_kind,
                         "lambda": self.lam})
+
+    def check_parameters(self) -> None:
+        """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
+
+        ε is in no array: the noise is drawn at the manifest's ε, so the stated ε is the realised one
+        by construction (as SanText+'s p); what the arrays fix is checked. D_max must bound the sampled
+        input distances in the guarantee's metric (Euclidean, or ‖S⁻¹(φ(x) − φ(x'))‖); the stated
+        worst case must be ε·D_max; the index kind must be ``flat`` or ``hnsw``; for Mahalanobis, S
+        must be Σ_λ^{1/2} of the stated λ, Σ the covariance of the output embeddings scaled to trace m
+        (relative Frobenius difference ≤ 1e-8), and CMP states no λ and no S.
+
+        Raises
+        ------
+        ParameterMismatchError
+        """
+        self._check_open()
+        if self.index_kind not in ("flat", "hnsw"):
+            raise ParameterMismatchError(f"manifest index {self.index_kind!r} is not flat or hnsw")
+        points = self.embeddings
+        if self.mechanism == "mahalanobis":
+            s = self.noise_transform
+            expected = regularized_transform(self.embeddings[self.outputs], float(self.lam))
+            if expected is None or np.linalg.norm(s - expected) > 1e-8 * np.linalg.norm(expected):
+                raise ParameterMismatchError(f"manifest lambda {self.lam:g} is not what array 'noise_transform' "
+                                             f"realises (S = Sigma_lambda^(1/2) of the output embeddings)")
+            points = np.linalg.solve(s, points.T).T
+        elif self.lam is not None or "noise_transform" in self.manifest.get("arrays", {}):
+            raise ParameterMismatchError("a CMP bundle states lambda or a noise transform (Mahalanobis only)")
+        check_stated_d_max(points, np.flatnonzero(self.valid_input), self.d_max)
+        check_stated_worst_case(self.manifest, self.epsilon * self.d_max)
 
     def noisy_points(self, flat: np.ndarray) -> np.ndarray:
         """φ(x) + noise for each id (float64). Never released: for the tests' and evaluation's checks.

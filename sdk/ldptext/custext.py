@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from .engine_rows import engine_log_probabilities
-from .errors import BundleFormatError, BundleIntegrityError
+from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .santext_tables import STORED_ARRAYS, SanTextTables
-from .token_runtime import TokenRuntime
+from .token_runtime import TokenRuntime, check_stated_worst_case, sampled_rows
 
 __all__ = ["CusTextSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "partition_id"]
 
@@ -86,10 +86,14 @@ def partition_id(manifest: dict) -> str:
 class CusTextSanitizer(TokenRuntime):
     """Sanitize text with CusText / CusText+ from a verified bundle; create one with :meth:`load`.
 
-    Guarantee per token (module docstring): ε-LDP between any two inputs that share an output set
-    (group of ≥ K tokens), no bound across groups (the group is revealed); CusText+ releases stop
-    words unchanged. Chen et al. 2023, *A Customized Text Sanitization Mechanism with Differential
-    Privacy* (Findings of ACL), §3 (mapping and sampling functions).
+    **Guarantee** (per token, module docstring): Pr[M(x)=y] ≤ e^ε·Pr[M(x')=y], ε-LDP. **Neighbouring
+    relation**: any two inputs x, x' that share an output set (group of ≥ K tokens); there is **no**
+    bound across groups — the output reveals the group of its input, so no finite worst-case LDP
+    level exists — and CusText+ releases its stop words unchanged (probability 1). A document
+    composes to n·ε against documents whose tokens lie, position by position, in the same groups.
+    Ledger: ε per token in ``partition:<id>``. **Reference**: Chen et al. 2023, *A Customized Text
+    Sanitization Mechanism with Differential Privacy* (Findings of ACL; arXiv:2207.01193), §3 (the
+    mapping and sampling functions).
 
     Attributes
     ----------
@@ -169,6 +173,66 @@ class CusTextSanitizer(TokenRuntime):
             kept_in_clear_probability=1.0 if plus else None,
             parameters={"epsilon": self.epsilon, "k": self.k, "similarity": self.similarity,
                         "groups": int(self.group_id.max()) + 1})
+
+    def check_parameters(self) -> None:
+        """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
+
+        Checked: ``head_size`` is the tables' K; ``p`` is 0 for CusText+ (stop words kept with
+        probability 1) and absent for CusText; the similarity is a known one; the stated group
+        statistics are those of ``group_id``; no worst case is stated; and, for sampled rows, the
+        realised log-probabilities over each output set (:meth:`log_probabilities`) equal the
+        exponential mechanism ε·u(x, y)/2 − log Z(x) recomputed from the bundle's embedding at the
+        **stated** ε and similarity, within twice the stated tolerance (so a relabelled ε or
+        similarity is refused).
+
+        Raises
+        ------
+        ParameterMismatchError
+        """
+        self._check_open()
+        t, g, eps = self.tables, self.group_id, self.epsilon
+        stated_k = self.params.get("head_size")
+        if stated_k is not None and stated_k != t.head_size:
+            raise ParameterMismatchError(f"manifest head_size {stated_k!r} is not K = {t.head_size} of 'head_ids'")
+        p = self.params.get("p")
+        if (self.mechanism == "custext+" and p != 0.0) or (self.mechanism == "custext" and p is not None):
+            raise ParameterMismatchError(f"manifest p {p!r}: CusText+ keeps its stop words with probability 1 "
+                                         f"(p = 0), CusText states none")
+        if self.similarity not in ("euclidean", "cosine"):
+            raise ParameterMismatchError(f"manifest similarity {self.similarity!r} is not euclidean or cosine")
+        sizes = np.bincount(g[t.outputs][g[t.outputs] >= 0])
+        sizes = sizes[sizes > 0]
+        privacy = self.manifest.get("privacy") if isinstance(self.manifest.get("privacy"), dict) else {}
+        for key, value in (("groups", sizes.size), ("smallest_group", int(sizes.min()) if sizes.size else 0),
+                           ("largest_group", int(sizes.max()) if sizes.size else 0)):
+            if key in privacy and privacy[key] != value:
+                raise ParameterMismatchError(f"manifest {key} {privacy[key]!r} is not what 'group_id' realises "
+                                             f"({value})")
+        check_stated_worst_case(self.manifest, None)
+        vectors = t.emb_scale.astype(np.float64)[:, None] * t.emb_q.astype(np.float64)
+        live = np.flatnonzero(self.valid_input & (g >= 0))
+        rows = sampled_rows(live, np.linalg.norm(vectors, axis=1))
+        realised = self.log_probabilities(rows)
+        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps)
+        is_output = np.zeros(t.n_rows, dtype=bool)
+        is_output[t.outputs] = True
+        for i, x in enumerate(rows):
+            members = np.flatnonzero((g == g[x]) & is_output)
+            a, b = vectors[x], vectors[members]
+            if self.similarity == "euclidean":
+                score = -np.sqrt(((b - a) ** 2).sum(axis=1))
+            else:
+                norms = np.linalg.norm(a) * np.linalg.norm(b, axis=1)
+                score = (b @ a) / np.where(norms > 0, norms, 1.0)
+            span = float(score.max() - score.min())
+            u = np.ones(members.size) if span <= 0 else np.clip((score - score.min()) / span, 0.0, 1.0)
+            w = eps / 2.0 * u
+            formula = w - (w.max() + math.log(float(np.exp(w - w.max()).sum())))
+            got = realised[i, members]
+            if not np.isfinite(got).all() or float(np.abs(got - formula).max()) > tol:
+                raise ParameterMismatchError(
+                    f"manifest epsilon {eps:.10g} ({self.similarity} similarity) is not what the tables "
+                    f"realise (log-probabilities over a sampled row's output set)")
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:
         return self._rng.santext_sample(self._table, flat.astype(np.int32))

@@ -31,7 +31,7 @@ ideal noisy point lies within δ of the boundary between two tokens' nearest-nei
 that rare event. So for every set S of outputs |P̂(S | x) − P(S | x)| ≤ ν(x) := ⌈m/2⌉·2^−24 +
 Pr[ideal point within δ of a boundary], and the metric bound holds for the realised law as
 P̂(S|x) ≤ e^{ε·d(x,x')}·P̂(S|x') + (1 + e^{ε·d(x,x')})·ν. The second term of ν has no closed form;
-``tests/test_cmp.py`` and ``benchmarks/bench_mechanisms.py`` estimate it by Monte Carlo (draws whose
+``tests/test_cmp.py`` estimates it by Monte Carlo (draws whose
 nearest/second-nearest margin is below δ; a distance margin of 2δ is sufficient). The noisy vector
 and its bits never leave :func:`laplace_noise`'s caller.
 """

@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
-from .errors import BundleFormatError, BundleIntegrityError
+from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .santext import metric_id
 from .santext_tables import STORED_ARRAYS, SanTextTables
-from .token_runtime import TokenRuntime
+from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case, sampled_rows
 
 __all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from_beta"]
 
@@ -89,11 +89,16 @@ def threshold_from_beta(epsilon: float, beta: float, n_outputs: int) -> float:
 class TEMSanitizer(TokenRuntime):
     """Sanitize text with TEM from a verified bundle; create one with :meth:`load`.
 
-    Guarantee per token (module docstring): ε·d(x, x')-metric LDP truncated at γ, i.e.
-    Pr[M(x)=y] ≤ exp(ε·min(d(x, x'), γ))·Pr[M(x')=y] for any two inputs, hence ε·min(γ, D_max)-LDP
-    in the worst case; d is the Euclidean distance of the bundle's metric embedding. Carvalho et al.
-    2021, *TEM: High Utility Metric Differential Privacy on Text* (arXiv:2107.07928), the truncated
-    exponential mechanism and its threshold.
+    **Guarantee** (per token, module docstring): ε·d(x, x')-metric LDP truncated at γ,
+    Pr[M(x)=y] ≤ exp(ε·min(d(x, x'), γ))·Pr[M(x')=y], hence ε·min(γ, D_max)-LDP in the worst case;
+    d is the Euclidean distance of the bundle's metric embedding. **Neighbouring relation**: any two
+    tokens x, x' of the input domain, at the price ε·min(d(x, x'), γ); a document composes position by
+    position over documents of the same length (the number of tokens is not hidden). Ledger: ε per
+    token in ``metric:<id>`` (shared with SanText over the same metric). **Reference**: Carvalho,
+    Vasiloudis, Feyisetan & Wang 2021, *TEM: High Utility Metric Differential Privacy on Text*
+    (arXiv:2107.07928; SDM 2023), the section defining the truncated exponential mechanism, its
+    privacy theorem and the threshold γ (section numbers not checked: the paper is not in
+    ``shared/seeds``).
 
     Attributes
     ----------
@@ -161,6 +166,72 @@ class TEMSanitizer(TokenRuntime):
                          "realised log-probabilities within the stated tolerance of the formula",
             kept_in_clear_probability=None,
             parameters={"epsilon": self.epsilon, "gamma": self.gamma, "beta": self.beta, "d_max": self.d_max})
+
+    def check_parameters(self) -> None:
+        """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
+
+        Checked: ``head_size`` is the tables' K; γ is the threshold of the stated β (when β is stated)
+        and every input's ⊥ probability is ≤ β; |L̄_x| (``bot_count``) counts the outputs farther than
+        γ; D_max bounds the sampled input distances; the stated worst case is ε·min(γ, D_max); and,
+        for sampled rows (largest norms and an even spread), the realised log-probabilities
+        (:meth:`log_probabilities`: the tables' alias masses and acceptance exponents, ``bot_gamma``)
+        equal TEM's formula −ε·min(d(x, y), γ)/2 − log Z(x) at the **stated** ε and γ within twice the
+        stated tolerance (so a relabelled ε or γ is refused; the realised ε, a least-squares fit, is
+        named in the error).
+
+        Raises
+        ------
+        ParameterMismatchError
+        """
+        self._check_open()
+        t, eps, gamma = self.tables, self.epsilon, self.gamma
+        stated_k = self.params.get("head_size")
+        if stated_k is not None and stated_k != t.head_size:
+            raise ParameterMismatchError(f"manifest head_size {stated_k!r} is not K = {t.head_size} of 'head_ids'")
+        outs = t.outputs.astype(np.int64)
+        if self.beta is not None:
+            try:
+                expected = threshold_from_beta(eps, self.beta, outs.size)
+            except ValueError as e:
+                raise ParameterMismatchError(f"manifest beta {self.beta!r}: {e}") from None
+            if not math.isclose(gamma, expected, rel_tol=1e-12, abs_tol=0.0):
+                raise ParameterMismatchError(f"manifest gamma {gamma:.12g} is not the threshold of beta "
+                                             f"{self.beta:g}: {expected:.12g}")
+            valid = self.valid_input & (self.bot_count > 0)
+            worst_bot = float(np.exp(-self.bot_gamma[valid]).max()) if valid.any() else 0.0
+            if worst_bot > self.beta * (1 + 1e-9):
+                raise ParameterMismatchError(f"an input draws the far set with probability {worst_bot:.6g} "
+                                             f"> beta = {self.beta:g}")
+        valid = np.flatnonzero(self.valid_input)
+        vectors = t.emb_scale.astype(np.float64)[:, None] * t.emb_q.astype(np.float64)
+        rows = sampled_rows(valid, np.linalg.norm(vectors, axis=1))
+        d = engine_distance_rows(t, rows, outs)
+        far = (d > gamma).sum(axis=1)
+        if (far != self.bot_count[rows]).any():
+            raise ParameterMismatchError(f"manifest gamma {gamma:.10g} is not what array 'bot_count' realises "
+                                         f"(|far set| differs)")
+        w = -eps * np.minimum(d, gamma) / 2.0
+        mx = w.max(axis=1, keepdims=True)
+        formula = w - (mx + np.log(np.exp(w - mx).sum(axis=1, keepdims=True)))
+        realised = self.log_probabilities(rows)[:, outs]
+        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps * min(gamma, self.d_max))
+        if not np.isfinite(realised).all() or float(np.abs(realised - formula).max()) > tol:
+            # the tables' own ε: the slope of the realised log-probabilities of near head outputs
+            full = self.log_probabilities(rows)
+            num = den = 0.0
+            for i, x in enumerate(rows):
+                head = t.head_ids[x].astype(np.int64)
+                dh = engine_distance_rows(t, np.array([x]), head)[0]
+                ok = (dh <= gamma) & np.isfinite(full[i, head])
+                if ok.sum() >= 2:
+                    dc, rc = dh[ok] - dh[ok].mean(), full[i, head][ok] - full[i, head][ok].mean()
+                    num, den = num + float(dc @ rc), den + float(dc @ dc)
+            fit = f"about {-2.0 * num / den:.10g}" if den > 0 else "unknown"
+            raise ParameterMismatchError(
+                f"manifest epsilon {eps:.10g} and gamma {gamma:.10g} are not what the tables realise "
+                f"(realised epsilon {fit}: log-probabilities of sampled rows' head outputs)")
+        check_stated_d_max(vectors, valid, self.d_max)
+        check_stated_worst_case(self.manifest, eps * min(gamma, self.d_max))
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:
         t, rng, gamma = self.tables, self._rng, self.gamma

@@ -13,9 +13,16 @@ in, ids out), the ledger unit and the report's guarantee.
 Tokens are released independently; the number of tokens is never hidden. Out-of-vocabulary words map
 to the bundle's unknown row (``<unk>`` / ``[UNK]``) and are sanitized from it; special tokens are
 never inputs typed by a user (a literal "[MASK]" is text) and never outputs.
+
+**Parameters against arrays.** :func:`check_parameters` (what ``ldptext bundle sign`` runs for these
+mechanisms, through :func:`ldptext.bundle_check.check_parameters`) loads the bundle with its runtime
+class (every structural and semantic check of the mechanism) and then runs the runtime's own
+``check_parameters``: the stated ε, γ, β, similarity, λ, D_max and worst case must be what the arrays
+realise, so a signature never vouches for a relabelled parameter.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from typing import TYPE_CHECKING, Any, Iterable
@@ -24,7 +31,7 @@ import numpy as np
 
 from . import runtime as _runtime
 from .bundle import Bundle, BundleSource
-from .errors import BundleFormatError, BundleIntegrityError, InputError
+from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
 from .mechanism_report import MechanismReport
 from .report import Sanitized
 from .rng import Generator
@@ -33,7 +40,145 @@ from .tokenization import TextTokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
 
-__all__ = ["TokenRuntime"]
+__all__ = ["TokenRuntime", "RUNTIMES", "check_parameters", "sampled_rows", "check_stated_d_max",
+           "check_stated_worst_case"]
+
+#: the runtime class of each comparison mechanism: mechanism -> (module, class name)
+RUNTIMES = {
+    "tem": ("ldptext.tem", "TEMSanitizer"),
+    "custext": ("ldptext.custext", "CusTextSanitizer"),
+    "custext+": ("ldptext.custext", "CusTextSanitizer"),
+    "cmp": ("ldptext.cmp", "CMPSanitizer"),
+    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
+}
+#: rows a parameter check samples (as :mod:`ldptext.bundle_check` does for SanText)
+CHECK_ROWS = 16
+
+
+def runtime_class(mechanism: str) -> type:
+    """The runtime class of a comparison mechanism (:data:`RUNTIMES`), imported on first use.
+
+    Parameters
+    ----------
+    mechanism : str
+
+    Returns
+    -------
+    type
+        A :class:`TokenRuntime` subclass.
+    """
+    module, name = RUNTIMES[mechanism]
+    return getattr(importlib.import_module(module), name)
+
+
+def check_parameters(bundle: Bundle) -> None:
+    """Refuse a comparison-mechanism bundle whose manifest parameters are not what its arrays realise.
+
+    Parameters
+    ----------
+    bundle : Bundle
+        Structure and hashes verified (trust need not be decided: ``ldptext bundle sign``).
+
+    Raises
+    ------
+    ParameterMismatchError
+        The bundle does not load with its runtime class (the error is named), or a stated parameter
+        disagrees with the arrays (the runtime's ``check_parameters`` names which).
+    ModuleNotFoundError
+        A CMP / Mahalanobis bundle without faiss (the ``faiss`` extra).
+    """
+    cls = runtime_class(bundle.mechanism)
+    try:
+        san = cls(bundle, backend="fallback")
+    except BundleError as e:
+        raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: {e}") from None
+    except ValueError:  # the sampler's own parameter check
+        raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of "
+                                     f"range") from None
+    try:
+        san.check_parameters()
+    finally:
+        san.close()
+
+
+def sampled_rows(candidates: np.ndarray, score: np.ndarray, n: int = CHECK_ROWS) -> np.ndarray:
+    """Up to ``n`` rows of ``candidates``: the highest-scoring half and an even spread for the rest.
+
+    Parameters
+    ----------
+    candidates : np.ndarray of int, shape (c,)
+    score : np.ndarray of float, shape (V,)
+        Indexed by row id (e.g. the embedding norms: the rows most likely to be farthest apart).
+    n : int
+
+    Returns
+    -------
+    np.ndarray of int64
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    if candidates.size <= n:
+        return candidates
+    top = candidates[np.argsort(-np.asarray(score)[candidates], kind="stable")[:n // 2]]
+    spread = candidates[np.linspace(0, candidates.size - 1, n // 2).astype(np.int64)]
+    return np.unique(np.concatenate([top, spread]))
+
+
+def check_stated_d_max(vectors: np.ndarray, valid: np.ndarray, d_max: float) -> None:
+    """Refuse a stated D_max below a realised distance between sampled valid inputs and all valid inputs.
+
+    A sampled, one-sided check (as SanText's): it catches an understated D_max whenever a sampled
+    pair exceeds it.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float64, shape (V, m)
+        The points whose Euclidean distance is the guarantee's metric.
+    valid : np.ndarray of int, shape (n,)
+        The valid input rows.
+    d_max : float
+        The stated bound.
+
+    Raises
+    ------
+    ParameterMismatchError
+    """
+    v = np.asarray(vectors, dtype=np.float64)
+    if valid.size == 0:
+        return
+    norms = np.zeros(v.shape[0])
+    norms[valid] = np.linalg.norm(v[valid], axis=1)
+    points = v[valid]
+    far = max(float(np.linalg.norm(points - v[r], axis=1).max()) for r in sampled_rows(valid, norms))
+    if far > d_max * (1 + 1e-9) + 1e-12:
+        raise ParameterMismatchError(f"manifest D_max {d_max:.6g} is below a realised distance {far:.6g} "
+                                     f"between two valid inputs")
+
+
+def check_stated_worst_case(manifest: dict, computed: float | None) -> None:
+    """Refuse a manifest whose ``privacy.worst_case_token_epsilon`` is not the one its parameters give.
+
+    Parameters
+    ----------
+    manifest : dict
+    computed : float or None
+        The worst case the runtime derives from ε, γ and D_max (``None``: none exists).
+
+    Raises
+    ------
+    ParameterMismatchError
+    """
+    privacy = manifest.get("privacy") if isinstance(manifest.get("privacy"), dict) else {}
+    if "worst_case_token_epsilon" not in privacy:
+        return
+    stated = privacy["worst_case_token_epsilon"]
+    if computed is None:
+        if stated is not None:
+            raise ParameterMismatchError("manifest states a worst-case LDP level, but this mechanism has none")
+        return
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)) \
+            or not math.isclose(float(stated), computed, rel_tol=1e-12, abs_tol=1e-12):
+        raise ParameterMismatchError(f"manifest worst_case_token_epsilon {stated!r} is not what its parameters "
+                                     f"give ({computed:.12g})")
 
 
 class TokenRuntime(_runtime.Closable):
@@ -144,6 +289,11 @@ class TokenRuntime(_runtime.Closable):
 
     def _guarantee(self) -> dict:  # pragma: no cover - every subclass overrides
         """The report's guarantee fields except the per-document numbers."""
+        raise NotImplementedError
+
+    def check_parameters(self) -> None:  # pragma: no cover - every subclass overrides
+        """Refuse (:class:`ldptext.errors.ParameterMismatchError`) stated parameters that the arrays do
+        not realise; see :func:`check_parameters`."""
         raise NotImplementedError
 
     # -- vocabulary and tokenization ---------------------------------------------------------

@@ -127,7 +127,11 @@ def run_parquet(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    Every non-null row is one release of :meth:`ldptext.Sanitizer.sanitize_batch`: per token
+    The local engine runs the runtime of the verified bundle's mechanism (any token-level one:
+    ``ldptext.commands.sanitize.load_runtime``); each non-null row is one release of its
+    ``sanitize_batch``, with the guarantee its report states (docs/mechanisms.md). The Spark engine
+    runs SanText(+) bundles. For SanText(+), every non-null row is one release of
+    :meth:`ldptext.Sanitizer.sanitize_batch`: per token
     ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+), for any two
     documents of the same length. Yue et al. 2021, *Differential Privacy for Text Analytics via
     Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis* (PhD
@@ -166,8 +170,8 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
 
     from ..bundle import canonical_json
     from ..fileio import atomic_path
-    from ..santext import Sanitizer
     from ..spark import BatchStats, ColumnLayout, JobSummary, sanitize_record_batch
+    from .sanitize import load_runtime
 
     pa, pq = _pyarrow()
     reader = _open_input(source)
@@ -176,8 +180,9 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     n_rows, n_groups = reader.metadata.num_rows, reader.num_row_groups
     total = BatchStats()
     started = time.perf_counter()
-    with Sanitizer.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                        expect=expect) as san:
+    # any token-level mechanism: the runtime of the verified bundle's mechanism (sanitize.load_runtime)
+    with load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                      expect=expect) as san:
         bundle_id = hashlib.sha256(canonical_json(san.manifest)).hexdigest()
         with atomic_path(target, mode=0o644) as tmp:
             writer = pq.ParquetWriter(tmp, schema)
@@ -220,6 +225,7 @@ def _run_spark(args: argparse.Namespace, source: Path, target: Path, expect: Any
     from .. import spark as ldspark
 
     _open_input(source)  # a file that is not Parquet: the same error as the local engine, before Spark starts
+    _spark_supports(args, expect)  # a bundle the Spark engine does not run: refused before Spark starts
     try:
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
@@ -253,6 +259,24 @@ def _run_spark(args: argparse.Namespace, source: Path, target: Path, expect: Any
         if owned:
             spark.stop()
     return summary
+
+
+def _spark_supports(args: argparse.Namespace, expect: Any) -> None:
+    """Refuse, before Spark starts, a verified bundle whose mechanism the Spark engine does not run
+    (:class:`ldptext.spark.SparkSanitizer` runs SanText(+); the local engine runs every token-level
+    mechanism)."""
+    from ..bundle import MECHANISMS
+    from ..errors import BundleFormatError
+    from ..runtime import open_bundle
+    from .sanitize import DPBART_REFUSAL
+
+    mechanism = open_bundle(args.bundle, mechanisms=MECHANISMS, trusted_keys=args.trusted_key,
+                            allow_unsigned=args.allow_unsigned, expect=expect).mechanism
+    if mechanism == "dpbart":
+        raise BundleFormatError(DPBART_REFUSAL)
+    if mechanism not in ("santext", "santext+"):
+        raise ParameterError(f"--engine spark runs SanText(+) bundles; this {mechanism} bundle runs with "
+                             f"--engine local")
 
 
 def _concatenate(parts_dir: Path, target: Path, summary: Any) -> None:

@@ -175,6 +175,9 @@ def _num(x: Any) -> float | None:
 def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     """The guarantee a user gets from this bundle, from the signed manifest's own numbers.
 
+    TEM, CusText(+), CMP, Mahalanobis: the notion, its neighbouring relation, the worst case
+    recomputed from the parameters (ε·min(γ, D_max), ε·D_max, or none for CusText, whose output set
+    is revealed), the ledger unit and the paper (docs/mechanisms.md).
     SanText: ε·d(x, x')-MLDP per token, worst case ε·D_max-LDP. SanText+: (V_S, V_P, ε, ε₀)-UMLDP
     with non-sensitive words in the clear w.p. 1 − p, so no finite worst-case LDP level (Yue et al.
     2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*, as presented in
@@ -229,14 +232,8 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
                          f"{100 * per_token:.6g}); the number of tokens is not hidden"))
     elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
         rows += _dpbart_summary(manifest["dpbart"])
-    elif eps is not None and isinstance(privacy.get("notion"), str):  # the comparison mechanisms
-        between = privacy.get("neighbouring")
-        rows.append(("notion", f"{_safe(privacy['notion'])}, eps = {eps:g} per token"
-                     + (f" ({_safe(between)})" if isinstance(between, str) else "")))
-        worst = _num(privacy.get("worst_case_token_epsilon"))
-        rows.append(("worst case per token", f"{worst:.6g}-LDP" if worst is not None else
-                     "none (not finite)" + (f": {_safe(privacy['revealed'])} is revealed"
-                                            if isinstance(privacy.get("revealed"), str) else "")))
+    elif mech in _COMPARISON and eps is not None:
+        rows += _comparison_summary(mech, manifest, params, eps, d_max)
     elif eps is not None:  # future mechanisms: report what the manifest states
         delta = _num(params.get("delta"))
         rows.append(("per release", f"({eps:g}, {delta:g})-LDP" if delta else f"{eps:g}-LDP"))
@@ -246,6 +243,90 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
         rows.append(("numeric tolerance", f"{tol:.2e} = bound on |log P_realised - log P_formula|"
                      + (f" (stated maximum {stated:g})" if stated is not None else "")
                      + f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
+    return rows
+
+
+_COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
+_REFERENCES = {
+    "tem": "Carvalho et al. 2021, TEM: High Utility Metric Differential Privacy on Text (arXiv:2107.07928)",
+    "custext": "Chen et al. 2023, A Customized Text Sanitization Mechanism with Differential Privacy "
+               "(Findings of ACL), section 3",
+    "cmp": "Feyisetan et al. 2020, Privacy- and Utility-Preserving Textual Analysis via Calibrated "
+           "Multivariate Perturbations (WSDM)",
+    "mahalanobis": "Xu et al. 2020, A Differentially Private Text Perturbation Method Using a Regularized "
+                   "Mahalanobis Metric (PrivateNLP@EMNLP)",
+}
+
+
+def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
+                        d_max: float | None) -> list[tuple[str, str]]:
+    """TEM, CusText(+), CMP, Mahalanobis: the guarantee, its neighbouring relation and worst case, from
+    the manifest's parameters (ε, γ, K, λ, D_max; the worst case is recomputed, not read)."""
+    rows: list[tuple[str, str]] = []
+    worst: float | None = None
+    if mech == "tem":
+        gamma = _num(params.get("gamma"))
+        rows.append(("notion", "metric LDP truncated at gamma: Pr[M(x)=y] <= exp(eps*min(d(x,x'), gamma))"
+                     "*Pr[M(x')=y] per token"))
+        rows.append(("neighbouring", "any two tokens x, x' of the input domain, at the price "
+                     "eps*min(d(x,x'), gamma); d Euclidean over the bundle's int8-quantized embeddings"))
+        if gamma is not None:
+            beta = _num(params.get("beta"))
+            rows.append(("threshold gamma", f"{gamma:.6g}" + (f" (from beta = {beta:g}: far set drawn w.p. "
+                                                                f"<= beta)" if beta is not None else "")))
+            if d_max is not None:
+                worst = eps * min(gamma, d_max)
+    elif mech in ("custext", "custext+"):
+        k = params.get("k")
+        rows.append(("notion", "LDP within output sets: Pr[M(x)=y] <= exp(eps)*Pr[M(x')=y] per token"))
+        rows.append(("neighbouring", f"any two inputs with the same output set (groups of >= {_safe(k)} "
+                     f"tokens, {_safe(params.get('similarity'))} similarity)"))
+        rows.append(("revealed", "the output set (group) of every input token: no bound between inputs of "
+                     "different groups"))
+        if mech == "custext+":
+            rows.append(("kept in the clear", "stop words ("
+                         + _safe(params.get("non_sensitive", "the bundle's list"))
+                         + "), unchanged with probability 1"))
+    else:
+        metric = ("Euclidean over the bundle's int8-quantized embeddings" if mech == "cmp" else
+                  f"regularized Mahalanobis ||S^-1 (phi(x) - phi(x'))||, S = Sigma_lambda^(1/2), "
+                  f"lambda = {_safe(params.get('lambda'))}")
+        rows.append(("notion", "metric LDP: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y] per token "
+                     "(noise, then the nearest output token)"))
+        rows.append(("neighbouring", f"any two tokens x, x' of the input domain, at the price eps*d(x,x'); "
+                     f"d {metric}"))
+        rows.append(("floating point", "continuous noise in float64, never released; the released token can "
+                     "differ from the ideal mechanism's only near a nearest-neighbour boundary or with "
+                     "probability ceil(m/2)*2^-24 (ldptext.multivariate_laplace)"))
+        rows.append(("nearest neighbour", f"faiss index {_safe(params.get('index'))} (the 'faiss' extra); "
+                     "exact or approximate, the guarantee holds for either"))
+        if d_max is not None:
+            worst = eps * d_max
+    rows.append(("metric epsilon" if mech not in ("custext", "custext+") else "epsilon",
+                 f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
+    try:
+        if mech in ("custext", "custext+"):
+            from ..custext import partition_id
+            rows.append(("ledger unit", f"partition:{partition_id(manifest)}"))
+        elif mech == "mahalanobis":
+            from ..cmp import mahalanobis_metric_id
+            rows.append(("ledger unit", f"metric:{mahalanobis_metric_id(manifest)}"))
+        else:
+            from ..santext import metric_id
+            rows.append(("ledger unit", f"metric:{metric_id(manifest)} (shared with SanText over the same "
+                         f"embedding and vocabulary)"))
+    except Exception:  # a manifest without the array table: nothing to name
+        pass
+    if d_max is not None and mech not in ("custext", "custext+"):
+        rows.append(("D_max", f"{d_max:.6g}"))
+    if worst is not None:
+        how = "eps*min(gamma, D_max)" if mech == "tem" else "eps*D_max"
+        rows.append(("worst case per token", f"{how} = {worst:.6g}-LDP"))
+        rows.append(("document of n tokens", f"n x {worst:.6g}-LDP; the number of tokens is not hidden"))
+    elif mech in ("custext", "custext+"):
+        rows.append(("worst-case LDP level", "none (not finite): the output set is revealed"
+                     + ("; stop words are released unchanged" if mech == "custext+" else "")))
+    rows.append(("reference", _REFERENCES["custext" if mech == "custext+" else mech]))
     return rows
 
 

@@ -2,17 +2,84 @@
 (input handling in ``_io.py``: UTF-8 only; a bad file is refused before any output, standard input
 stops at a bad line; ``--skip-bad-lines`` skips such lines instead, with no output line for them;
 never echoes text). With ``--column`` it sanitizes one column of a Parquet file into another Parquet
-file instead, on this process or with ``--engine spark`` (``_parquet.py``, docs/spark.md)."""
+file instead, on this process or with ``--engine spark`` (``_parquet.py``, docs/spark.md).
+
+Any token-level bundle: the runtime is chosen by the mechanism of the **verified** manifest
+(:func:`load_runtime`: signature, trusted signer, hashes and pins first, through
+:func:`ldptext.runtime.open_bundle`), one of :data:`RUNTIMES` — SanText(+) (:class:`ldptext.Sanitizer`),
+TEM (:class:`ldptext.TEMSanitizer`), CusText(+) (:class:`ldptext.CusTextSanitizer`), CMP and
+Mahalanobis (:class:`ldptext.CMPSanitizer`; the ``faiss`` extra). A DP-BART bundle is refused with a
+pointer to ``ldptext rewrite``. See docs/mechanisms.md."""
 from __future__ import annotations
 
 import argparse
+import importlib
 from typing import Any
 
-from ..errors import ParameterError
+from ..errors import BundleFormatError, ParameterError
 from ._io import process
 from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
+
+#: the runtime class of every mechanism ``ldptext sanitize`` runs: mechanism -> (module, class)
+RUNTIMES = {
+    "santext": ("ldptext.santext", "Sanitizer"),
+    "santext+": ("ldptext.santext", "Sanitizer"),
+    "tem": ("ldptext.tem", "TEMSanitizer"),
+    "custext": ("ldptext.custext", "CusTextSanitizer"),
+    "custext+": ("ldptext.custext", "CusTextSanitizer"),
+    "cmp": ("ldptext.cmp", "CMPSanitizer"),
+    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
+}
+#: the one-line refusal of a DP-BART bundle (a document-level rewriter, not a token sanitizer)
+DPBART_REFUSAL = ("this is a dpbart bundle (document rewriting, not token sanitization): "
+                  "use `ldptext rewrite --bundle FILE --epsilon EPS`")
+
+
+def load_runtime(path: Any, *, trusted_keys: Any = None, allow_unsigned: bool = False,
+                 seed: int | None = None, expect: Any = None) -> Any:
+    """Verify a bundle and open the runtime of its mechanism.
+
+    The mechanism is read from the manifest only after :func:`ldptext.runtime.open_bundle` has
+    checked the signature, the signer's trust, every array hash and the pins (``expect``), exactly
+    as each runtime's own ``load`` does; the runtime class then runs its mechanism's checks.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or bytes
+        The bundle.
+    trusted_keys : iterable or None
+        Public keys the signer must be among; ``None``: the local trust store.
+    allow_unsigned : bool
+        Accept an unsigned development bundle (warns).
+    seed : int or None
+        Reproducible, **not private** output (warns).
+    expect : BundleExpectation or None
+        The ``--expect-*`` pins.
+
+    Returns
+    -------
+    Sanitizer or TokenRuntime
+        The open runtime of :data:`RUNTIMES` (a context manager).
+
+    Raises
+    ------
+    BundleError
+        Verification failed, an unmet pin, or a DP-BART bundle (:data:`DPBART_REFUSAL`).
+    ModuleNotFoundError
+        A CMP or Mahalanobis bundle without faiss (names the ``faiss`` extra).
+    """
+    from ..bundle import MECHANISMS
+    from ..runtime import open_bundle
+
+    bundle = open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
+                         allow_unsigned=allow_unsigned, expect=expect)
+    if bundle.mechanism not in RUNTIMES:
+        raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
+                                f"no sanitize runtime for mechanism {bundle.mechanism!r}")
+    module, name = RUNTIMES[bundle.mechanism]
+    return getattr(importlib.import_module(module), name)(bundle, seed=seed)
 
 
 def register(sub: Any) -> None:
@@ -23,11 +90,14 @@ def register(sub: Any) -> None:
     sub : argparse._SubParsersAction
         The ``add_subparsers()`` result of the ``ldptext`` command line.
     """
-    p = sub.add_parser("sanitize", help="sanitize text with a SanText(+) bundle")
+    p = sub.add_parser("sanitize", help="sanitize text token by token with a SanText(+), TEM, CusText(+), "
+                                        "CMP or Mahalanobis bundle")
     p.add_argument("input", nargs="?", default="-",
                    help="UTF-8 file with one document per line, or - for standard input (default)")
     p.add_argument("--bundle", required=True, metavar="FILE",
-                   help="the signed SanText(+) bundle (.ldpb) to sanitize with")
+                   help="the signed bundle (.ldpb) to sanitize with: santext, santext+, tem, custext, custext+, "
+                        "cmp or mahalanobis (the runtime follows the verified manifest; dpbart: use "
+                        "`ldptext rewrite`)")
     p.add_argument("--seed", type=int, default=None,
                    help="reproducible output for tests (NOT private)")
     p.add_argument("--json", action="store_true",
@@ -83,14 +153,22 @@ def run(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    Each output line is ε·d(x, x')-MLDP (SanText, worst case ε·D_max-LDP per token) or
-    (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+: non-sensitive words in the clear with
-    probability 1 − p, no finite worst-case LDP level) per token, for any two lines of the same
-    length; every JSON report says ``seeded: true`` when ``--seed`` made it reproducible and not
-    private. Yue et al. 2021, *Differential
-    Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
-    Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
-    Theorems 1–2.
+    The runtime follows the verified bundle's mechanism (:func:`load_runtime`); each output line is,
+    per token, for any two lines of the same length (the number of tokens is not hidden):
+
+    * SanText: ε·d(x, x')-MLDP (worst case ε·D_max-LDP per token); SanText+: (V_S, V_P, ε, ε₀)-UMLDP
+      with ε₀ = ln(1/p), non-sensitive words in the clear w.p. 1 − p, no finite worst-case LDP
+      level. Yue et al. 2021 (Findings of ACL), as presented in Yue 2023, *Data Synthesis* (PhD
+      thesis, Ohio State), §2.4, Theorems 1–2.
+    * TEM: ε·min(d(x, x'), γ)-metric LDP, worst case ε·min(γ, D_max)-LDP. Carvalho et al. 2021,
+      *TEM: High Utility Metric Differential Privacy on Text* (arXiv:2107.07928).
+    * CusText(+): ε-LDP between inputs with the same output set; the output set is revealed;
+      CusText+ releases its stop words unchanged. Chen et al. 2023 (Findings of ACL), §3.
+    * CMP / Mahalanobis: ε·d(x, x')-metric LDP (Euclidean / regularized Mahalanobis), worst case
+      ε·D_max-LDP. Feyisetan et al. 2020 (WSDM); Xu et al. 2020 (PrivateNLP@EMNLP).
+
+    Every JSON report states its guarantee and neighbouring relation, the ledger charge and unit, and
+    ``seeded: true`` when ``--seed`` made it reproducible and not private.
     """
     if args.input_file is not None:
         if args.input != "-":
@@ -100,11 +178,8 @@ def run(args: argparse.Namespace) -> int:
         from ._parquet import run_parquet
 
         return run_parquet(args)
-    from ..santext import Sanitizer
-
-    san = Sanitizer.load(args.bundle, trusted_keys=args.trusted_key,
-                         allow_unsigned=args.allow_unsigned, seed=args.seed,
-                         expect=expectation_from_args(args))
+    san = load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                       seed=args.seed, expect=expectation_from_args(args))
     with san:
         process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines)
     return 0
