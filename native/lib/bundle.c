@@ -695,11 +695,13 @@ static int check_tables(ldp_bundle *b) {
             const uint16_t *al = alias + i * slots;
             const double *g = gamma + i * slots;
             double lo = INFINITY;
+            /* branch-free per slot (a conditional minimum mispredicts on every row) */
             for (j = 0; j < slots; j++) {
                 bad_alias |= al[j] > k;
                 bad_gamma |= !(isfinite(g[j]) && g[j] >= 0);
-                if ((j < (size_t)k || o > k) && g[j] < lo) lo = g[j];
             }
+            for (j = 0; j < (size_t)k; j++) lo = g[j] < lo ? g[j] : lo;
+            if (o > k && g[k] < lo) lo = g[k]; /* the tail slot, when the tail exists */
             bad_norm |= lo != 0.0;
         }
         if (bad_alias) return LDP_E_TABLE_ALIAS;

@@ -116,6 +116,15 @@ static void test_decode_joins_like_python(void) {
     CHECK_RC(ldp_tokenizer_decode(wp, a, 9, &out), LDP_OK);
     CHECK(out.data != NULL && strcmp(out.data, "unaffable, hello! don't") == 0);
     ldp_buf_free(&out);
+    {
+        /* the clean-up rules one after another, each over the previous one's result (Python's
+         * chain of str.replace): "hello . . ' i ' t ' ' , ! i ' don ' t ." */
+        static const int32_t c[] = {5, 22, 22, 19, 15, 19, 20, 19, 19, 10, 11, 15, 19, 21, 19, 20, 22};
+        ldp_buf_init(&out);
+        CHECK_RC(ldp_tokenizer_decode(wp, c, sizeof c / sizeof c[0], &out), LDP_OK);
+        CHECK(out.data != NULL && strcmp(out.data, "hello..'i't'',! i'don't.") == 0);
+        ldp_buf_free(&out);
+    }
     ldp_buf_init(&out);
     CHECK_RC(ldp_tokenizer_decode(wl, b, 3, &out), LDP_OK);
     CHECK(out.data != NULL && strcmp(out.data, "alpha beta gamma") == 0);
