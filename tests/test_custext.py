@@ -254,7 +254,7 @@ def test_cli_sanitize_dispatches_to_custext_plus_keeping_stop_words(plus_bundle,
     assert out[0]["report"]["ledger_unit"].startswith("partition:")
 
 
-def test_cli_sanitize_parquet_local_runs_custext_and_spark_refuses_it(bundle, tmp_path, capsys):
+def test_cli_sanitize_parquet_local_runs_custext(bundle, tmp_path, capsys):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     from ldptext.cli import main
@@ -266,11 +266,6 @@ def test_cli_sanitize_parquet_local_runs_custext_and_spark_refuses_it(bundle, tm
     table = pq.read_table(out)
     assert table.column("ldp_mechanism").to_pylist() == ["custext", None, "custext"]
     assert table.column("ldp_tokens").to_pylist() == [2, None, 1]
-    capsys.readouterr()
-    assert main(["sanitize", "--bundle", str(bundle), "--input", str(src), "--column", "text",
-                 "--output", str(tmp_path / "s.parquet"), "--engine", "spark"]) == 2
-    err = capsys.readouterr().err
-    assert "--engine local" in err and err.count("\n") == 1 and not (tmp_path / "s.parquet").exists()
 
 
 @pytest.mark.parametrize("edit, fragment", [

@@ -30,7 +30,7 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from conftest import build_tiny_bundle  # noqa: E402
+from conftest import build_tiny_bundle, random_word_embeddings  # noqa: E402
 from ldptext.cli import main  # noqa: E402
 from ldptext.errors import BundleError, BundleIntegrityError, LdptextError, ParameterError  # noqa: E402
 from ldptext.santext import Sanitizer  # noqa: E402
@@ -293,6 +293,28 @@ def test_cli_spark_engine_keeps_parquet_row_order(spark, bundle, tmp_path, capsy
     assert "every row sampled once" in err and "partitions" in err and MARKER not in err
     assert list(tmp_path.glob(".out.parquet*")) == []  # the temporary Spark output is gone
     assert not spark.sparkContext._jsc.sc().isStopped()  # an active session is used, not stopped
+
+
+def test_the_comparison_mechanisms_run_on_spark_too(spark, tmp_path):
+    """A CusText bundle (and so any token-level one) runs through the same verified loader as the CLI."""
+    from ldptext.custext import CusTextSanitizer
+    from ldptext_precompute.custext.build import build_custext_bundle
+    path = build_custext_bundle(tmp_path / "c.ldpb", embeddings="unused", loaded=random_word_embeddings(53, 6, 3),
+                                epsilon=2.5, k=5, device="cpu")
+    with CusTextSanitizer.load(path) as ct:
+        vocab = {w: i for i, w in enumerate(ct.vocab)}
+        allowed = ct.probabilities(np.array([vocab["w1"], vocab["w2"]])) > 0
+    df = spark.range(80, numPartitions=2).select("id", F.lit(f"w1 w2 {MARKER}").alias("text"))
+    with SparkSanitizer(spark, path) as sp:
+        job = sp.sanitize(df, "text")
+        rows = job.dataframe.collect()
+        summary = job.summary()
+    assert [r.id for r in rows] == list(range(80))
+    for r in rows:
+        assert (r.ldp_mechanism, r.ldp_epsilon, r.ldp_tokens, r.ldp_document_epsilon) == ("custext", 2.5, 3, 7.5)
+        first, second, _ = r.text.split()
+        assert allowed[0, vocab[first]] and allowed[1, vocab[second]]  # each inside its input's output set
+    assert summary.sampled_once and summary.rows == 80 and "custext at eps=2.5" in summary.summary()
 
 
 def test_no_row_text_reaches_spark_logs(spark_log):

@@ -274,6 +274,70 @@ def open_bundle(path: BundleSource, *, mechanisms: Iterable[str],
     return bundle
 
 
+#: The runtime class of every token-level mechanism: mechanism -> (module, class name). What
+#: ``ldptext sanitize``, its Parquet path and :mod:`ldptext.spark` run.
+TOKEN_RUNTIMES = {
+    "santext": ("ldptext.santext", "Sanitizer"),
+    "santext+": ("ldptext.santext", "Sanitizer"),
+    "tem": ("ldptext.tem", "TEMSanitizer"),
+    "custext": ("ldptext.custext", "CusTextSanitizer"),
+    "custext+": ("ldptext.custext", "CusTextSanitizer"),
+    "cmp": ("ldptext.cmp", "CMPSanitizer"),
+    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
+}
+#: The one-line refusal of a DP-BART bundle where a token sanitizer is expected.
+DPBART_REFUSAL = ("this is a dpbart bundle (document rewriting, not token sanitization): "
+                  "use `ldptext rewrite --bundle FILE --epsilon EPS`")
+
+
+def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
+                       allow_unsigned: bool = False, seed: int | None = None,
+                       expect: "BundleExpectation | Mapping[str, Any] | None" = None) -> Any:
+    """Verify a bundle, then open the runtime of its mechanism (any token-level one).
+
+    The mechanism is read from the manifest only after :func:`open_bundle` has checked the
+    signature, the signer's trust, every array hash and the pins, exactly as each runtime's own
+    ``load`` does; the runtime class then runs its mechanism's checks. Each runtime states its
+    guarantee (SanText(+): :class:`ldptext.Sanitizer`; the others: docs/mechanisms.md).
+
+    Parameters
+    ----------
+    path : str, os.PathLike, bytes, bytearray or memoryview
+        The bundle.
+    trusted_keys : iterable or None
+        Public keys the signer must be among; ``None``: the local trust store.
+    allow_unsigned : bool
+        Accept an unsigned development bundle (warns).
+    seed : int or None
+        Reproducible, **not private** output (warns).
+    expect : BundleExpectation, mapping or None
+        The application's pins.
+
+    Returns
+    -------
+    Sanitizer or TokenRuntime
+        The open runtime of :data:`TOKEN_RUNTIMES` (a context manager).
+
+    Raises
+    ------
+    BundleError
+        Verification failed, an unmet pin, or a DP-BART bundle (:data:`DPBART_REFUSAL`).
+    ModuleNotFoundError
+        A CMP or Mahalanobis bundle without faiss.
+    """
+    import importlib
+
+    from .errors import BundleFormatError
+
+    bundle = open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
+                         allow_unsigned=allow_unsigned, expect=expect)
+    if bundle.mechanism not in TOKEN_RUNTIMES:
+        raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
+                                f"no sanitize runtime for mechanism {bundle.mechanism!r}")
+    module, name = TOKEN_RUNTIMES[bundle.mechanism]
+    return getattr(importlib.import_module(module), name)(bundle, seed=seed)
+
+
 def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str, *, unit: str = "ldp") -> None:
     """Charge ``ledger`` (if any) for one release, before its output is returned.
 

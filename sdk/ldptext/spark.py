@@ -1,12 +1,14 @@
-"""Corpus scale: sanitize a DataFrame column on Apache Spark with the same SanText(+) runtime, and
+"""Corpus scale: sanitize a DataFrame column on Apache Spark with the same token-level runtime, and
 the per-batch step that the single-process Parquet path (``ldptext sanitize --column``) shares.
 
 Install with ``pip install 'ldptext[spark]'`` (pyspark ≥ 4, pandas, pyarrow; Java 17). pyspark is
 imported only when a Spark function is called, so :func:`sanitize_record_batch` and
 :class:`JobSummary` work with the ``parquet`` extra alone.
 
-**Guarantee.** Each output row is exactly what :meth:`ldptext.Sanitizer.sanitize_batch` returns for
-that row's text: per token ε·d(x, x')-MLDP (SanText; worst case ε·D_max-LDP) or (V_S, V_P, ε, ε₀)-UMLDP
+**Guarantee.** Each output row is exactly what the bundle's runtime (:meth:`ldptext.Sanitizer.sanitize_batch`
+for SanText(+); TEM, CusText(+), CMP and Mahalanobis bundles run their own runtime, with the guarantee
+docs/mechanisms.md states, through :func:`ldptext.runtime.load_token_runtime`) returns for that row's
+text; for SanText(+): per token ε·d(x, x')-MLDP (SanText; worst case ε·D_max-LDP) or (V_S, V_P, ε, ε₀)-UMLDP
 with ε₀ = ln(1/p) (SanText+: non-sensitive words in the clear with probability 1 − p); neighbouring
 relation: two documents of the same length (the length is not hidden), ε·Σᵢ d(xᵢ, x'ᵢ) apart. Yue et
 al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as
@@ -17,11 +19,11 @@ outputs are both seen costs twice (see "Retries" below).
 **What is shipped.** :class:`SparkSanitizer` reads the bundle once on the driver, verifies it there
 (signature, trusted signer, every array hash, the tables) and broadcasts its bytes once, with the raw
 public keys the driver trusts and a pin on the verified bundle id. Every task verifies the broadcast
-bytes again with :meth:`ldptext.Sanitizer.load` (signature, the driver's trusted keys, hashes, tables,
+bytes again with :func:`ldptext.runtime.load_token_runtime` (signature, the driver's trusted keys, hashes, tables,
 the pinned id and the caller's ``expect=``) before it reads a row: a bundle damaged in transit or on
 an executor fails the job with the SDK's own error (:class:`ldptext.errors.BundleIntegrityError`, ...).
 
-**Randomness.** Each task loads its own :class:`ldptext.Sanitizer` with no seed: its ChaCha20 stream
+**Randomness.** Each task loads its own runtime with no seed: its ChaCha20 stream
 is keyed from the executor's ``os.urandom`` and lives only in that task; no seed is ever shipped or
 shared between partitions, and there is deliberately no ``seed=`` here.
 
@@ -392,8 +394,9 @@ class JobSummary:
 
     def summary(self) -> str:
         """One line: rows, tokens, the guarantee's ε, the total charge, and any second sample."""
+        kind = "eps" if self.mechanism.startswith("custext") else "metric eps"  # CusText: eps-LDP within a set
         parts = [f"{self.rows} rows sanitized ({self.tokens} tokens; {self.null_rows} null, "
-                 f"{self.skipped_rows} skipped) with {self.mechanism} at metric eps={self.per_token_epsilon:g} "
+                 f"{self.skipped_rows} skipped) with {self.mechanism} at {kind}={self.per_token_epsilon:g} "
                  f"per token; total charge {self.total_charge:.6g} ({self.ledger_unit}, n*eps per row); "
                  f"{self.partitions} {'partitions' if self.engine == 'spark' else 'row groups'}"]
         if self.seconds > 0:
@@ -481,14 +484,14 @@ def _sanitize_partition(batches: Iterator[pa.RecordBatch], *, shipped: Any, plan
     """One Spark task: check the attempt, verify the broadcast bundle, sanitize every batch."""
     from pyspark import TaskContext
 
-    from .santext import Sanitizer
+    from .runtime import load_token_runtime
 
     context = TaskContext.get()
     partition, attempt = context.partitionId(), context.attemptNumber()
     payload: _Shipped = shipped.value
     try:  # verifying samples nothing: a bundle that fails does so on every attempt, with its own error
-        san = Sanitizer.load(payload.bundle, trusted_keys=list(payload.trusted_keys),
-                             allow_unsigned=payload.allow_unsigned, expect=payload.expect)
+        san = load_token_runtime(payload.bundle, trusted_keys=list(payload.trusted_keys),
+                                 allow_unsigned=payload.allow_unsigned, expect=payload.expect)
     except LdptextError as e:
         raise _tagged(e) from None
     if attempt > 0 and plan.on_retry == "fail":
@@ -647,7 +650,7 @@ class SparkSanitizer:
                  allow_unsigned: bool = False, expect: "BundleExpectation | Mapping[str, Any] | None" = None,
                  on_retry: str = "fail", batch_size: int = 1024) -> None:
         from . import keys as _keys
-        from .santext import Sanitizer
+        from .runtime import load_token_runtime
 
         if on_retry not in RETRY_POLICIES:
             raise ParameterError(f"on_retry must be one of {RETRY_POLICIES}")
@@ -658,7 +661,7 @@ class SparkSanitizer:
         self.batch_size = batch_size
         pins = BundleExpectation.coerce(expect)
         data = _bundle_bytes(bundle)
-        with Sanitizer.load(data, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned, expect=pins) as san:
+        with load_token_runtime(data, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned, expect=pins) as san:
             self.mechanism: str = san.mechanism
             self.per_token_epsilon: float = float(san.per_token_epsilon)
             self.ledger_unit: str = san.ledger_unit

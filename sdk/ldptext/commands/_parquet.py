@@ -225,7 +225,6 @@ def _run_spark(args: argparse.Namespace, source: Path, target: Path, expect: Any
     from .. import spark as ldspark
 
     _open_input(source)  # a file that is not Parquet: the same error as the local engine, before Spark starts
-    _spark_supports(args, expect)  # a bundle the Spark engine does not run: refused before Spark starts
     try:
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
@@ -259,24 +258,6 @@ def _run_spark(args: argparse.Namespace, source: Path, target: Path, expect: Any
         if owned:
             spark.stop()
     return summary
-
-
-def _spark_supports(args: argparse.Namespace, expect: Any) -> None:
-    """Refuse, before Spark starts, a verified bundle whose mechanism the Spark engine does not run
-    (:class:`ldptext.spark.SparkSanitizer` runs SanText(+); the local engine runs every token-level
-    mechanism)."""
-    from ..bundle import MECHANISMS
-    from ..errors import BundleFormatError
-    from ..runtime import open_bundle
-    from .sanitize import DPBART_REFUSAL
-
-    mechanism = open_bundle(args.bundle, mechanisms=MECHANISMS, trusted_keys=args.trusted_key,
-                            allow_unsigned=args.allow_unsigned, expect=expect).mechanism
-    if mechanism == "dpbart":
-        raise BundleFormatError(DPBART_REFUSAL)
-    if mechanism not in ("santext", "santext+"):
-        raise ParameterError(f"--engine spark runs SanText(+) bundles; this {mechanism} bundle runs with "
-                             f"--engine local")
 
 
 def _concatenate(parts_dir: Path, target: Path, summary: Any) -> None:

@@ -13,37 +13,22 @@ pointer to ``ldptext rewrite``. See docs/mechanisms.md."""
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
-from ..errors import BundleFormatError, ParameterError
+from ..errors import ParameterError
+from ..runtime import TOKEN_RUNTIMES, load_token_runtime
 from ._io import process
 from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
 
-#: the runtime class of every mechanism ``ldptext sanitize`` runs: mechanism -> (module, class)
-RUNTIMES = {
-    "santext": ("ldptext.santext", "Sanitizer"),
-    "santext+": ("ldptext.santext", "Sanitizer"),
-    "tem": ("ldptext.tem", "TEMSanitizer"),
-    "custext": ("ldptext.custext", "CusTextSanitizer"),
-    "custext+": ("ldptext.custext", "CusTextSanitizer"),
-    "cmp": ("ldptext.cmp", "CMPSanitizer"),
-    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
-}
-#: the one-line refusal of a DP-BART bundle (a document-level rewriter, not a token sanitizer)
-DPBART_REFUSAL = ("this is a dpbart bundle (document rewriting, not token sanitization): "
-                  "use `ldptext rewrite --bundle FILE --epsilon EPS`")
+#: the runtime class of every mechanism ``ldptext sanitize`` runs, and the DP-BART refusal
+RUNTIMES = TOKEN_RUNTIMES
 
 
 def load_runtime(path: Any, *, trusted_keys: Any = None, allow_unsigned: bool = False,
                  seed: int | None = None, expect: Any = None) -> Any:
-    """Verify a bundle and open the runtime of its mechanism.
-
-    The mechanism is read from the manifest only after :func:`ldptext.runtime.open_bundle` has
-    checked the signature, the signer's trust, every array hash and the pins (``expect``), exactly
-    as each runtime's own ``load`` does; the runtime class then runs its mechanism's checks.
+    """Verify a bundle and open the runtime of its mechanism (:func:`ldptext.runtime.load_token_runtime`).
 
     Parameters
     ----------
@@ -61,25 +46,10 @@ def load_runtime(path: Any, *, trusted_keys: Any = None, allow_unsigned: bool = 
     Returns
     -------
     Sanitizer or TokenRuntime
-        The open runtime of :data:`RUNTIMES` (a context manager).
-
-    Raises
-    ------
-    BundleError
-        Verification failed, an unmet pin, or a DP-BART bundle (:data:`DPBART_REFUSAL`).
-    ModuleNotFoundError
-        A CMP or Mahalanobis bundle without faiss (names the ``faiss`` extra).
+        The open runtime (a context manager).
     """
-    from ..bundle import MECHANISMS
-    from ..runtime import open_bundle
-
-    bundle = open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
-                         allow_unsigned=allow_unsigned, expect=expect)
-    if bundle.mechanism not in RUNTIMES:
-        raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
-                                f"no sanitize runtime for mechanism {bundle.mechanism!r}")
-    module, name = RUNTIMES[bundle.mechanism]
-    return getattr(importlib.import_module(module), name)(bundle, seed=seed)
+    return load_token_runtime(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned, seed=seed,
+                              expect=expect)
 
 
 def register(sub: Any) -> None:
