@@ -22,34 +22,9 @@ from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
 
-#: the runtime class of every mechanism ``ldptext sanitize`` runs, and the DP-BART refusal
+#: the runtime class of every mechanism ``ldptext sanitize`` runs, and how one is opened (verified first)
 RUNTIMES = TOKEN_RUNTIMES
-
-
-def load_runtime(path: Any, *, trusted_keys: Any = None, allow_unsigned: bool = False,
-                 seed: int | None = None, expect: Any = None) -> Any:
-    """Verify a bundle and open the runtime of its mechanism (:func:`ldptext.runtime.load_token_runtime`).
-
-    Parameters
-    ----------
-    path : str, os.PathLike or bytes
-        The bundle.
-    trusted_keys : iterable or None
-        Public keys the signer must be among; ``None``: the local trust store.
-    allow_unsigned : bool
-        Accept an unsigned development bundle (warns).
-    seed : int or None
-        Reproducible, **not private** output (warns).
-    expect : BundleExpectation or None
-        The ``--expect-*`` pins.
-
-    Returns
-    -------
-    Sanitizer or TokenRuntime
-        The open runtime (a context manager).
-    """
-    return load_token_runtime(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned, seed=seed,
-                              expect=expect)
+load_runtime = load_token_runtime
 
 
 def register(sub: Any) -> None:
