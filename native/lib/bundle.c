@@ -133,20 +133,22 @@ static void *hash_worker(void *arg) {
     return NULL;
 }
 
+#if defined(LDP_THREADS)
 static int cmp_size_desc(const void *x, const void *y) {
     const size_t a = (*(const ldp_array *const *)x)->nbytes, b = (*(const ldp_array *const *)y)->nbytes;
     return a < b ? 1 : a > b ? -1 : 0;
 }
+#endif
 
 /* digests[i] = SHA-256 of arrays[i]; LDP_OK or LDP_E_NOMEM */
 static int hash_arrays(const ldp_array *arrays, size_t n, uint8_t (*digests)[32]) {
     hash_job jobs[LDP_HASH_THREADS];
     int workers = 1, w, rc = LDP_OK;
     int *worker_of = (int *)calloc(n ? n : 1, sizeof(int));
-    size_t i, total = 0;
     if (worker_of == NULL) return LDP_E_NOMEM;
-    for (i = 0; i < n; i++) total += arrays[i].nbytes;
 #if defined(LDP_THREADS)
+    size_t i, total = 0;
+    for (i = 0; i < n; i++) total += arrays[i].nbytes;
     if (total >= LDP_HASH_PARALLEL_MIN && n > 1) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         workers = cpus < 1 ? 1 : cpus > LDP_HASH_THREADS ? LDP_HASH_THREADS : (int)cpus;
