@@ -18,7 +18,7 @@ Modules:
 * :mod:`.utility`   downstream classifier (TF-IDF + logistic regression); corpus BLEU is
   :mod:`ldptext_precompute.bleu`;
 * :mod:`.datasets`  CSV / JSONL loaders and the built-in Rotten Tomatoes corpus;
-* :mod:`.runner`    the sweep over mechanisms, ε and seeds;
+* :mod:`.runner`    the sweep over mechanisms, ε and seeds (DP-BART too, from a given ``dpbart`` bundle);
 * :mod:`.records`   the records of ``results.json``;
 * :mod:`.report`    ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).

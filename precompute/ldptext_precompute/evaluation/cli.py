@@ -59,9 +59,10 @@ def register(sub) -> None:
     """
     p = sub.add_parser(
         "evaluate", help="privacy–utility evaluation over a sweep of epsilon",
-        description="Sanitize a labelled data set with SanText / SanText+ and the baselines at "
-                    "each epsilon; write results.json, report.md and PNG plots to --out. Finished "
-                    "stages are kept in OUT/checkpoints; re-running the same command resumes.")
+        description="Sanitize a labelled data set with SanText / SanText+, the comparison mechanisms, the "
+                    "baselines and (with --dpbart-bundle) DP-BART at each epsilon; write results.json, "
+                    "report.md and PNG plots to --out. Finished stages are kept in OUT/checkpoints; "
+                    "re-running the same command resumes.")
     p.add_argument("--data", default="rotten-tomatoes",
                    help="FILE.csv | FILE.jsonl | rotten-tomatoes (built in; default)")
     p.add_argument("--text-col", default="text",
@@ -73,7 +74,7 @@ def register(sub) -> None:
     p.add_argument("--mechanism", type=_names, default=["santext", "santext+"],
                    help="comma list of santext, santext+ and the comparison mechanisms tem, custext, "
                         "custext+, cmp (the faiss bundle; replaces the cmp baseline), mahalanobis (default: "
-                        "santext,santext+)")
+                        "santext,santext+); DP-BART is added by --dpbart-bundle")
     p.add_argument("--embeddings", default="glove-6b-50d",
                    help="glove-6b-50d | minilm-wordpiece | PATH")
     p.add_argument("--vocab-size", type=int, default=20_000,
@@ -90,6 +91,24 @@ def register(sub) -> None:
                    help="utility classifier: tfidf (TF-IDF + logistic regression; default), minilm (frozen "
                         "all-MiniLM-L6-v2 sentence embeddings, ONNX Runtime on CPU, + the same tuned logistic "
                         "regression; a few ms per document) or both")
+    p.add_argument("--dpbart-bundle", default=None,
+                   help="a DP-BART bundle (ldptext precompute dpbart): adds DP-BART (document-level LDP rewriting) "
+                        "to the sweep as mechanism 'dpbart'; verified like ldptext rewrite does (--trusted-key, "
+                        "--allow-unsigned)")
+    p.add_argument("--dpbart-epsilon", type=_epsilons, default=None,
+                   help="comma list of DP-BART's epsilon per chunk (default: the --epsilon list); its scale is "
+                        "not the token mechanisms' (the README's example uses 500)")
+    p.add_argument("--dpbart-delta", type=float, default=1e-5,
+                   help="DP-BART delta per chunk for the Gaussian mechanism, in (0, 1) (default 1e-5: the Rewriter "
+                        "has none of its own)")
+    p.add_argument("--dpbart-mechanism", choices=["gaussian", "laplace"], default="gaussian",
+                   help="DP-BART noise: gaussian ((epsilon, delta)-LDP; the Rewriter's default) or laplace (pure "
+                        "epsilon)")
+    p.add_argument("--trusted-key", action="append", default=None,
+                   help="public key the DP-BART bundle's signer must be (repeatable); default: the local trust "
+                        "store")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="accept an unsigned (development) DP-BART bundle")
     p.add_argument("--seeds", type=int, default=3, help="repetitions per configuration (3)")
     p.add_argument("--seed-base", type=int, default=0,
                    help="base from which every repetition's seeds are derived (default 0); another base "
@@ -143,6 +162,8 @@ def run(args) -> int:
         baselines=args.baselines, classifiers=args.classifier, seeds=args.seeds, seed_base=args.seed_base,
         reproducible=not args.private_rng, threshold=args.threshold, columns=args.columns,
         max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
+        dpbart_bundle=args.dpbart_bundle, dpbart_epsilons=args.dpbart_epsilon, dpbart_delta=args.dpbart_delta,
+        dpbart_mechanism=args.dpbart_mechanism, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
         resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, command=command_line())
     results = evaluate(cfg)
     print(f"wrote {args.out}/results.json, report.md and "

@@ -8,7 +8,9 @@
   differ across mechanisms and embeddings): accuracy against the exact Bayes inversion success, one
   panel per classifier, with the attack levels of the report's "utility at attack success ≤ t" table as
   dotted lines; accuracy against the empirical nearest-neighbour inversion success@10 and against BLEU
-  (the last two panels, which also place CMP).
+  (the last two panels, which also place CMP). DP-BART has no token-level attack (its output is not aligned
+  with its input; its guarantee is document-level) and its ε is per chunk of a document, not per token: it is
+  in none of the ε or attack panels, only in the accuracy-vs-BLEU panel, next to the token mechanisms.
 
 Each file is written atomically.
 """
@@ -25,7 +27,7 @@ __all__ = ["write_plots", "COLORS"]
 #: Line colour of each mechanism (display names: :data:`.report.LABELS`).
 COLORS = {"santext": "tab:blue", "santext+": "tab:green", "cmp": "tab:orange", "random": "tab:gray",
           "none": "black", "mahalanobis": "tab:brown", "tem": "tab:purple", "custext": "tab:red",
-          "custext+": "tab:pink"}
+          "custext+": "tab:pink", "dpbart": "tab:olive"}
 
 
 def _series(entries, mech):
@@ -139,8 +141,10 @@ def write_plots(results: dict, out: Path) -> list[str]:
     panels = [("attack", name) for name in names] + [("nn", names[0]), ("bleu", names[0])]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True, squeeze=False)
     for ax, (xkey, name) in zip(axes[0], panels):
-        for m in mechs + ["none", "random"]:
-            pts = _series(entries, m) if m in mechs else [e for e in [_flat(entries, m)] if e]
+        for m in mechs + ["dpbart", "none", "random"]:
+            if m == "dpbart" and xkey != "bleu":
+                continue   # no token-level attack applies to DP-BART
+            pts = _series(entries, m) if m not in ("none", "random") else [e for e in [_flat(entries, m)] if e]
             xs, ys, labels = [], [], []
             for e in pts:
                 if "utility" not in e:
@@ -169,7 +173,10 @@ def write_plots(results: dict, out: Path) -> list[str]:
             ax.set_title(f"Accuracy{tag} at equal {which} success", fontsize=10)
         else:
             ax.set_xlabel("BLEU output vs input — lower is more private")
-            ax.set_title(f"Accuracy{tag} vs BLEU (includes CMP)", fontsize=10)
+            extra = [label for mech, label in (("cmp", "CMP"), ("mahalanobis", "Mahalanobis"), ("dpbart", "DP-BART"))
+                     if _series(entries, mech)]
+            ax.set_title(f"Accuracy{tag} vs BLEU" + (f" (includes {', '.join(extra)})" if extra else ""),
+                         fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     axes[0][0].set_ylabel("accuracy (sanitized train and test)")

@@ -3,13 +3,14 @@
 Layout of ``results.json`` (format ``ldptext-evaluation``, version 1):
 
 * the top level is a :class:`Results`;
-* ``entries`` holds one :class:`Entry` per (SanText mechanism, ε), per CMP ε and per ε-free baseline
-  (unsanitized, random), with
+* ``entries`` holds one :class:`Entry` per (SanText mechanism, ε), per DP-BART ε, per CMP ε and per ε-free
+  baseline (unsanitized, random), with
 
   - ``privacy``: a :class:`PrivacySummary` (closed-form baselines), a :class:`MechanismPrivacy`
     (SanText / SanText+: the summary plus the formula-vs-sampler check) or an
-    :class:`EmpiricalOnlyPrivacy` (CMP, which has no closed-form output distribution);
-  - ``bundle``: a :class:`BundleInfo` (SanText mechanisms only);
+    :class:`EmpiricalOnlyPrivacy` (CMP, which has no closed-form output distribution) or a
+    :class:`DocumentLevelPrivacy` (DP-BART: a document-level guarantee, no token-level metric or attack);
+  - ``bundle``: a :class:`BundleInfo` (SanText mechanisms) or a :class:`DPBartBundleInfo` (DP-BART);
   - ``utility``: a :class:`UtilitySummary`, the mean and sample standard deviation (:class:`MeanStd`)
     over one :class:`SeedRun` per seed; ``utility.classifiers`` holds the scores of every classifier
     evaluated (``tfidf``, ``minilm``) by name, and the top-level ``sanitized_test`` / ``original_test``
@@ -49,7 +50,10 @@ __all__ = [
     "PrivacySummary",
     "MechanismPrivacy",
     "EmpiricalOnlyPrivacy",
+    "DocumentLevelPrivacy",
+    "DPBART_PRIVACY_NOTE",
     "BundleInfo",
+    "DPBartBundleInfo",
     "Entry",
     "Results",
     "privacy_metric_definitions",
@@ -78,6 +82,13 @@ ATTACK_DESCRIPTION = ("Bayes-optimal token inversion, argmax_x Pr[M(x)=y]·prior
                       "large (public); exact expected success on the data set's tokens (train + test)")
 CMP_PRIVACY_NOTE = ("CMP/FBDD has no closed-form output distribution here; see the empirical "
                     "unchanged-token rate under utility")
+#: Why DP-BART has no token-level privacy numbers, and what it guarantees instead.
+DPBART_PRIVACY_NOTE = ("DP-BART's guarantee is document-level (epsilon, delta)-LDP: each chunk of at most L "
+                       "tokens of a document is one release, (epsilon, delta)-LDP with respect to replacing the "
+                       "whole chunk, and a document of k chunks is (k*epsilon, k*delta)-LDP (basic composition). "
+                       "The token-level metrics (N_x, S_x, S_y*, entropies) and the Bayes and nearest-neighbour "
+                       "inversion attacks do not apply: the output is a new text, not aligned token by token "
+                       "with the input")
 #: The test sets every classifier is scored on, and the scores kept.
 TEST_SETS = ("sanitized_test", "original_test")
 CLASSIFIER_METRICS = ("accuracy", "macro_f1")
@@ -510,6 +521,92 @@ class EmpiricalOnlyPrivacy:
         return {"note": self.note}
 
 
+@dataclass
+class DocumentLevelPrivacy:
+    """Privacy of DP-BART: the document-level (ε, δ)-LDP guarantee stated by the Rewriter's reports.
+
+    No token-level metric and no inversion attack: the rewritten text is not aligned with its input
+    (:data:`DPBART_PRIVACY_NOTE`). ``epsilon``, ``delta`` and ``mechanism`` are known before anything is
+    rewritten; the chunk counts and a report are filled in from the rewritten sample (:meth:`with_sample`).
+
+    Attributes
+    ----------
+    mechanism : str
+        ``"gaussian"`` or ``"laplace"`` (the noise of the Rewriter).
+    epsilon, delta : float
+        The guarantee of each chunk (δ = 0 for Laplace).
+    chunks : dict or None
+        Over the rewritten documents (train + test): ``documents``, ``max``, ``mean`` and ``split_documents``
+        (documents of more than one chunk).
+    total_epsilon_max, total_delta_max : float or None
+        The composed guarantee of the document with the most chunks (k·ε, min(1, k·δ)).
+    report : dict or None
+        ``DPBartReport.to_dict()`` of that document (per-chunk and composed guarantee, n, C, Δ, scale,
+        ``seeded``).
+    note : str
+        :data:`DPBART_PRIVACY_NOTE`.
+    """
+
+    mechanism: str
+    epsilon: float
+    delta: float
+    chunks: dict | None = None
+    total_epsilon_max: float | None = None
+    total_delta_max: float | None = None
+    report: dict | None = None
+    note: str = DPBART_PRIVACY_NOTE
+
+    def with_sample(self, chunks: Sequence[int], report: dict | None) -> DocumentLevelPrivacy:
+        """The same guarantee with the chunk counts and the report of one rewritten sample.
+
+        Parameters
+        ----------
+        chunks : sequence of int
+            Chunks (releases) of every rewritten document.
+        report : dict or None
+            ``DPBartReport.to_dict()`` of a document with the most chunks (None for an empty sample).
+
+        Returns
+        -------
+        DocumentLevelPrivacy
+        """
+        k = np.asarray(chunks, dtype=np.int64)
+        stats = {"documents": int(k.size), "max": int(k.max()) if k.size else 0,
+                 "mean": float(k.mean()) if k.size else float("nan"), "split_documents": int((k > 1).sum())}
+        worst = stats["max"]
+        return DocumentLevelPrivacy(mechanism=self.mechanism, epsilon=self.epsilon, delta=self.delta, chunks=stats,
+                                    total_epsilon_max=self.epsilon * worst,
+                                    total_delta_max=min(1.0, self.delta * worst), report=report, note=self.note)
+
+    def describe(self) -> str:
+        """One line: the per-chunk guarantee and the composed one of the longest document.
+
+        Returns
+        -------
+        str
+        """
+        dl = f", δ={self.delta:g}" if self.mechanism == "gaussian" else ", δ=0"
+        line = f"{self.mechanism} noise, (ε={self.epsilon:g}{dl}) per chunk"
+        if self.chunks:
+            line += (f"; up to {self.chunks['max']} chunk(s) per document (mean {self.chunks['mean']:.2f}) → at "
+                     f"most (ε={self.total_epsilon_max:g}, δ={self.total_delta_max:g}) per document")
+        return line
+
+    def to_dict(self) -> dict:
+        """The entry's ``privacy`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            ``guarantee`` (``"document-level (epsilon, delta)-LDP"``), the attributes by name and
+            ``description`` (:meth:`describe`); no ``attack`` key (no attack applies).
+        """
+        return {"guarantee": "document-level (epsilon, delta)-LDP", "mechanism": self.mechanism,
+                "epsilon": self.epsilon, "delta": self.delta, "chunks": self.chunks,
+                "total_epsilon_max": self.total_epsilon_max, "total_delta_max": self.total_delta_max,
+                "report": self.report, "description": self.describe(), "note": self.note}
+
+
 # -- entries and the whole file ---------------------------------------------------------------------
 
 @dataclass
@@ -582,19 +679,81 @@ class BundleInfo:
 
 
 @dataclass
+class DPBartBundleInfo:
+    """The DP-BART bundle behind the ``dpbart`` entries (given with ``--dpbart-bundle``, verified).
+
+    Attributes
+    ----------
+    path : str
+        Bundle file.
+    key_id : str or None
+        Id of the key that signed it (None: an unsigned bundle, allowed explicitly).
+    variant : str
+        ``"clv"``, ``"pr"`` or ``"pr+"``.
+    seq_len, hidden, n_pruned, n : int
+        L, d, |P| and the released coordinates per chunk L·(d − |P|).
+    clip : float
+        C.
+    max_output_tokens : int
+        The fixed decoding length limit.
+    """
+
+    path: str
+    key_id: str | None
+    variant: str
+    seq_len: int
+    hidden: int
+    n_pruned: int
+    n: int
+    clip: float
+    max_output_tokens: int
+
+    @classmethod
+    def of(cls, path, rewriter) -> DPBartBundleInfo:
+        """Describe a loaded bundle.
+
+        Parameters
+        ----------
+        path : str or Path
+            Bundle file.
+        rewriter : ldptext.dpbart.Rewriter
+            The bundle, loaded.
+
+        Returns
+        -------
+        DPBartBundleInfo
+        """
+        return cls(path=str(path), key_id=rewriter.key_id, variant=rewriter.variant, seq_len=int(rewriter.seq_len),
+                   hidden=int(rewriter.hidden), n_pruned=int(rewriter.pruned.size), n=int(rewriter.n),
+                   clip=float(rewriter.clip), max_output_tokens=int(rewriter.max_output_tokens))
+
+    def to_dict(self) -> dict:
+        """The entry's ``bundle`` object of ``results.json``.
+
+        Returns
+        -------
+        dict
+            The attributes by name.
+        """
+        return {"path": self.path, "key_id": self.key_id, "variant": self.variant, "seq_len": self.seq_len,
+                "hidden": self.hidden, "n_pruned": self.n_pruned, "n": self.n, "clip": self.clip,
+                "max_output_tokens": self.max_output_tokens}
+
+
+@dataclass
 class Entry:
     """One configuration of the sweep: a mechanism at one ε (None for the ε-free baselines).
 
     Attributes
     ----------
     mechanism : str
-        ``santext``, ``santext+``, ``none``, ``random`` or ``cmp``.
+        ``santext``, ``santext+``, a comparison mechanism, ``dpbart``, ``none``, ``random`` or ``cmp``.
     epsilon : float or None
-        ε of the configuration; None for ``none`` and ``random``.
-    privacy : PrivacySummary, MechanismPrivacy or EmpiricalOnlyPrivacy
-        Exact privacy metrics (a note for CMP).
-    bundle : BundleInfo or None
-        The SanText bundle (None, and absent from the file, for the baselines).
+        ε of the configuration (per chunk for ``dpbart``); None for ``none`` and ``random``.
+    privacy : PrivacySummary, MechanismPrivacy, EmpiricalOnlyPrivacy or DocumentLevelPrivacy
+        Exact privacy metrics (a note for CMP; the document-level guarantee for DP-BART).
+    bundle : BundleInfo, DPBartBundleInfo or None
+        The mechanism's bundle (None, and absent from the file, for the baselines).
     utility : UtilitySummary or None
         Filled in by the utility step.
     profile : MechanismProfile or None
@@ -604,8 +763,8 @@ class Entry:
 
     mechanism: str
     epsilon: float | None
-    privacy: PrivacySummary | MechanismPrivacy | EmpiricalOnlyPrivacy
-    bundle: BundleInfo | None = None
+    privacy: PrivacySummary | MechanismPrivacy | EmpiricalOnlyPrivacy | DocumentLevelPrivacy
+    bundle: BundleInfo | DPBartBundleInfo | None = None
     utility: UtilitySummary | None = None
     profile: M.MechanismProfile | None = field(default=None, repr=False)
 
@@ -744,7 +903,8 @@ class Results:
                           "attack success on the data set's tokens is <= t; measured points only, no "
                           "interpolation. exact_bayes: the exact Bayes inversion (CMP has none and is not "
                           "ranked); nn_inversion@10: the empirical embedding nearest-neighbour inversion, "
-                          "success@10 (every mechanism)",
+                          "success@10 (every token-level mechanism). DP-BART (document-level LDP, output not "
+                          "aligned with the input) has no token-level attack and is not ranked",
             "targets": list(ATTACK_TARGETS),
             "by_attack": {attack: {name or "default": {f"{t:g}": utility_at_attack_success(entries, t, name,
                                                                                            attack=attack)

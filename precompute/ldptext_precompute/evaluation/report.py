@@ -4,11 +4,14 @@ The utility tables follow the layout of Yue 2023, *Data Synthesis: Boosting Util
 (PhD thesis, Ohio State), Table 2.1 (rows = mechanisms and baselines, columns = ε), one set per classifier
 (TF-IDF, MiniLM); the privacy table has one row per configuration. Because ε is not comparable across
 mechanisms and embeddings (a metric ε scales with the embedding's distances), a table reads the frontier
-at equal exact attack success instead (:func:`.records.utility_at_attack_success`). The report is a
-sequence of sections, one function each.
+at equal exact attack success instead (:func:`.records.utility_at_attack_success`). DP-BART (document-level
+(ε, δ)-LDP, its output not aligned with its input) has "–" in every token-level privacy and attack cell, a
+note stating its guarantee instead, and is compared with the token mechanisms by accuracy and BLEU. The
+report is a sequence of sections, one function each.
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Callable
@@ -20,11 +23,11 @@ __all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LA
            "classifier_names", "classifier_tag"]
 
 #: Row order of every table (as in Yue 2023, Table 2.1).
-ROW_ORDER = ("random", "cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+", "none")
+ROW_ORDER = ("random", "cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+", "dpbart", "none")
 #: Display name of each mechanism, in the report and the plots.
 LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
           "santext+": "SanText+", "mahalanobis": "Mahalanobis", "tem": "TEM", "custext": "CusText",
-          "custext+": "CusText+"}
+          "custext+": "CusText+", "dpbart": "DP-BART"}
 #: Row of the accuracy tables: always predicting the most frequent training label.
 MAJORITY_LABEL = "Majority class"
 #: Display name of each classifier.
@@ -82,10 +85,26 @@ def _setup(results: dict) -> list[str]:
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
         f"p = {cfg['p']:g}, w = {cfg['w']:g}.",
         *_classifier_lines(results, ds),
+        *_dpbart_setup(results),
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
         f"- Wall time: {results['timings']['total_s']:.0f} s.", ""]
+
+
+def _dpbart_setup(results: dict) -> list[str]:
+    """The DP-BART line of the setup (nothing without DP-BART entries)."""
+    cfg = results["config"]
+    bundle = next((e.get("bundle") for e in results["entries"] if e["mechanism"] == "dpbart"), None)
+    if bundle is None:
+        return []
+    signer = f"signed by key {bundle['key_id']}" if bundle.get("key_id") else "**unsigned** (allowed explicitly)"
+    noise = cfg.get("dpbart_mechanism", "gaussian")
+    delta = f", δ = {cfg['dpbart_delta']:g} per chunk" if noise == "gaussian" else ""
+    return [f"- DP-BART: bundle `{bundle['path']}` ({signer}; variant {bundle['variant']}, L = {bundle['seq_len']}, "
+            f"C = {bundle['clip']:g}), {noise} noise{delta}, ε per chunk "
+            f"{', '.join(f'{e:g}' for e in cfg.get('dpbart_epsilons') or [])}; every document rewritten "
+            f"(long documents split into chunks, greedy decoding) once per ε and seed."]
 
 
 def classifier_names(results: dict) -> list:
@@ -197,6 +216,10 @@ def _equal_attack_tables(results: dict) -> list[str]:
              "none qualifies). *Exact Bayes*: the exact inversion attack (for CMP and Mahalanobis bundles an "
              "estimate by sampling, a lower bound; the CMP baseline without a bundle has none and is not ranked). "
              "*Nearest-neighbour @10*: the empirical embedding inversion, which ranks CMP too.", ""]
+    if _dpbart_entries(results):
+        lines += ["DP-BART is not ranked here: no token-level attack applies to it (its output is not aligned "
+                  "with its input; its guarantee is document-level (ε, δ)-LDP). It is compared with the token "
+                  "mechanisms by accuracy and BLEU (the tables above and the last panel of `frontier.png`).", ""]
     titles = {"exact_bayes": "exact Bayes inversion", "nn_inversion@10": "nearest-neighbour inversion @10"}
     order = {m: i for i, m in enumerate(ROW_ORDER)}
     for attack in FRONTIER_ATTACKS:
@@ -250,18 +273,38 @@ def _privacy_table(results: dict) -> list[str]:
              "H∞ vocab | H₁ vocab | H₀ vocab |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     order = {m: i for i, m in enumerate(ROW_ORDER)}
-    for e in sorted(results["entries"], key=lambda e: (order[e["mechanism"]], e["epsilon"] or 0)):
+    for e in sorted(results["entries"], key=lambda e: (order.get(e["mechanism"], len(order)), e["epsilon"] or 0)):
         pv = e.get("privacy", {})
+        if e["mechanism"] == "dpbart":
+            lines.append(f"| {LABELS['dpbart']} | {e['epsilon']:g} |" + " – |" * 8)
+            continue
         if "vocabulary" not in pv:
             continue
         voc, dat = pv["vocabulary"], pv["dataset"]
         eps = "–" if e["epsilon"] is None else f"{e['epsilon']:g}"
-        lines.append(f"| {LABELS[e['mechanism']]} | {eps} | {_iqr(voc['n_x'])} | "
+        lines.append(f"| {LABELS.get(e['mechanism'], e['mechanism'])} | {eps} | {_iqr(voc['n_x'])} | "
                      f"{_q(dat['n_x'])} | {_iqr(voc['s_x'])} | {_q(dat['s_x'])} | "
                      f"{_iqr(voc.get('s_y_star'))} | {_q(voc['h_inf'])} | {_q(voc['h1'])} | "
                      f"{_q(voc['h0'])} |")
     return lines + ["", "CMP/FBDD has no closed-form output distribution here; its empirical "
-                    "unchanged-token rate is in the table above.", ""]
+                    "unchanged-token rate is in the table above.", ""] + _dpbart_note(results)
+
+
+def _dpbart_entries(results: dict) -> list[dict]:
+    """The DP-BART entries of the results, by increasing ε."""
+    return sorted((e for e in results["entries"] if e["mechanism"] == "dpbart"), key=lambda e: e["epsilon"])
+
+
+def _dpbart_note(results: dict) -> list[str]:
+    """One line: why DP-BART's token-level cells are "–", and its document-level guarantee per ε."""
+    entries = _dpbart_entries(results)
+    if not entries:
+        return []
+    stated = "; ".join(f"ε = {e['epsilon']:g}: {e['privacy'].get('description', '–')}" for e in entries)
+    return ["DP-BART: – in every token-level privacy and attack cell (N_x, S_x, S_y*, entropies, the Bayes and "
+            "nearest-neighbour inversion attacks, the unchanged-token rate): its output is a new text, not aligned "
+            "token by token with its input. Its guarantee is document-level (ε, δ)-LDP, each chunk of at most L "
+            f"tokens one release, k chunks composing to (k·ε, k·δ), as the Rewriter reports: {stated}.", ""]
 
 
 def _formula_check(results: dict) -> list[str]:
@@ -306,17 +349,24 @@ def _table(results: dict, title: str, getter: Callable[[dict], str],
     """A mechanism × ε table of ``getter(entry)``; rows without any entry are left out; a last
     "Majority class" row of ``majority`` in every column when it is given.
     """
-    eps = results["config"]["epsilons"]
+    eps = _epsilon_columns(results)
     lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
              "| --- |" + " --- |" * len(eps)]
     for mech in ROW_ORDER:
         cells = [_cell(results["entries"], mech, e, getter) for e in eps]
         if all(c is None for c in cells):
             continue
-        lines.append(f"| {LABELS[mech]} | " + " | ".join(c or "–" for c in cells) + " |")
+        lines.append(f"| {LABELS.get(mech, mech)} | " + " | ".join(c or "–" for c in cells) + " |")
     if majority is not None:
         lines.append(f"| {MAJORITY_LABEL} | " + " | ".join(f"{majority:.4f}" for _ in eps) + " |")
     return lines + [""]
+
+
+def _epsilon_columns(results: dict) -> list[float]:
+    """The ε columns of the mechanism × ε tables: the swept ε and any other ε of an entry (DP-BART's own)."""
+    eps = list(results["config"]["epsilons"])
+    extra = sorted({e["epsilon"] for e in results["entries"] if e["epsilon"] is not None} - set(eps))
+    return sorted(eps + extra) if extra else eps
 
 
 def _cell(entries: list[dict], mech: str, eps, getter: Callable[[dict], str]) -> str | None:
@@ -334,9 +384,9 @@ def _cell(entries: list[dict], mech: str, eps, getter: Callable[[dict], str]) ->
 
 def _fmt(stat: dict | None, digits: int = 4) -> str:
     """``mean ± std`` of a :class:`.records.MeanStd` dictionary (``mean`` alone when std is 0)."""
-    if not stat or stat.get("mean") is None:
+    if not stat or stat.get("mean") is None or not math.isfinite(stat["mean"]):
         return "–"
-    if stat.get("std"):
+    if stat.get("std") and math.isfinite(stat["std"]):
         return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}"
     return f"{stat['mean']:.{digits}f}"
 

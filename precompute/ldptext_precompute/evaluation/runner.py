@@ -13,7 +13,9 @@ Methods in NLP* (PhD thesis), §6.4–6.5.
 :func:`evaluate` is a short sequence of steps, each a function below:
 
 1. **load the data** (:func:`.datasets.load_dataset`);
-2. **bundles** — build (or reuse from the cache) one unsigned bundle per SanText mechanism and ε;
+2. **bundles** — verify the DP-BART bundle when one is given (``dpbart_bundle``: signed by a trusted key,
+   or unsigned with ``allow_unsigned``; a bundle of another mechanism fails here, before anything is
+   sampled); build (or reuse from the cache) one unsigned bundle per SanText mechanism and ε;
 3. **tokenise** the data set once with the bundles' shared tokenizer, and build the attacker's public
    ``wordfreq`` prior (:func:`.attacks.wordfreq_prior`);
 4. **privacy, exact** — one pass over the whole input domain per SanText configuration
@@ -28,7 +30,12 @@ Methods in NLP* (PhD thesis), §6.4–6.5.
    empirical unchanged-token rate and the empirical success of the exact Bayes decoder on the sample
    drawn, and the embedding nearest-neighbour inversion attack (:func:`.attacks.nearest_neighbour_inversion`,
    success@1 and @10, every mechanism including CMP); then mean and sample standard deviation (ddof = 1)
-   over seeds;
+   over seeds. **DP-BART** (Igamberdiev & Habernal 2023, as above, §6.3.3–6.3.5; :class:`ldptext.dpbart.Rewriter`)
+   at each of its ε (``dpbart_epsilons``, per chunk) rewrites every training and test document
+   (``long="split"``, greedy decoding, ``dpbart_mechanism`` noise with ``dpbart_delta``), then the same
+   classifiers and BLEU; its guarantee is document-level (ε, δ)-LDP (:class:`.records.DocumentLevelPrivacy`,
+   from the Rewriter's reports), and the token-level metrics, the Bayes and nearest-neighbour attacks and
+   the unchanged-token rate do not apply (the output is not aligned with the input);
 7. **write** ``results.json`` (:class:`.records.Results`: every number, the configuration, versions,
    timings, warnings), ``report.md`` (:mod:`.report`) and PNG plots (:mod:`.plots`), each atomically.
 
@@ -42,7 +49,8 @@ majority-class rate) go to stderr as they are found, to ``results.json`` (``warn
 **Checkpoints.** Every finished stage is kept under ``OUT/checkpoints/`` (:class:`_Checkpoints`), each
 file written atomically and named by a hash of everything that determines it: the exact privacy profile
 of each SanText bundle, the sanitized sample of the corpus for each (mechanism, ε, seed) — token ids,
-i.e. the sanitized text, which is the user's data and stays in the user's output directory — and each
+i.e. the sanitized text, which is the user's data and stays in the user's output directory; DP-BART's
+rewritten texts with their chunk counts and a report — and each
 utility run (classifier scores, chosen hyper-parameters, BLEU, attack), and the MiniLM embeddings of
 every text list embedded (float16, keyed by the SHA-256 of the texts; embeddings of the original text
 too, so they stay with the data). A re-run with the same
@@ -50,7 +58,8 @@ arguments recomputes only what is missing, so a late failure loses nothing; ``re
 (and overwrites) everything.
 
 Seeds: by default each seed uses a seeded :class:`ldptext.rng.Generator` (reproducible experiment
-mode, **not private**; the results say so); ``reproducible=False`` uses OS-keyed generators.
+mode, **not private**; the results say so), DP-BART a Rewriter seeded the same way;
+``reproducible=False`` uses OS-keyed generators (and the Rewriter's private randomness).
 Raw text is never logged, and is written nowhere except the sanitized-sample checkpoints in ``OUT``.
 """
 from __future__ import annotations
@@ -78,19 +87,30 @@ from .attacks import empirical_attack_success, nearest_neighbour_inversion, near
 from .baselines import CMPMechanism, random_replacement
 from .datasets import Dataset, dataset_warnings, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
-from .records import (PRIOR_NAME, BundleInfo, EmpiricalOnlyPrivacy, Entry, MechanismPrivacy, PrivacySummary,
-                      Results, SeedRun, UtilitySummary, privacy_metric_definitions, randomness_description)
+from .records import (PRIOR_NAME, BundleInfo, DocumentLevelPrivacy, DPBartBundleInfo, EmpiricalOnlyPrivacy, Entry,
+                      MechanismPrivacy, PrivacySummary, Results, SeedRun, UtilitySummary,
+                      privacy_metric_definitions, randomness_description)
 from ..bleu import bleu_tokenize, corpus_bleu
 from .utility import (CLASSIFIERS, MINILM_DIM, ClassifierSettings, SentenceEmbeddingSettings, classifier_settings,
                       fit_and_score)
 from ..metricdp import evaluation as _comparison
 
-__all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES"]
+__all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES", "DPBART",
+           "DPBART_NOISE", "DEFAULT_DPBART_DELTA"]
 
 SANTEXT_MECHANISMS = ("santext", "santext+")
 # the comparison mechanisms (TEM, CusText(+), CMP and Mahalanobis bundles): ldptext_precompute.metricdp.evaluation
 MECHANISMS = SANTEXT_MECHANISMS + _comparison.COMPARISON_MECHANISMS
 BASELINES = ("none", "random", "cmp")
+#: The mechanism name of the DP-BART entries (enabled by ``dpbart_bundle``, not by ``mechanisms``).
+DPBART = "dpbart"
+#: The Rewriter's noise mechanisms.
+DPBART_NOISE = ("gaussian", "laplace")
+#: δ per chunk of the Gaussian mechanism. The Rewriter has no default (it requires δ with Gaussian noise,
+#: its default); this is the value of the README's ``ldptext rewrite`` examples.
+DEFAULT_DPBART_DELTA = 1e-5
+#: Documents per ``Rewriter.rewrite_batch`` call (each document's chunks are rewritten alone either way).
+DPBART_BATCH = 64
 
 
 @dataclass
@@ -138,6 +158,19 @@ class EvaluationConfig:
         Reuse the checkpoints of finished stages under ``out/checkpoints`` (they are written either way).
     head_size : int
         Bundle head size.
+    dpbart_bundle : str or None
+        A ``dpbart`` bundle (``ldptext precompute dpbart``): adds the ``dpbart`` entries (the name
+        ``dpbart`` in ``mechanisms`` requires it and is otherwise ignored).
+    dpbart_epsilons : list of float or None
+        DP-BART's ε per chunk (its scale is not the token mechanisms'); None: ``epsilons``.
+    dpbart_delta : float
+        δ per chunk of the Gaussian mechanism (:data:`DEFAULT_DPBART_DELTA`; 0 is recorded for Laplace).
+    dpbart_mechanism : str
+        ``gaussian`` (the Rewriter's default) or ``laplace``.
+    trusted_keys : list of str or None
+        Public keys the DP-BART bundle's signer must be among; None: the local trust store.
+    allow_unsigned : bool
+        Accept an unsigned (development) DP-BART bundle.
     progress, plots : bool
         Progress bars and log lines; PNG plots.
     command : str or None
@@ -170,6 +203,12 @@ class EvaluationConfig:
     cache_dir: str | None = None
     resume: bool = True
     head_size: int = 64
+    dpbart_bundle: str | None = None
+    dpbart_epsilons: list[float] | None = None
+    dpbart_delta: float = DEFAULT_DPBART_DELTA
+    dpbart_mechanism: str = "gaussian"
+    trusted_keys: list[str] | None = None
+    allow_unsigned: bool = False
     progress: bool = True
     plots: bool = True
     command: str | None = None      # the command line, for the report
@@ -181,10 +220,12 @@ class EvaluationConfig:
         ------
         ParameterError
             On an unknown mechanism or baseline, a non-positive or non-finite ε, p or w outside
-            (0, 1], fewer than one seed, a threshold outside (0, 1], or nothing to evaluate.
+            (0, 1], fewer than one seed, a threshold outside (0, 1], ``dpbart`` without a DP-BART
+            bundle, a DP-BART δ outside (0, 1) or an unknown noise, or nothing to evaluate.
         """
         if self.embeddings == "minilm-wordpiece":
             self.vocab_size = None   # a fixed WordPiece vocabulary: no size to choose
+        self._validate_dpbart()
         for m in self.mechanisms:
             if m not in MECHANISMS:
                 raise ParameterError(f"unknown mechanism {m!r} (choose from {', '.join(MECHANISMS)})")
@@ -204,8 +245,26 @@ class EvaluationConfig:
             raise ParameterError("seeds must be >= 1")
         if not 0 < self.threshold <= 1:
             raise ParameterError("threshold must be in (0, 1]")
-        if not self.mechanisms and not self.baselines:
+        if not self.mechanisms and not self.baselines and not self.dpbart_bundle:
             raise ParameterError("nothing to evaluate")
+
+    def _validate_dpbart(self) -> None:
+        """Check the DP-BART options; take ``dpbart`` out of ``mechanisms``; fill in ``dpbart_epsilons``."""
+        if DPBART in self.mechanisms:
+            if not self.dpbart_bundle:
+                raise ParameterError("mechanism 'dpbart' needs a DP-BART bundle (--dpbart-bundle)")
+            self.mechanisms = [m for m in self.mechanisms if m != DPBART]
+        if not self.dpbart_bundle:
+            return
+        if self.dpbart_epsilons is None:
+            self.dpbart_epsilons = list(self.epsilons)
+        if not self.dpbart_epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.dpbart_epsilons):
+            raise ParameterError("every DP-BART epsilon must be a positive finite number")
+        if self.dpbart_mechanism not in DPBART_NOISE:
+            raise ParameterError(f"unknown DP-BART mechanism {self.dpbart_mechanism!r} (choose from "
+                                 f"{', '.join(DPBART_NOISE)})")
+        if self.dpbart_mechanism == "gaussian" and not 0 < self.dpbart_delta < 1:
+            raise ParameterError("the DP-BART delta must be in (0, 1)")
 
 
 # -- the sweep, step by step --------------------------------------------------------------------
@@ -242,6 +301,7 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
         ds = _load_data(cfg)
     notes.extend(dataset_warnings(ds))
     with _timed(timings, "bundles_s"):
+        dpbart = _load_dpbart(cfg)       # first: a wrong or untrusted bundle fails before anything is built
         bundles = _load_bundles(cfg, cache)
     domain = _TokenDomain.of(next(iter(bundles.values())).sanitizer)
     with _timed(timings, "tokenize_and_prior_s"):
@@ -250,10 +310,10 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
     store = _Checkpoints(out / CHECKPOINT_DIR, resume=cfg.resume,
                          base={"format": CHECKPOINT_FORMAT, "data": ds.fingerprint()})
     sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store,
-                   classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache)
+                   classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache, dpbart=dpbart)
     with _timed(timings, "privacy_profiles_s"):
         entries = _profile_mechanisms(sweep)
-    entries += _profile_baselines(sweep)
+    entries += _dpbart_entries(sweep) + _profile_baselines(sweep)
     with _timed(timings, "utility_s"):
         _measure_utility(sweep, entries, notes)
     if store.reused:
@@ -316,6 +376,57 @@ def _column_pool(cfg: EvaluationConfig, corpus: _Corpus, domain: _TokenDomain) -
     top_data = top_data[corpus.counts[top_data] > 0]
     sampled = _rank(f"columns:{cfg.seed_base}", domain.outputs)[:cfg.columns]
     return np.union1d(sampled, top_data)
+
+
+def _load_dpbart(cfg: EvaluationConfig) -> _DPBart | None:
+    """Step 2a: the verified DP-BART bundle (None without one): signature and trusted signer (or an
+    explicitly allowed unsigned bundle), mechanism ``dpbart``, hashes, then the Rewriter's own checks
+    (DP-BART section, graphs, tokenizer).
+
+    Raises
+    ------
+    BundleError
+        A missing, corrupted, untrusted or unsigned bundle, or one of another mechanism; the message
+        names the DP-BART bundle.
+    """
+    if not cfg.dpbart_bundle:
+        return None
+    from ldptext.dpbart import Rewriter
+    from ldptext.dpbart_schema import MECHANISM
+    from ldptext.runtime import open_bundle
+
+    path = Path(cfg.dpbart_bundle)
+    try:
+        bundle = open_bundle(path, mechanisms=(MECHANISM,), trusted_keys=cfg.trusted_keys,
+                             allow_unsigned=cfg.allow_unsigned)
+        with Rewriter(bundle) as rw:
+            info = DPBartBundleInfo.of(path, rw)
+    except LdptextError as e:
+        try:
+            err = type(e)(f"DP-BART bundle (--dpbart-bundle) {path}: {e}")
+        except TypeError:   # an error class with another signature: as it is
+            raise e from None
+        raise err from None
+    signer = f"signed by {info.key_id}" if info.key_id else "UNSIGNED (allowed)"
+    _log(cfg, f"DP-BART bundle: {info.variant}, L={info.seq_len}, {signer}")
+    return _DPBart(path, bundle, _file_digest(path), info)
+
+
+def _dpbart_entries(sweep: _Sweep) -> list[Entry]:
+    """Step 5a: one DP-BART entry per ε (none without a DP-BART bundle). The guarantee's chunk counts and
+    report come from the rewritten sample (:func:`_measure_utility`).
+    """
+    cfg = sweep.cfg
+    if sweep.dpbart is None:
+        return []
+    return [Entry(mechanism=DPBART, epsilon=eps, bundle=sweep.dpbart.info,
+                  privacy=DocumentLevelPrivacy(mechanism=cfg.dpbart_mechanism, epsilon=eps, delta=_dpbart_delta(cfg)))
+            for eps in cfg.dpbart_epsilons]
+
+
+def _dpbart_delta(cfg: EvaluationConfig) -> float:
+    """δ per chunk: ``dpbart_delta`` for Gaussian noise, 0 for Laplace (pure ε)."""
+    return cfg.dpbart_delta if cfg.dpbart_mechanism == "gaussian" else 0.0
 
 
 def _profile_mechanisms(sweep: _Sweep) -> list[Entry]:
@@ -430,6 +541,9 @@ def _measure_utility(sweep: _Sweep, entries: list[Entry], notes: _Warnings) -> N
     for entry in _progress(ordered, sweep.cfg, desc="utility", unit="config"):
         started = time.perf_counter()
         entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
+        if entry.mechanism == DPBART:  # the guarantee as the Rewriter reported it (chunks are seed-free)
+            sample = _rewritten_sample(sweep, entry, 0, _sample_key(sweep, entry, 0))
+            entry.privacy = entry.privacy.with_sample(sample["chunks"], sample["report"])
         accuracies = ", ".join(f"{name} {c['sanitized_test']['accuracy'].mean:.4f}"
                                for name, c in entry.utility.classifiers.items())
         _log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
@@ -456,8 +570,9 @@ def _utility_runs(sweep: _Sweep, entry: Entry) -> list[SeedRun]:
     per_classifier = {settings.name: _classifier_runs(sweep, entry, settings) for settings in sweep.classifiers}
     n_runs = len(next(iter(per_classifier.values())))
     runs = [SeedRun.combine({name: runs[i] for name, runs in per_classifier.items()}) for i in range(n_runs)]
-    for s, run in enumerate(runs):
-        run.nn_inversion = _nn_inversion(sweep, entry, s)
+    if entry.mechanism != DPBART:  # DP-BART's output is not aligned with its input: no token attack
+        for s, run in enumerate(runs):
+            run.nn_inversion = _nn_inversion(sweep, entry, s)
     return runs
 
 
@@ -495,6 +610,9 @@ def _classifier_runs(sweep: _Sweep, entry: Entry, classifier: ClassifierSettings
         key = {"stage": "utility", "sample": sample_key, "classifier": settings}
 
         def compute(s=s, sample_key=sample_key) -> SeedRun:
+            if entry.mechanism == DPBART:
+                return _rewritten_run(sweep, _rewritten_sample(sweep, entry, s, sample_key), seed=s,
+                                      settings=classifier)
             released = _sanitized_sample(sweep, entry, s, sample_key)
             return _release_run(sweep, released, _decoder(entry), seed=s, settings=classifier)
 
@@ -505,11 +623,15 @@ def _classifier_runs(sweep: _Sweep, entry: Entry, classifier: ClassifierSettings
 def _sample_key(sweep: _Sweep, entry: Entry, seed_index: int) -> dict:
     """Everything that determines one sanitized sample of the corpus (besides the data)."""
     cfg, mech, eps = sweep.cfg, entry.mechanism, entry.epsilon
+    stream = f"{mech}:{eps}"
+    seed = _seed_int(cfg, seed_index, stream) if cfg.reproducible else f"os-keyed:{seed_index}"
+    if mech == DPBART:
+        return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": sweep.dpbart.digest,
+                "noise": cfg.dpbart_mechanism, "delta": _dpbart_delta(cfg), "long": "split", "beam": 1,
+                "seed": seed}
     # a mechanism's own bundle; the baselines (the evaluation-only cmp included) key on the reference one
     bundle = sweep.bundles.get((mech, eps)) or next(iter(sweep.bundles.values()))
-    stream = f"{mech}:{eps}"
-    return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": bundle.digest,
-            "seed": _seed_int(cfg, seed_index, stream) if cfg.reproducible else f"os-keyed:{seed_index}"}
+    return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": bundle.digest, "seed": seed}
 
 
 def _sanitized_sample(sweep: _Sweep, entry: Entry, seed_index: int, key: dict) -> np.ndarray:
@@ -549,6 +671,68 @@ def _sanitize(sweep: _Sweep, entry: Entry, seed_index: int) -> np.ndarray:
     return cmp.sample_ids(corpus.flat, gen).astype(np.int64)
 
 
+def _rewritten_sample(sweep: _Sweep, entry: Entry, seed_index: int, key: dict) -> dict:
+    """One DP-BART rewrite of the whole corpus (:func:`_rewrite`), from the checkpoint when there is one.
+
+    Returns ``{"texts": train + test rewritten, "chunks": per document, "report": a report or None}``.
+    """
+    n = len(sweep.corpus.ds.train_texts) + len(sweep.corpus.ds.test_texts)
+
+    def decode(d: dict) -> dict:
+        if len(d["texts"]) != n or len(d["chunks"]) != n:
+            raise ValueError("checkpoint of another corpus")
+        return d
+
+    return sweep.store.cached_json("sample", key, lambda: _rewrite(sweep, entry, seed_index), dict, decode)
+
+
+def _rewrite(sweep: _Sweep, entry: Entry, seed_index: int) -> dict:
+    """Rewrite every training and test document with DP-BART at the entry's ε for one seed: a Rewriter
+    seeded from this seed's stream (reproducible, not private) or with private OS randomness.
+    """
+    from ldptext.dpbart import Rewriter
+    from ldptext.rng import SeededModeWarning
+
+    cfg, ds = sweep.cfg, sweep.corpus.ds
+    seed = _seed_int(cfg, seed_index, f"{DPBART}:{entry.epsilon}") if cfg.reproducible else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)   # the results state the seeded mode
+        rewriter = Rewriter(sweep.dpbart.bundle, seed=seed)
+    texts = ds.train_texts + ds.test_texts
+    options = dict(epsilon=entry.epsilon, delta=cfg.dpbart_delta if cfg.dpbart_mechanism == "gaussian" else None,
+                   mechanism=cfg.dpbart_mechanism, beam=1, long="split")
+    done = []
+    with rewriter:
+        starts = range(0, len(texts), DPBART_BATCH)
+        for start in _progress(starts, cfg, desc=f"dpbart eps={entry.epsilon:g} seed {seed_index}", unit="batch"):
+            done += rewriter.rewrite_batch(texts[start:start + DPBART_BATCH], **options)
+    chunks = [r.report.chunks for r in done]
+    longest = max(range(len(done)), key=chunks.__getitem__) if done else None
+    return {"texts": [r.text for r in done], "chunks": chunks,
+            "report": None if longest is None else done[longest].report.to_dict()}
+
+
+def _rewritten_run(sweep: _Sweep, sample: dict, seed: int, settings: ClassifierSettings) -> SeedRun:
+    """Utility of one DP-BART rewrite of the corpus with one classifier: no unchanged-token rate (NaN) and
+    no token attack (the output is not aligned with the input).
+    """
+    n_train = sweep.corpus.n_train
+    run, bleu = _fit_and_bleu(sweep, sample["texts"][:n_train], sample["texts"][n_train:], seed, settings)
+    return SeedRun(classifier=run.scores, bleu=bleu, unchanged_token_rate=float("nan"),
+                   empirical_attack_success=None, hyperparameters=run.hyperparameters)
+
+
+def _fit_and_bleu(sweep: _Sweep, train_txt: list[str], test_txt: list[str], seed: int, settings: ClassifierSettings):
+    """The classifier trained on released training text, scored on released and original test text, and
+    the corpus BLEU of the released documents against their inputs.
+    """
+    corpus, ds = sweep.corpus, sweep.corpus.ds
+    run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
+                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings))
+    hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
+    return run, corpus_bleu(hyps, corpus.references)
+
+
 def _unsanitized_run(sweep: _Sweep, settings: ClassifierSettings) -> SeedRun:
     """The utility ceiling: the classifier on the raw text; BLEU, unchanged rate and attack all 1."""
     ds = sweep.corpus.ds
@@ -564,12 +748,9 @@ def _release_run(sweep: _Sweep, released: np.ndarray, decoder: np.ndarray | None
     """Utility of one sanitized sample of the corpus (train + test) with one classifier."""
     corpus = sweep.corpus
     train_txt, test_txt = corpus.decode(released)
-    ds = corpus.ds
-    run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
-                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings))
-    hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
+    run, bleu = _fit_and_bleu(sweep, train_txt, test_txt, seed, settings)
     return SeedRun(
-        classifier=run.scores, bleu=corpus_bleu(hyps, corpus.references),
+        classifier=run.scores, bleu=bleu,
         unchanged_token_rate=float(np.mean(released == corpus.flat)) if released.size else float("nan"),
         empirical_attack_success=(None if decoder is None
                                   else empirical_attack_success(decoder, corpus.flat, released)),
@@ -619,6 +800,17 @@ class _Bundle(NamedTuple):
     path: Path
     sanitizer: object
     digest: str
+
+
+class _DPBart(NamedTuple):
+    """The DP-BART bundle: its file, the verified bundle (every Rewriter of the sweep is made from it), the
+    SHA-256 of the file (what its samples are keyed by) and its description.
+    """
+
+    path: Path
+    bundle: object
+    digest: str
+    info: DPBartBundleInfo
 
 
 def _bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: float) -> Path:
@@ -727,7 +919,8 @@ class _Corpus:
 class _Sweep:
     """What the privacy and utility steps read: the configuration, the tokenised corpus, the token
     domain, the attacker's prior (float64 ``[V]``), the S_y* column pool (int64), the bundles, the
-    checkpoint store, the classifiers' settings and the bundle cache (where the MiniLM graph is kept).
+    checkpoint store, the classifiers' settings, the bundle cache (where the MiniLM graph is kept) and the
+    DP-BART bundle (None without one).
     """
 
     cfg: EvaluationConfig
@@ -739,6 +932,7 @@ class _Sweep:
     store: _Checkpoints
     classifiers: list[ClassifierSettings] = field(default_factory=lambda: [ClassifierSettings()])
     cache_dir: Path | None = None
+    dpbart: _DPBart | None = None
     _memo: dict = field(default_factory=dict, repr=False)   # loaded encoders, the neighbour table
 
     def encoder_fingerprint(self, settings: SentenceEmbeddingSettings) -> str:
