@@ -59,6 +59,7 @@ import mmap
 import os
 import stat
 import struct
+import threading
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -547,6 +548,42 @@ def _open_source(source: BundleSource) -> tuple[Path | None, Any, int]:
     return path, mm, size
 
 
+#: Total array bytes from which :func:`_sha256_all` hashes on two threads.
+_PARALLEL_HASH_MIN = 8 << 20
+
+
+def _sha256_all(chunks: list[memoryview]) -> list[str]:
+    """Hex SHA-256 of every chunk. Large bundles are hashed on two threads (hashlib releases the GIL
+    while it hashes), largest chunks first, each to the less loaded thread; every chunk is hashed
+    in full either way, and the caller compares the digests in layout order, so the first mismatch
+    reported is the same as with one thread."""
+    total = sum(c.nbytes for c in chunks)
+    if total < _PARALLEL_HASH_MIN or len(chunks) < 2:
+        return [hashlib.sha256(c).hexdigest() for c in chunks]
+    order = sorted(range(len(chunks)), key=lambda i: -chunks[i].nbytes)
+    shares: tuple[list[int], list[int]] = ([], [])
+    load = [0, 0]
+    for i in order:
+        w = 0 if load[0] <= load[1] else 1
+        shares[w].append(i)
+        load[w] += chunks[i].nbytes
+    out: list[str] = [""] * len(chunks)
+
+    def work(share: list[int]) -> None:
+        for i in share:
+            out[i] = hashlib.sha256(chunks[i]).hexdigest()
+
+    helper = threading.Thread(target=work, args=(shares[1],), name="ldptext-hash", daemon=True)
+    helper.start()
+    try:
+        work(shares[0])
+    finally:
+        helper.join()
+    if any(not d for d in out):  # the helper thread died (e.g. out of memory): hash what it left
+        out = [d or hashlib.sha256(c).hexdigest() for d, c in zip(out, chunks)]
+    return out
+
+
 def _load(source: BundleSource, expect_mechanism=None, trust_check=None
           ) -> tuple[Path | None, dict, dict[str, np.ndarray], SignatureInfo]:
     """Structure, manifest, signature and array hashes. ``trust_check(info)`` runs right after the
@@ -563,9 +600,10 @@ def _load(source: BundleSource, expect_mechanism=None, trust_check=None
     layout = _array_layout(header, declared, data_start, size)
     arrays: dict[str, np.ndarray] = {}
     view = memoryview(mm)  # hashing slices of a memoryview copies nothing
-    for name, dtype, shape, start, end, digest in layout:
-        chunk = view[data_start + start:data_start + end]
-        if not hmac.compare_digest(hashlib.sha256(chunk).hexdigest(), digest):
+    chunks = [view[data_start + start:data_start + end] for _, _, _, start, end, _ in layout]
+    digests = _sha256_all(chunks)
+    for (name, dtype, shape, start, end, digest), chunk, got in zip(layout, chunks, digests):
+        if not hmac.compare_digest(got, digest):
             raise BundleIntegrityError(f"array {name!r}: content hash differs from the manifest")
         if dtype == np.bool_ and bytes(chunk).translate(None, b"\x00\x01"):
             # numpy bools must be 0 or 1; other bytes are undefined behaviour downstream
