@@ -237,11 +237,15 @@ def test_cli_builds_from_a_local_model_directory(tmp_path):
     out = tmp_path / "cli.ldpb"
     r = subprocess.run([sys.executable, "-m", "ldptext.cli", "precompute", "dpbart", "--model", str(model_dir),
                         "--public-corpus", str(corpus), "--variant", "clv", "--seq-len", "8", "--clip", "0.3",
-                        "--steps", "1", "--threads", "1", "--unsigned", "--out", str(out)],
+                        "--steps", "4", "--threads", "1", "--unsigned", "--eval-every", "2", "--save-every", "2",
+                        "--warmup-steps", "1", "--dropout", "0", "--log-file", str(tmp_path / "train.log"),
+                        "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     info = json.loads(r.stdout)
     assert info["clip"] == 0.3 and info["n_pruned"] == 0 and out.is_file()
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    assert "eval stage=base step=2 " in log and "eval stage=base step=4 " in log and "bundle written" in log
 
 
 def test_cli_rejects_pr_plus_without_epsilon(tmp_path):
@@ -276,3 +280,81 @@ def test_encoder_ffn_output_projections_can_stay_fp32(exported, tmp_path):
     nodes = {n.name: n.op_type for n in onnx.load(str(out)).graph.node}
     assert all(nodes.get(n) == "MatMul" for n in names)
     assert any(t == "MatMulInteger" for t in nodes.values())
+
+
+def test_stage_resumed_from_a_mid_stage_checkpoint_equals_an_uninterrupted_run():
+    """Stop after 5 of 12 steps (state saved), resume in a fresh model: the step count continues and the
+    weights equal those of 12 uninterrupted steps (seeded; optimizer, schedule and random states restored)."""
+    from ldptext_precompute.dpbart.train import StageHooks, TrainingInterrupted, tokenize_corpus, train_stage
+
+    def run(hooks=None):
+        adapter = tiny_bert2bert(seed=2)
+        ids = tokenize_corpus(adapter, tiny_sentences(60), 10)
+        loss = train_stage(adapter, ids, 10, steps=12, clip=0.2, batch_size=8, lr=1e-3, corrupt=0.15, seed=4,
+                           progress=False, device=torch.device("cpu"), cross_lr_mult=3.0, hooks=hooks)
+        return adapter, loss
+
+    ref, ref_loss = run()
+    saved, evals = [], []
+    with pytest.raises(TrainingInterrupted) as stopped:
+        run(StageHooks(save=saved.append, should_stop=lambda: len(evals) >= 5,
+                       evaluate=lambda step, loss: evals.append(step), eval_every=1))
+    assert stopped.value.step == 5 and [s["step"] for s in saved] == [5] and evals == [1, 2, 3, 4, 5]
+    resumed, loss = run(StageHooks(resume=saved[-1], evaluate=lambda step, loss: evals.append(step), eval_every=4))
+    assert evals[5:] == [8, 12]  # the step count continues from 5
+    assert loss == pytest.approx(ref_loss, abs=0)
+    for (k, a), (_, b) in zip(ref.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), k
+
+
+def test_pipeline_resumes_inside_a_stage_after_a_clean_stop(tmp_path):
+    from ldptext_precompute.dpbart.build import DPBartBuildConfig, train_model
+    from ldptext_precompute.dpbart.train import TrainingInterrupted, tokenize_corpus
+
+    cfg = DPBartBuildConfig(model="tiny", public_corpus="tiny", variant="pr", seq_len=10, steps=4, base_steps=10,
+                            prune_rounds=1, batch_size=8, eval_sentences=16)
+    ref = tiny_bert2bert()
+    ids = tokenize_corpus(ref, tiny_sentences(), 10)
+    train_model(ref, cfg, ids, tmp_path / "ref", progress=False, log=lambda m: None)
+    work, calls, logs = tmp_path / "work", [], []
+
+    def stop_at_7():
+        calls.append(1)
+        return len(calls) == 7
+
+    adapter = tiny_bert2bert()
+    with pytest.raises(TrainingInterrupted):
+        train_model(adapter, cfg, ids, work, progress=False, log=logs.append, should_stop=stop_at_7,
+                    eval_ids=ids[:8], eval_every=5, save_every=3)
+    assert (work / "base.partial.ckpt").is_file() and not (work / "base.json").exists()
+    assert any(m.startswith("eval stage=base step=5 ") and "bleu_eps_inf=" in m for m in logs)
+    adapter = tiny_bert2bert()
+    state = train_model(adapter, cfg, ids, work, progress=False, log=logs.append)
+    assert "resuming stage base at step 7" in logs and not (work / "base.partial.ckpt").exists()
+    assert state.stage == "prune-1" and state.pruned_history
+    for (k, a), (_, b) in zip(ref.model.state_dict().items(), adapter.model.state_dict().items()):
+        assert torch.equal(a, b), k
+
+
+@pytest.mark.parametrize("family", ["bert2bert", "bart"])
+def test_set_dropout_reaches_every_dropout_layer(family):
+    from ldptext_precompute.dpbart.build import set_dropout
+
+    adapter = tiny_bert2bert() if family == "bert2bert" else tiny_bart()
+    assert set_dropout(adapter.model, 0.3) > 0
+    for m in adapter.model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            assert m.p == 0.3
+        for attr in ("dropout", "attention_dropout", "activation_dropout"):
+            if isinstance(getattr(m, attr, None), float):
+                assert getattr(m, attr) == 0.3
+
+
+def test_identity_lm_head_transform_for_a_bert_decoder_without_mlm_head():
+    from ldptext_precompute.dpbart.model import identity_lm_head_transform
+
+    adapter = tiny_bert2bert()
+    assert identity_lm_head_transform(adapter.model)
+    dense = adapter.model.decoder.cls.predictions.transform.dense
+    assert torch.equal(dense.weight, torch.eye(32)) and not dense.bias.any()
+    assert not identity_lm_head_transform(tiny_bart().model)  # no such transform: left alone

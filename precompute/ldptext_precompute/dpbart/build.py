@@ -43,8 +43,8 @@ from ldptext.dpbart_schema import GRAPHS, MECHANISM, SECTION, DPBartConfig, Spec
 
 from .data import load_public_corpus, split_holdout
 from .model import Seq2SeqAdapter, load_model
-from .train import (TrainNoise, device_for_training, estimate_clip, greedy_decode_torch, prune_round,
-                    tokenize_corpus, train_stage)
+from .train import (StageHooks, TrainNoise, device_for_training, estimate_clip, greedy_decode_torch,
+                    prune_round, tokenize_corpus, train_stage)
 
 VARIANTS = ("clv", "pr", "pr+")
 TRAIN_CLIP = 0.2  # value clipping during pruning/retraining (Igamberdiev 2023 thesis, §6.3.4)
@@ -96,6 +96,13 @@ class DPBartBuildConfig:
         Denoising: fraction of input tokens masked or deleted.
     seed : int
         Seed of the (public-data) training.
+    warmup_steps : int or None
+        Learning-rate warm-up steps of every stage (default a tenth of the stage's steps: slow for
+        long runs).
+    dropout : float or None
+        Dropout probability of every dropout layer during training (default: the model's own, 0.1
+        for MiniLM). 0 helps the autoencoder fit faster; with a frozen encoder its dropout only
+        perturbs the features the decoder learns to read.
 
     Notes
     -----
@@ -125,6 +132,8 @@ class DPBartBuildConfig:
     cross_lr_mult: float = 1.0          # learning-rate multiplier of the cross-attention parameters
     corrupt: float = 0.15               # denoising: fraction of input tokens masked or deleted
     seed: int = 0
+    warmup_steps: int | None = None     # default: a tenth of each stage's steps
+    dropout: float | None = None        # default: the model's own
 
     def validate(self) -> None:
         """Check every field.
@@ -148,6 +157,10 @@ class DPBartBuildConfig:
             raise ValueError("clip must be 'auto' or a number > 0")
         if self.quantize not in (None, "none", "int8"):
             raise ValueError("quantize must be 'int8' or none")
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ValueError("dropout must be in [0, 1)")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ValueError("warmup_steps must be >= 0")
         if self.variant in ("pr", "pr+") and self.prune_rounds < 1:
             raise ValueError("pr/pr+ need at least one pruning round")
 
@@ -161,7 +174,11 @@ class DPBartBuildConfig:
         """
         keys = ("model", "public_corpus", "seq_len", "clip", "steps", "base_steps", "batch_size", "lr",
                 "max_sentences", "seed", "eval_sentences", "freeze_encoder", "cross_lr_mult", "corrupt")
-        return hashlib.sha256(json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True).encode()).hexdigest()[:16]
+        values = {k: getattr(self, k) for k in keys}
+        for k in ("warmup_steps", "dropout"):  # older fingerprints stay valid when unset
+            if getattr(self, k) is not None:
+                values[k] = getattr(self, k)
+        return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -189,6 +206,23 @@ class _Checkpoints:
         tmp.replace(self.dir / f"{name}.pt")
         (self.dir / f"{name}.json").write_text(json.dumps({"fingerprint": self.fp, "state": asdict(state)}))
 
+    def save_partial(self, name: str, snap: dict, state: _State) -> None:
+        """Mid-stage state (weights, optimizer, schedule, random states): ``NAME.partial.ckpt``."""
+        tmp = self.dir / f".{name}.partial.tmp"
+        torch.save({"fingerprint": self.fp, "stage": name, "state": json.dumps(asdict(state)), "snap": snap}, tmp)
+        tmp.replace(self.dir / f"{name}.partial.ckpt")
+
+    def load_partial(self, name: str) -> dict | None:
+        """The mid-stage state of ``name`` saved by :meth:`save_partial` (same fingerprint), or None."""
+        f = self.dir / f"{name}.partial.ckpt"
+        if not f.is_file():
+            return None
+        data = torch.load(f, map_location="cpu", weights_only=True)
+        return data["snap"] if data.get("fingerprint") == self.fp and data.get("stage") == name else None
+
+    def drop_partial(self, name: str) -> None:
+        (self.dir / f"{name}.partial.ckpt").unlink(missing_ok=True)
+
     def load(self, name: str, adapter: Seq2SeqAdapter) -> _State | None:
         pt, js = self.dir / f"{name}.pt", self.dir / f"{name}.json"
         if not (pt.is_file() and js.is_file()):
@@ -211,7 +245,8 @@ def _stage_names(cfg: DPBartBuildConfig) -> list[str]:
 
 
 def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list[list[int]], work_dir: Path,
-                *, progress: bool = True, log=print) -> _State:
+                *, progress: bool = True, log=print, eval_ids: list[list[int]] | None = None, eval_every: int = 0,
+                save_every: int = 0, should_stop: Callable[[], bool] | None = None) -> _State:
     """Run (or resume) the training stages on public text.
 
     Parameters
@@ -227,6 +262,18 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
         Progress bars.
     log : callable
         Receives one line per event.
+    eval_ids : list of list of int or None
+        Held-out public sentences for the periodic evaluation.
+    eval_every : int
+        Every this many steps of a training stage, log the recent training loss, the held-out
+        teacher-forced loss and the held-out reconstruction BLEU at ε = ∞ (clip C_train = 0.2 in the
+        base and pruning stages, as trained; no noise); 0: never.
+    save_every : int
+        Every this many steps, save the stage's mid-stage state (``NAME.partial.ckpt``): a rerun
+        resumes there instead of at the start of the stage; 0: only when stopped.
+    should_stop : callable or None
+        Checked after every step: when true, save the mid-stage state and raise
+        :class:`~ldptext_precompute.dpbart.train.TrainingInterrupted`.
 
     Returns
     -------
@@ -234,6 +281,8 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
         C, its statistics, the pruning history, losses and wall times per stage.
     """
     device = device_for_training()
+    if cfg.dropout is not None:
+        set_dropout(adapter.model, cfg.dropout)
     ck = _Checkpoints(work_dir, cfg.fingerprint())
     state = _State()
     names = _stage_names(cfg)
@@ -250,12 +299,24 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
         if name in done:
             continue
         t0 = time.time()
+        snap = ck.load_partial(name)
+        if snap is not None:
+            log(f"resuming stage {name} at step {snap['step']}")
+            # the JSON state of the partial checkpoint (C, pruning history) replaces the stage-start one
+            state = _State(**json.loads(torch.load(work_dir / f"{name}.partial.ckpt", map_location="cpu",
+                                                   weights_only=True)["state"]))
+        hooks = StageHooks(
+            resume=snap, save=lambda sn, _n=name: ck.save_partial(_n, sn, state), save_every=save_every,
+            evaluate=(lambda step, loss, _n=name: _log_eval(adapter, eval_ids, cfg, _n, step, loss, log,
+                                                            pruned=state.pruned if _n.startswith("prune-") else []))
+            if eval_ids else None, eval_every=eval_every, should_stop=should_stop)
         if name == "base":
             if base_steps > 0:
                 state.losses["base"] = train_stage(
                     adapter, train_ids, cfg.seq_len, steps=base_steps, clip=TRAIN_CLIP, batch_size=cfg.batch_size,
                     lr=cfg.lr, seed=cfg.seed, desc="base (denoising AE)", progress=progress, device=device,
-                    freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt)
+                    freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
+                    warmup_steps=cfg.warmup_steps, hooks=hooks)
         elif name == "clip":
             stats = estimate_clip(adapter, train_ids, cfg.seq_len, device=device)
             state.clip_stats = stats
@@ -265,25 +326,78 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             log(f"encoder output: mean {stats['mean']:.4f}, std {stats['std']:.4f} → C = {state.clip}")
         elif name.startswith("prune-"):
             r = int(name.split("-")[1])
-            state.pruned = prune_round(adapter, state.pruned)
-            state.pruned_history.append(list(state.pruned))
+            if snap is None:  # a resumed round already chose its neurons
+                state.pruned = prune_round(adapter, state.pruned)
+                state.pruned_history.append(list(state.pruned))
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=TRAIN_CLIP, pruned=state.pruned,
                 batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed + r,
                 desc=f"prune round {r} ({len(state.pruned)} pruned)", progress=progress, device=device,
-                freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt)
+                freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
+                    warmup_steps=cfg.warmup_steps, hooks=hooks)
         elif name.startswith("prplus"):
             scale = training_noise_scale(cfg, adapter.hidden_size, len(final_pruned(cfg, state)), state.clip)
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=state.clip, pruned=final_pruned(cfg, state),
                 noise=TrainNoise(cfg.mechanism, scale), batch_size=cfg.batch_size, lr=cfg.lr, corrupt=0.0,
                 seed=cfg.seed + 1000, desc=f"pr+ noisy training (ε={cfg.epsilon:g})", progress=progress,
-                device=device, freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult)
+                device=device, freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult,
+                warmup_steps=cfg.warmup_steps, hooks=hooks)
         state.stage = name
-        state.wall[name] = time.time() - t0
+        state.wall[name] = state.wall.get(name, 0.0) + time.time() - t0
         ck.save(name, adapter, state)
+        ck.drop_partial(name)
     adapter.model.to("cpu").eval()
     return state
+
+
+def set_dropout(model: torch.nn.Module, p: float) -> int:
+    """Set the probability of every dropout layer of ``model`` (training only; export runs in eval mode).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Changed in place.
+    p : float
+
+    Returns
+    -------
+    int
+        The number of dropout layers (``nn.Dropout`` modules and the float ``dropout`` /
+        ``attention_dropout`` / ``activation_dropout`` attributes BART-style layers use) changed.
+    """
+    n = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p, n = float(p), n + 1
+        for attr in ("dropout", "attention_dropout", "activation_dropout"):
+            if isinstance(getattr(m, attr, None), float):
+                setattr(m, attr, float(p))
+                n += 1
+    return n
+
+
+def _log_eval(adapter: Seq2SeqAdapter, eval_ids: list[list[int]], cfg: DPBartBuildConfig, stage: str, step: int,
+              train_loss: float, log, pruned: Sequence[int] = ()) -> None:
+    """One periodic evaluation line: training loss, held-out loss and BLEU at ε = ∞ (clip 0.2, the
+    stage's pruned neurons zeroed, no noise)."""
+    import torch.nn.functional as F
+
+    from .train import make_batch, privatize_torch
+
+    t0 = time.time()
+    ids = eval_ids[:100]
+    pr = torch.tensor(list(pruned), dtype=torch.long)
+    with torch.no_grad():
+        dev = next(adapter.model.parameters()).device
+        b = {k: v.to(dev) for k, v in make_batch(adapter, ids, cfg.seq_len).items()}
+        z = privatize_torch(adapter.encode(b["input_ids"], b["attention_mask"]), TRAIN_CLIP, pr.to(dev))
+        logits = adapter.decode_logits(z, b["decoder_input_ids"])
+        loss = float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1),
+                                     ignore_index=-100))
+    bleu = reconstruction_bleu(adapter, ids, cfg.seq_len, TRAIN_CLIP, list(pruned), cfg.seq_len)
+    log(f"eval stage={stage} step={step} train_loss={train_loss:.4f} heldout_loss={loss:.4f} "
+        f"bleu_eps_inf={bleu:.2f} n={len(ids)} eval_s={time.time() - t0:.1f} time={time.strftime('%H:%M:%S')}")
 
 
 def final_pruned(cfg: DPBartBuildConfig, state: _State) -> list[int]:
@@ -611,12 +725,13 @@ def reconstruction_bleu(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_
     from .train import make_batch, privatize_torch
 
     hyps, refs = [], []
-    pr = torch.tensor(list(pruned), dtype=torch.long)
+    dev = next(adapter.model.parameters()).device
+    pr = torch.tensor(list(pruned), dtype=torch.long, device=dev)
     with torch.no_grad():
         for i in range(0, len(contents), 32):
             part = contents[i:i + 32]
             b = make_batch(adapter, part, seq_len)
-            z = privatize_torch(adapter.encode(b["input_ids"], b["attention_mask"]), clip, pr)
+            z = privatize_torch(adapter.encode(b["input_ids"].to(dev), b["attention_mask"].to(dev)), clip, pr)
             for ref, hyp in zip(part, greedy_decode_torch(adapter, z, max_len)):
                 hyps.append(bleu_tokenize(adapter.tokenizer.decode(hyp, skip_special_tokens=True)))
                 refs.append(bleu_tokenize(adapter.tokenizer.decode(ref, skip_special_tokens=True)))
@@ -753,7 +868,8 @@ def write_dpbart_bundle(out: str | Path, *, config: DPBartConfig, blobs: dict[st
 def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: Any = None,
                         passphrase: bytes | None = None, work_dir: str | Path | None = None,
                         adapter: Seq2SeqAdapter | None = None, sentences: list[str] | None = None,
-                        progress: bool = True, log: Callable[[str], Any] = print) -> tuple[Path, dict]:
+                        progress: bool = True, log: Callable[[str], Any] = print, eval_every: int = 0,
+                        save_every: int = 0, should_stop: Callable[[], bool] | None = None) -> tuple[Path, dict]:
     """Build (or resume) a signed DP-BART bundle from a public model and public text.
 
     Steps: public data → training stages (checkpointed, resumable) → bundle configuration (C, P) →
@@ -780,6 +896,9 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
         Progress bars for training.
     log : callable
         Receives one line per event.
+    eval_every, save_every, should_stop
+        Periodic held-out evaluation, mid-stage checkpoints and a clean stop: see :func:`train_model`
+        (none of them changes the trained weights).
 
     Returns
     -------
@@ -792,6 +911,8 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
     ------
     ValueError
         ``cfg`` is invalid.
+    TrainingInterrupted
+        ``should_stop()`` became true during training (the state is saved; call again to resume).
 
     Notes
     -----
@@ -808,7 +929,8 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
     adapter = adapter if adapter is not None else load_model(cfg.model)
     data = public_data(adapter, cfg, sentences)
     torch.manual_seed(cfg.seed)
-    state = train_model(adapter, cfg, data.train_ids, work, progress=progress, log=log)
+    state = train_model(adapter, cfg, data.train_ids, work, progress=progress, log=log, eval_ids=data.eval_ids,
+                        eval_every=eval_every, save_every=save_every, should_stop=should_stop)
     config = bundle_config(adapter, cfg, state)
     t_export = time.time()
     with tempfile.TemporaryDirectory(prefix="ldptext-dpbart-") as tmp:

@@ -59,6 +59,10 @@ def register(targets: Any) -> None:
     p.add_argument("--max-sentences", type=int, default=None, help="use at most N public sentences")
     p.add_argument("--freeze-encoder", action="store_true", help="train the decoder only (quick CPU builds)")
     p.add_argument("--cross-lr-mult", type=float, default=1.0, help="learning-rate multiplier for cross-attention")
+    p.add_argument("--warmup-steps", type=int, default=None,
+                   help="learning-rate warm-up steps per stage (default a tenth of the stage's steps)")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="dropout probability during training (default the model's own; 0 fits faster)")
     p.add_argument("--corrupt", type=float, default=0.15, help="denoising: fraction of input tokens masked/deleted")
     p.add_argument("--eval-sentences", type=int, default=200, help="held-out public sentences for the BLEU check")
     p.add_argument("--quantize", choices=["int8", "none"], default="int8",
@@ -69,6 +73,12 @@ def register(targets: Any) -> None:
     p.add_argument("--work-dir", default=None, help="stage checkpoints (default OUT.work)")
     p.add_argument("--keep-work", action="store_true",
                    help="keep the stage checkpoints after success (the benchmark loads the PyTorch weights there)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="log training loss, held-out loss and held-out BLEU at epsilon=inf every N training steps")
+    p.add_argument("--save-every", type=int, default=0,
+                   help="save a mid-stage checkpoint every N steps (a rerun resumes there); SIGTERM/SIGINT also "
+                        "save one and stop cleanly")
+    p.add_argument("--log-file", default=None, help="also append the log lines, with timestamps, to this file")
     p.add_argument("--out", required=True, help="bundle file to write")
     p.set_defaults(func=run)
 
@@ -112,14 +122,43 @@ def run(args: argparse.Namespace) -> int:
         base_steps=args.base_steps, batch_size=args.batch_size, lr=args.lr, prune_rounds=args.prune_rounds,
         use_round=args.use_round, quantize=None if args.quantize == "none" else args.quantize,
         max_sentences=args.max_sentences, seed=args.seed, freeze_encoder=args.freeze_encoder,
-        eval_sentences=args.eval_sentences, cross_lr_mult=args.cross_lr_mult, corrupt=args.corrupt)
+        eval_sentences=args.eval_sentences, cross_lr_mult=args.cross_lr_mult, corrupt=args.corrupt,
+        warmup_steps=args.warmup_steps, dropout=args.dropout)
     try:
         cfg.validate()
     except ValueError as e:
         raise ParameterError(str(e)) from None
-    path, summary = build_dpbart_bundle(args.out, cfg, **signing_from_args(args),
-                                        work_dir=args.work_dir, progress=sys.stderr.isatty(),
-                                        log=lambda m: print(m, file=sys.stderr))
+    import signal
+    import time
+
+    from .train import TrainingInterrupted
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+        if args.log_file:
+            with open(args.log_file, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+
+    stop = {"requested": False}
+
+    def request_stop(signum, frame):  # finish the current step, save, exit; a second signal exits now
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+
+    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        path, summary = build_dpbart_bundle(args.out, cfg, **signing_from_args(args),
+                                            work_dir=args.work_dir, progress=sys.stderr.isatty(), log=log,
+                                            eval_every=args.eval_every, save_every=args.save_every,
+                                            should_stop=lambda: stop["requested"])
+    except TrainingInterrupted as e:
+        log(f"stopped: {e}")
+        return 3
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    log(f"bundle written: {path} (reconstruction BLEU at epsilon=inf {summary['reconstruction_bleu_eps_inf']:.2f})")
     if not args.keep_work:
         import shutil
         from pathlib import Path

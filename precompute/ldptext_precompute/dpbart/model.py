@@ -298,6 +298,34 @@ def warm_start_cross_attention(model) -> int:
     return n
 
 
+def identity_lm_head_transform(model) -> bool:
+    """Start a BERT decoder's LM-head transform (dense → GELU → LayerNorm) at identity weights.
+
+    MiniLM ships without its masked-LM head, so ``cls.predictions.transform.dense`` is random: the
+    decoder's states reach the tied word embeddings through a random rotation. Identity weights
+    (zero bias) keep them in the embedding space the tied output layer reads; measured on the
+    autoencoder (frozen encoder, batch 8, 300 steps): held-out loss 4.74 instead of 4.98.
+
+    Parameters
+    ----------
+    model : EncoderDecoderModel
+        Changed in place.
+
+    Returns
+    -------
+    bool
+        Whether the decoder has such a transform.
+    """
+    head = getattr(getattr(getattr(model, "decoder", None), "cls", None), "predictions", None)
+    dense = getattr(getattr(head, "transform", None), "dense", None)
+    if dense is None or dense.weight.shape[0] != dense.weight.shape[1]:
+        return False
+    with torch.no_grad():
+        dense.weight.copy_(torch.eye(dense.weight.shape[0], dtype=dense.weight.dtype))
+        dense.bias.zero_()
+    return True
+
+
 def load_model(spec: str, *, quiet: bool = True) -> Seq2SeqAdapter:
     """Load a public seq2seq model; never downloads anything.
 
@@ -330,6 +358,7 @@ def load_model(spec: str, *, quiet: bool = True) -> Seq2SeqAdapter:
         path = minilm_path()
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(str(path), str(path))
         warm_start_cross_attention(model)
+        identity_lm_head_transform(model)  # MiniLM has no masked-LM head: not a random rotation
         tj = _tokenizer_json_from_dir(path)
         special = bert2bert_special(tj)
         configure_bert2bert(model, special)

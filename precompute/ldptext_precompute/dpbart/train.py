@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -201,7 +202,8 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
                 pruned: list[int] | None = None, noise: TrainNoise | None = None, batch_size: int = 16,
                 lr: float = 1e-4, corrupt: float = 0.15, seed: int = 0, desc: str = "train",
                 progress: bool = True, device: torch.device | None = None, freeze_encoder: bool = False,
-                cross_lr_mult: float = 1.0) -> float:
+                cross_lr_mult: float = 1.0, warmup_steps: int | None = None,
+                hooks: StageHooks | None = None) -> float:
     """Train ``steps`` steps of the denoising autoencoder on public sentences.
 
     Clip / prune / noise sit exactly where the runtime puts them (:func:`privatize_torch`).
@@ -231,11 +233,22 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         Train the decoder only.
     cross_lr_mult : float
         Learning-rate multiplier of the cross-attention parameters.
+    warmup_steps : int or None
+        Linear learning-rate warm-up length (default a tenth of ``steps``); then linear decay to 5 %.
+    hooks : StageHooks or None
+        Mid-stage checkpoints (resume state, periodic save), periodic held-out evaluation and a
+        clean stop (:class:`StageHooks`). A resumed stage continues at the saved step with the saved
+        optimizer, schedule and random states, so it ends exactly where an uninterrupted run would.
 
     Returns
     -------
     float
         Mean loss of the last 10 % of steps (NaN for 0 steps).
+
+    Raises
+    ------
+    TrainingInterrupted
+        ``hooks.should_stop()`` became true; the state was saved first (``hooks.save``).
     """
     from tqdm.auto import tqdm
 
@@ -250,13 +263,18 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
     rest = [p for n, p in model.named_parameters() if p.requires_grad and not _is_cross(n)]
     opt = torch.optim.AdamW([{"params": rest, "lr": lr}, {"params": cross, "lr": lr * cross_lr_mult}],
                             weight_decay=0.01)
+    warm = max(1, steps // 10 if warmup_steps is None else warmup_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.05, 1 - s / max(1, steps)))
+        opt, lambda s: min(1.0, (s + 1) / warm) * max(0.05, 1 - s / max(1, steps)))
     g = torch.Generator().manual_seed(seed)
     pr = torch.tensor(sorted(pruned or []), dtype=torch.long, device=device)
-    tail, losses = max(1, steps // 10), []
-    bar = tqdm(range(steps), desc=desc, disable=not progress, dynamic_ncols=True)
-    for _ in bar:
+    tail, losses, start = max(1, steps // 10), [], 0
+    hooks = hooks or StageHooks()
+    if hooks.resume is not None:
+        start = _restore(hooks.resume, model, opt, sched, g, device)
+        losses = list(hooks.resume["losses"])
+    bar = tqdm(range(start, steps), desc=desc, disable=not progress, dynamic_ncols=True, initial=start, total=steps)
+    for step in bar:
         idx = torch.randint(len(contents), (batch_size,), generator=g).tolist()
         b = {k: v.to(device) for k, v in make_batch(adapter, [contents[i] for i in idx], seq_len,
                                                     corrupt=corrupt, generator=g).items()}
@@ -275,10 +293,96 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         sched.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        done = step + 1
+        if hooks.eval_every and hooks.evaluate is not None and (done % hooks.eval_every == 0 or done == steps):
+            model.eval()
+            hooks.evaluate(done, sum(losses[-50:]) / len(losses[-50:]))
+            model.train()
+        if done < steps:
+            stop = hooks.should_stop is not None and hooks.should_stop()
+            if hooks.save is not None and (stop or (hooks.save_every and done % hooks.save_every == 0)):
+                hooks.save(_snapshot(done, model, opt, sched, g, losses))
+            if stop:
+                for p in adapter.encoder().parameters():
+                    p.requires_grad_(True)
+                model.eval()
+                raise TrainingInterrupted(done)
     for p in adapter.encoder().parameters():
         p.requires_grad_(True)
     model.eval()
     return sum(losses[-tail:]) / len(losses[-tail:]) if losses else math.nan
+
+
+class TrainingInterrupted(Exception):
+    """A stage stopped early on request (:attr:`StageHooks.should_stop`) after saving its state.
+
+    Parameters
+    ----------
+    step : int
+        Steps done in the stage.
+    """
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"training stopped after step {step}; the state is saved, run again to resume")
+        self.step = step
+
+
+@dataclass
+class StageHooks:
+    """Optional mid-stage checkpointing, evaluation and stopping for :func:`train_stage`.
+
+    Attributes
+    ----------
+    resume : dict or None
+        A state saved through ``save`` (continue from its step).
+    save : callable or None
+        ``save(state)`` receives a resumable state (step, model, optimizer, schedule, random states,
+        losses; tensors on the CPU), every ``save_every`` steps and before a requested stop.
+    save_every : int
+        0: only before a stop.
+    evaluate : callable or None
+        ``evaluate(step, recent_loss)`` every ``eval_every`` steps and at the end (model in eval
+        mode; it must not draw from torch's global random state).
+    eval_every : int
+    should_stop : callable or None
+        Checked after every step; when true the state is saved (if ``save`` is set) and
+        :class:`TrainingInterrupted` raised.
+    """
+
+    resume: dict | None = None
+    save: Callable[[dict], None] | None = None
+    save_every: int = 0
+    evaluate: Callable[[int, float], None] | None = None
+    eval_every: int = 0
+    should_stop: Callable[[], bool] | None = None
+
+
+def _snapshot(step: int, model, opt, sched, g: torch.Generator, losses: list[float]) -> dict:
+    def cpu(obj):
+        if isinstance(obj, torch.Tensor):
+            return obj.detach().cpu().clone()
+        if isinstance(obj, dict):
+            return {k: cpu(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(cpu(v) for v in obj)
+        return obj
+
+    return {"step": step, "model": cpu(model.state_dict()), "optimizer": cpu(opt.state_dict()),
+            "scheduler": sched.state_dict(), "generator": g.get_state(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "losses": list(losses)}
+
+
+def _restore(snap: dict, model, opt, sched, g: torch.Generator, device: torch.device) -> int:
+    model.load_state_dict(snap["model"])
+    model.to(device)
+    opt.load_state_dict(snap["optimizer"])
+    sched.load_state_dict(snap["scheduler"])
+    g.set_state(snap["generator"])
+    torch.set_rng_state(snap["torch_rng"])
+    if snap.get("cuda_rng") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(snap["cuda_rng"])
+    return int(snap["step"])
 
 
 def _is_cross(name: str) -> bool:
