@@ -45,8 +45,7 @@ static void int8_dot_norm(const int8_t *qa, const int8_t *qb, int32_t n, int32_t
  * 128^2 * 131,071 < 2^31). The load-time check of emb_sqnorm runs this over every row; the plain
  * int64 loop (not vectorised at -O2) was most of that check's time. Integer arithmetic, so the
  * SSE2 and portable paths give the same value. */
-#define LDP_SQNORM_INT32_MAX_DIM 131071
-static int32_t int8_sqnorm(const int8_t *q, int32_t n) {
+int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n) {
     int32_t norm = 0, i = 0;
 #if defined(__SSE2__) && !defined(LDP_PORTABLE)
     __m128i vnorm = _mm_setzero_si128();
@@ -73,7 +72,7 @@ int ldp_santext_table_check(const ldp_santext_table *t) {
         int64_t acc = 0, c;
         const int8_t *q = t->emb_q + j * dim;
         if (dim <= LDP_SQNORM_INT32_MAX_DIM) {
-            acc = int8_sqnorm(q, (int32_t)dim);
+            acc = ldp_int8_sqnorm(q, (int32_t)dim);
         } else {
             for (c = 0; c < dim; c++) acc += (int64_t)q[c] * q[c];
         }

@@ -50,6 +50,11 @@ enum {
  * libldptext. */
 int ldp_santext_table_check(const ldp_santext_table *t);
 
+/* Squared norm of n int8 codes, exact in int32 for n <= LDP_SQNORM_INT32_MAX_DIM (128^2 * 131,071
+ * < 2^31); SSE2 and portable paths give the same value. */
+#define LDP_SQNORM_INT32_MAX_DIM 131071
+int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n);
+
 /* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);

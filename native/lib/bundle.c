@@ -581,28 +581,6 @@ static uint64_t realised_mass(const uint32_t *thr, const uint16_t *alias, size_t
     return mass;
 }
 
-/* sum of q[i]^2 over n int8 codes: at most 127^2 * 130000 < 2^31, exact in int32 */
-static int32_t sqnorm_i8(const int8_t *q, size_t n) {
-    int32_t acc = 0;
-    size_t i = 0;
-#if defined(__SSE2__) && !defined(LDP_PORTABLE)
-    /* 16 codes per step: sign-extend to int16, square and add pairs into int32 lanes (pmaddwd);
-     * integer arithmetic, so the result is the plain loop's */
-    __m128i sum = _mm_setzero_si128();
-    int32_t lanes[4];
-    for (; i + 16 <= n; i += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(q + i));
-        __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8);
-        __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
-        sum = _mm_add_epi32(sum, _mm_add_epi32(_mm_madd_epi16(lo, lo), _mm_madd_epi16(hi, hi)));
-    }
-    _mm_storeu_si128((__m128i *)lanes, sum);
-    acc = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-#endif
-    for (; i < n; i++) acc += (int32_t)q[i] * (int32_t)q[i];
-    return acc;
-}
-
 /* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
  * C sampler's own table check */
 static int check_tables(ldp_bundle *b) {
@@ -722,7 +700,7 @@ static int check_tables(ldp_bundle *b) {
         /* the sampler's table (santext_sampler.h), its squared norms, and its own check */
         b->emb_sqnorm = (int32_t *)malloc((size_t)v * sizeof(int32_t));
         if (b->emb_sqnorm == NULL) return LDP_E_NOMEM;
-        for (i = 0; i < v; i++) b->emb_sqnorm[i] = sqnorm_i8(q + i * m, (size_t)m);
+        for (i = 0; i < v; i++) b->emb_sqnorm[i] = ldp_int8_sqnorm(q + i * m, (int32_t)m); /* m <= 130000 */
         b->table.n_rows = (int32_t)v;
         b->table.dim = (int32_t)m;
         b->table.head_size = (int32_t)k;
