@@ -100,38 +100,50 @@ bench-dpbart: setup native
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
 
-# DP-BART training run behind the bench-dpbart bundle (docs/dpbart-training.md): starts in the
-# background under nice, logs loss and held-out BLEU at epsilon=inf to $(DPBART_OUT).log, checkpoints
-# every $(DPBART_SAVE_EVERY) steps (make dpbart-train again resumes from the last checkpoint; make
-# dpbart-train-stop saves one and stops), trains on the GPU when torch sees one, and at the end writes
-# the signed bundle (and keeps the work dir) where bench-dpbart expects it
-DPBART_OUT        ?= $(CACHE)/minilm-dpbart.ldpb
-DPBART_BASE_STEPS ?= 12000
-DPBART_EVAL_EVERY ?= 250
-DPBART_SAVE_EVERY ?= 250
-DPBART_TRAIN_ARGS ?= --model minilm-bert2bert --public-corpus wiki-sample --variant pr --seq-len 20 --clip auto \
-  --base-steps $(DPBART_BASE_STEPS) --steps 300 --prune-rounds 1 --batch-size 8 --lr 3e-4 --cross-lr-mult 10 \
-  --warmup-steps 200 --dropout 0 --corrupt 0.0 --freeze-encoder --eval-sentences 100
+# DP-BART training run (docs/dpbart-training.md), in two phases, in the background under nice:
+#  1. $(DPBART_WIKI_OUT): the autoencoder on wiki-sample, $(DPBART_WIKI_STEPS) steps (also the bench-dpbart bundle);
+#  2. $(DPBART_OUT), the final bundle: from phase 1's base weights, $(DPBART_MIX_STEPS) more steps on public-mix
+#     (twice the public text, same held-out sentences), then $(DPBART_PRUNE_ROUNDS) pruning rounds (DP-BART-PR).
+# Each phase logs loss and held-out BLEU at epsilon=inf to its OUT.log and checkpoints every
+# $(DPBART_SAVE_EVERY) steps: make dpbart-train again resumes where it stopped, make dpbart-train-stop
+# saves and stops. Trains on the GPU when torch sees one. The work dirs (OUT.work) are kept.
+DPBART_WIKI_OUT     ?= $(CACHE)/minilm-dpbart.ldpb
+DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix.ldpb
+DPBART_WIKI_STEPS   ?= 12000
+DPBART_MIX_STEPS    ?= 6000
+DPBART_PRUNE_ROUNDS ?= 6
+DPBART_EVAL_EVERY   ?= 250
+DPBART_SAVE_EVERY   ?= 250
+DPBART_COMMON_ARGS  ?= --model minilm-bert2bert --variant pr --seq-len 20 --clip auto --steps 300 --batch-size 8 \
+  --lr 3e-4 --cross-lr-mult 10 --warmup-steps 200 --dropout 0 --corrupt 0.0 --freeze-encoder --eval-sentences 100 \
+  --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --keep-work
+DPBART_WIKI_ARGS    ?= $(DPBART_COMMON_ARGS) --public-corpus wiki-sample --base-steps $(DPBART_WIKI_STEPS) \
+  --prune-rounds 1 --log-file $(DPBART_WIKI_OUT).log --out $(DPBART_WIKI_OUT)
+DPBART_TRAIN_ARGS   ?= $(DPBART_COMMON_ARGS) --public-corpus public-mix --base-steps $(DPBART_MIX_STEPS) \
+  --prune-rounds $(DPBART_PRUNE_ROUNDS) --init-weights $(DPBART_WIKI_OUT).work/base.pt \
+  --log-file $(DPBART_OUT).log --out $(DPBART_OUT)
 .PHONY: dpbart-train dpbart-train-status dpbart-train-stop
 dpbart-train: setup
 	@mkdir -p $(CACHE)
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "already running (pid $$(cat $(DPBART_OUT).pid)): make dpbart-train-status"; exit 0; fi; \
-	nohup nice -n 19 $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS) \
-	  --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --log-file $(DPBART_OUT).log \
-	  --keep-work --out $(DPBART_OUT) >> $(DPBART_OUT).stderr 2>&1 & echo $$! > $(DPBART_OUT).pid; \
-	echo "started (pid $$(cat $(DPBART_OUT).pid)); log: $(DPBART_OUT).log; make dpbart-train-status"
+	setsid nohup nice -n 19 sh -c '{ test -f $(DPBART_WIKI_OUT) || \
+	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_WIKI_ARGS); } && \
+	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS)' >> $(DPBART_OUT).stderr 2>&1 & \
+	echo $$! > $(DPBART_OUT).pid; \
+	echo "started (pid $$(cat $(DPBART_OUT).pid)); logs: $(DPBART_WIKI_OUT).log, $(DPBART_OUT).log; make dpbart-train-status"
 
 dpbart-train-status:
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "running (pid $$(cat $(DPBART_OUT).pid))"; else echo "not running"; fi
-	@grep -h "eval stage=" $(DPBART_OUT).log 2>/dev/null | tail -n 5 || true
-	@grep -hE "resuming|stopped|reconstruction BLEU|bundle written|Error" $(DPBART_OUT).log $(DPBART_OUT).stderr \
-	  2>/dev/null | tail -n 3 || true
+	@for f in $(DPBART_WIKI_OUT) $(DPBART_OUT); do test -f $$f.log || continue; echo "== $$f.log"; \
+	  grep -h "eval stage=" $$f.log | tail -n 3; \
+	  grep -hE "resuming|stopped|reconstruction BLEU|bundle written|Error" $$f.log 2>/dev/null | tail -n 2; done; \
+	  grep -h "Error" $(DPBART_OUT).stderr 2>/dev/null | tail -n 2 || true
 
 dpbart-train-stop:
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
-	  kill -TERM $$(cat $(DPBART_OUT).pid); echo "stopping after the current step (checkpoint saved)"; \
+	  kill -TERM -- -$$(cat $(DPBART_OUT).pid); echo "stopping after the current step (checkpoint saved)"; \
 	  else echo "not running"; fi
 
 # The Rotten Tomatoes sweep of the README (about 4 minutes on two cores)

@@ -358,3 +358,49 @@ def test_identity_lm_head_transform_for_a_bert_decoder_without_mlm_head():
     dense = adapter.model.decoder.cls.predictions.transform.dense
     assert torch.equal(dense.weight, torch.eye(32)) and not dense.bias.any()
     assert not identity_lm_head_transform(tiny_bart().model)  # no such transform: left alone
+
+
+def test_public_mix_adds_packaged_public_text_and_keeps_the_wiki_held_out_sentences():
+    from ldptext_precompute.dpbart.data import load_public_corpus, split_holdout
+
+    wiki, mix = load_public_corpus("wiki-sample"), load_public_corpus("public-mix")
+    assert mix.holdout_pool == len(wiki.sentences) and mix.sentences[: len(wiki.sentences)] == wiki.sentences
+    assert len(mix.sentences) > 1.5 * len(wiki.sentences)
+    assert {"political_data.csv", "guardian_headlines.csv.bz2"} <= set(mix.sources)
+    train_w, held_w = split_holdout(wiki, 100, 0)
+    train_m, held_m = split_holdout(mix, 100, 0)
+    assert held_m == held_w  # comparable held-out BLEU between the two corpora
+    assert not set(held_m) & set(train_m) and len(train_m) == len(mix.sentences) - 100
+    # the evaluation data never trains the model
+    assert not any("rotten" in name or "polarity" in name for name in mix.sources)
+
+
+def test_init_weights_start_training_and_enter_the_fingerprint_by_content(tmp_path):
+    from ldptext_precompute.dpbart.build import DPBartBuildConfig, _manifest_build_config, load_init_weights
+
+    donor = tiny_bert2bert()
+    with torch.no_grad():
+        for p in donor.model.parameters():
+            p.add_(0.01)
+    f = tmp_path / "start.pt"
+    torch.save(donor.model.state_dict(), f)
+    fresh = tiny_bert2bert()
+    load_init_weights(fresh, f)
+    for (k, a), (_, b) in zip(donor.model.state_dict().items(), fresh.model.state_dict().items()):
+        assert torch.equal(a, b), k
+    base = DPBartBuildConfig(model="tiny", public_corpus="tiny")
+    cfg = DPBartBuildConfig(model="tiny", public_corpus="tiny", init_weights=str(f))
+    cfg.validate()
+    assert cfg.fingerprint() != base.fingerprint()
+    g = tmp_path / "copy.pt"
+    g.write_bytes(f.read_bytes())
+    assert DPBartBuildConfig(model="tiny", public_corpus="tiny", init_weights=str(g)).fingerprint() == \
+        cfg.fingerprint()
+    meta = _manifest_build_config(cfg)["init_weights"]
+    assert meta["file"] == "start.pt" and len(meta["sha256"]) == 64 and str(tmp_path) not in str(meta)
+    bad = tmp_path / "bad.pt"
+    torch.save({"nope": torch.zeros(1)}, bad)
+    with pytest.raises(ValueError, match="do not fit"):
+        load_init_weights(tiny_bert2bert(), bad)
+    with pytest.raises(ValueError, match="not found"):
+        DPBartBuildConfig(model="tiny", public_corpus="tiny", init_weights=str(tmp_path / "none.pt")).validate()

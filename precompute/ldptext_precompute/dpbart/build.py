@@ -134,6 +134,7 @@ class DPBartBuildConfig:
     seed: int = 0
     warmup_steps: int | None = None     # default: a tenth of each stage's steps
     dropout: float | None = None        # default: the model's own
+    init_weights: str | None = None     # a state dict (e.g. another run's WORK/base.pt) to start from
 
     def validate(self) -> None:
         """Check every field.
@@ -163,6 +164,8 @@ class DPBartBuildConfig:
             raise ValueError("warmup_steps must be >= 0")
         if self.variant in ("pr", "pr+") and self.prune_rounds < 1:
             raise ValueError("pr/pr+ need at least one pruning round")
+        if self.init_weights is not None and not Path(self.init_weights).is_file():
+            raise ValueError(f"init_weights not found: {self.init_weights}")
 
     def fingerprint(self) -> str:
         """Hash of the settings that determine the trained weights.
@@ -178,6 +181,8 @@ class DPBartBuildConfig:
         for k in ("warmup_steps", "dropout"):  # older fingerprints stay valid when unset
             if getattr(self, k) is not None:
                 values[k] = getattr(self, k)
+        if self.init_weights is not None:  # the starting weights by content, not by path
+            values["init_weights_sha256"] = _file_sha256(Path(self.init_weights))
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -232,6 +237,46 @@ class _Checkpoints:
             return None
         adapter.model.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
         return _State(**meta["state"])
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_init_weights(adapter: Seq2SeqAdapter, path: str | Path) -> None:
+    """Start training from a saved state dict (e.g. the ``base.pt`` of a run on other public text).
+
+    Parameters
+    ----------
+    adapter : Seq2SeqAdapter
+        Its model receives the weights.
+    path : str or Path
+        A state dict saved with ``torch.save``, of the same architecture.
+
+    Raises
+    ------
+    ValueError
+        The file does not hold this model's parameters.
+    """
+    weights = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        adapter.model.load_state_dict(weights, strict=True)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise ValueError(f"init_weights {Path(path).name} do not fit this model: "
+                         f"{str(e).splitlines()[0]}") from None
+
+
+def _manifest_build_config(cfg: DPBartBuildConfig) -> dict:
+    """The build settings for the manifest; starting weights by content (a local path says nothing)."""
+    out = asdict(cfg)
+    if cfg.init_weights is not None:
+        out["init_weights"] = {"file": Path(cfg.init_weights).name,
+                               "sha256": _file_sha256(Path(cfg.init_weights))}
+    return out
 
 
 def _stage_names(cfg: DPBartBuildConfig) -> list[str]:
@@ -827,7 +872,7 @@ def dpbart_manifest(*, config: DPBartConfig, cfg: DPBartBuildConfig, model_sourc
     return _jsonable({
         SECTION: config.manifest_section(),
         "sources": {"model": model_source, "public_corpus": cfg.public_corpus, "files": sources},
-        "build": {"tool": "ldptext precompute dpbart", "versions": _versions(), "config": asdict(cfg)},
+        "build": {"tool": "ldptext precompute dpbart", "versions": _versions(), "config": _manifest_build_config(cfg)},
         "provenance": summary.as_dict(),
         "numeric_tolerance": {"onnx_vs_torch": summary.onnx_checks},
     })
@@ -927,6 +972,8 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
     out = Path(out)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     adapter = adapter if adapter is not None else load_model(cfg.model)
+    if cfg.init_weights is not None:  # a resumed stage checkpoint, if any, replaces them
+        load_init_weights(adapter, cfg.init_weights)
     data = public_data(adapter, cfg, sentences)
     torch.manual_seed(cfg.seed)
     state = train_model(adapter, cfg, data.train_ids, work, progress=progress, log=log, eval_ids=data.eval_ids,

