@@ -107,6 +107,7 @@ bench-dpbart: setup native
 # Each phase logs loss and held-out BLEU at epsilon=inf to its OUT.log and checkpoints every
 # $(DPBART_SAVE_EVERY) steps: make dpbart-train again resumes where it stopped, make dpbart-train-stop
 # saves and stops. Trains on the GPU when torch sees one. The work dirs (OUT.work) are kept.
+# DPBART_THREADS=2 uses both cores when nothing else runs.
 DPBART_WIKI_OUT     ?= $(CACHE)/minilm-dpbart.ldpb
 DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix.ldpb
 DPBART_WIKI_STEPS   ?= 12000
@@ -114,7 +115,9 @@ DPBART_MIX_STEPS    ?= 6000
 DPBART_PRUNE_ROUNDS ?= 6
 DPBART_EVAL_EVERY   ?= 250
 DPBART_SAVE_EVERY   ?= 250
-DPBART_COMMON_ARGS  ?= --model minilm-bert2bert --variant pr --seq-len 20 --clip auto --steps 300 --batch-size 8 \
+# torch threads; 1 is much faster while other jobs share the cores (spinning threads wait on each other)
+DPBART_THREADS      ?= 1
+DPBART_COMMON_ARGS  ?= --threads $(DPBART_THREADS) --model minilm-bert2bert --variant pr --seq-len 20 --clip auto --steps 300 --batch-size 8 \
   --lr 3e-4 --cross-lr-mult 10 --warmup-steps 200 --dropout 0 --corrupt 0.0 --freeze-encoder --eval-sentences 100 \
   --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --keep-work
 DPBART_WIKI_ARGS    ?= $(DPBART_COMMON_ARGS) --public-corpus wiki-sample --base-steps $(DPBART_WIKI_STEPS) \
@@ -177,3 +180,27 @@ test-asan: setup
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  PYTHONMALLOC=malloc PYTHONPATH=$(ASAN_DIR)/pkg LDPTEXT_EXPECT_ASAN=1 \
 	  $(VPY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_rng.py tests/test_native_fuzz.py
+
+# DP-BART Table 6.5 on packaged data (benchmarks/table_dpbart.py, docs/dpbart-training.md): needs the finished
+# `make dpbart-train`. Its bundle $(DPBART_TABLE_SOURCE) gives the build configuration, and its work dir
+# $(DPBART_TABLE_SOURCE).work the trained stages. The work dir is only read: its stages are hard-linked into
+# $(DPBART_TABLE_OUT)/stages, and the starting weights of the two-phase run are found by content. CLV, PR and
+# one PR+ bundle per finite epsilon are built from that one base stage. PR+ trains $(DPBART_TABLE_PRPLUS_STEPS)
+# noisy steps, the recipe's --steps, so its configuration is exactly `precompute dpbart --variant pr+`'s.
+# ADePT, CLV, PR and PR+ (Gaussian, delta 1e-5 per chunk) then rewrite $(DPBART_TABLE_MAX_TRAIN) Rotten
+# Tomatoes training documents (0: all 8,648) per epsilon and seed. Writes $(DPBART_TABLE_OUT)/table.md and
+# table.json. Resumable: make dpbart-table again skips every finished bundle, rewrite and cell.
+DPBART_TABLE_SOURCE       ?= $(DPBART_OUT)
+DPBART_TABLE_OUT          ?= $(CACHE)/dpbart-table
+DPBART_TABLE_MAX_TRAIN    ?= 2000
+DPBART_TABLE_SEEDS        ?= 1
+DPBART_TABLE_PRPLUS_STEPS ?= 300
+DPBART_TABLE_ARGS         ?=
+.PHONY: dpbart-table
+dpbart-table: setup native
+	@test -f $(DPBART_TABLE_SOURCE) || { echo "dpbart-table: $(DPBART_TABLE_SOURCE) not there yet: make" \
+	  "dpbart-train, then wait for its 'bundle written' line (make dpbart-train-status)"; exit 1; }
+	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/table_dpbart.py --source-bundle $(DPBART_TABLE_SOURCE) \
+	  --init-weights $(DPBART_WIKI_OUT).work/base.pt --out-dir $(DPBART_TABLE_OUT) \
+	  --max-train $(DPBART_TABLE_MAX_TRAIN) --seeds $(DPBART_TABLE_SEEDS) \
+	  --prplus-steps $(DPBART_TABLE_PRPLUS_STEPS) $(DPBART_TABLE_ARGS)
