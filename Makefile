@@ -111,8 +111,8 @@ bench-dpbart: setup native
 DPBART_WIKI_OUT     ?= $(CACHE)/minilm-dpbart.ldpb
 DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix.ldpb
 DPBART_WIKI_STEPS   ?= 12000
-DPBART_MIX_STEPS    ?= 6000
-DPBART_PRUNE_ROUNDS ?= 6
+DPBART_MIX_STEPS    ?= 4000
+DPBART_PRUNE_ROUNDS ?= 4
 DPBART_EVAL_EVERY   ?= 250
 DPBART_SAVE_EVERY   ?= 250
 # torch threads; 1 is much faster while other jobs share the cores (spinning threads wait on each other)
@@ -146,7 +146,7 @@ dpbart-train-status:
 
 dpbart-train-stop:
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
-	  kill -TERM -- -$$(cat $(DPBART_OUT).pid); echo "stopping after the current step (checkpoint saved)"; \
+	  kill -TERM -$$(cat $(DPBART_OUT).pid); echo "stopping after the current step (checkpoint saved)"; \
 	  else echo "not running"; fi
 
 # The Rotten Tomatoes sweep of the README (about 4 minutes on two cores)
