@@ -125,6 +125,17 @@ def test_bernoulli_exp_matches_exp(backend, gamma):
     assert stats.binomtest(int(x.sum()), x.size, math.exp(-gamma)).pvalue > 1e-4
 
 
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 1.7, 3.2])
+def test_bernoulli_exp_native_many_draws(gamma):
+    """The C construction draws the 1-in-K events of CKS's loop for K = 2..12 from one uniform on
+    {0..12!-1} (native/samplers.c): 4M draws resolve P(accept) to ~2.4e-4 (one standard
+    deviation), so a wrong threshold for one of the first K (which decide all draws but a fraction
+    of about 1/K!) would show."""
+    pytest.importorskip("ldptext._native")
+    x = seeded(5, "native").bernoulli_exp(gamma, 4_000_000)
+    assert stats.binomtest(int(x.sum()), x.size, math.exp(-gamma)).pvalue > 1e-4
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bernoulli_exp_never_underflows_but_is_zero_for_huge_gamma(backend):
     g = seeded(4, backend)
@@ -176,13 +187,14 @@ def test_noise_samplers_reject_bad_parameters(backend, bad):
 
 def test_generator_keystream_is_chacha20_blocks_in_counter_order():
     """The generator's bytes are the ChaCha20 blocks for counters 0, 1, 2, ... (checked against the
-    RFC-tested block function), across the 4-block refill boundary."""
+    RFC-tested block function), across two 8-block refill boundaries (native/chacha20.c refills
+    eight blocks at a time: with AVX2 where the CPU has it, else two 4-block SSE2 or scalar passes)."""
     from ldptext import _native
     key = bytes(range(100, 132))
     stream = 0x0123456789ABCDEF
     g = _native.Generator(key, stream)
-    got = g.random_bytes(64 * 10)
+    got = g.random_bytes(64 * 20)
     const = struct.pack("<4I", 0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)
     expected = b"".join(_native.chacha20_block(const + key + struct.pack("<QQ", c, stream))
-                        for c in range(10))
+                        for c in range(20))
     assert got == expected
