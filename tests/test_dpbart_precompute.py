@@ -404,3 +404,18 @@ def test_init_weights_start_training_and_enter_the_fingerprint_by_content(tmp_pa
         load_init_weights(tiny_bert2bert(), bad)
     with pytest.raises(ValueError, match="not found"):
         DPBartBuildConfig(model="tiny", public_corpus="tiny", init_weights=str(tmp_path / "none.pt")).validate()
+
+
+def test_batch_seed_changes_the_batches_but_not_the_held_out_split():
+    from ldptext_precompute.dpbart.build import DPBartBuildConfig, _batch_seed, public_data
+
+    base = DPBartBuildConfig(model="tiny", public_corpus="tiny", eval_sentences=16)
+    other = DPBartBuildConfig(model="tiny", public_corpus="tiny", eval_sentences=16, batch_seed=1)
+    assert _batch_seed(base) == 0 and _batch_seed(other) == 1
+    assert base.fingerprint() != other.fingerprint()
+    # unset, the fingerprint is the one older checkpoints carry
+    assert DPBartBuildConfig(model="tiny", public_corpus="tiny", eval_sentences=16, batch_seed=None
+                             ).fingerprint() == base.fingerprint()
+    adapter = tiny_bert2bert()
+    a, b = public_data(adapter, base, tiny_sentences()), public_data(adapter, other, tiny_sentences())
+    assert a.eval_ids == b.eval_ids and a.train_ids == b.train_ids

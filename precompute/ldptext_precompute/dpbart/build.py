@@ -135,6 +135,7 @@ class DPBartBuildConfig:
     warmup_steps: int | None = None     # default: a tenth of each stage's steps
     dropout: float | None = None        # default: the model's own
     init_weights: str | None = None     # a state dict (e.g. another run's WORK/base.pt) to start from
+    batch_seed: int | None = None       # training batches (default ``seed``, which keeps the held-out split)
 
     def validate(self) -> None:
         """Check every field.
@@ -181,6 +182,8 @@ class DPBartBuildConfig:
         for k in ("warmup_steps", "dropout"):  # older fingerprints stay valid when unset
             if getattr(self, k) is not None:
                 values[k] = getattr(self, k)
+        if self.batch_seed is not None:
+            values["batch_seed"] = self.batch_seed
         if self.init_weights is not None:  # the starting weights by content, not by path
             values["init_weights_sha256"] = _file_sha256(Path(self.init_weights))
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
@@ -268,6 +271,12 @@ def load_init_weights(adapter: Seq2SeqAdapter, path: str | Path) -> None:
     except (RuntimeError, TypeError, AttributeError) as e:
         raise ValueError(f"init_weights {Path(path).name} do not fit this model: "
                          f"{str(e).splitlines()[0]}") from None
+
+
+def _batch_seed(cfg: DPBartBuildConfig) -> int:
+    """Seed of the training batches: a run continuing another (``init_weights``) on the same text
+    passes ``batch_seed`` so it draws other sentences, while ``seed`` keeps the same held-out split."""
+    return cfg.seed if cfg.batch_seed is None else cfg.batch_seed
 
 
 def _manifest_build_config(cfg: DPBartBuildConfig) -> dict:
@@ -359,7 +368,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             if base_steps > 0:
                 state.losses["base"] = train_stage(
                     adapter, train_ids, cfg.seq_len, steps=base_steps, clip=TRAIN_CLIP, batch_size=cfg.batch_size,
-                    lr=cfg.lr, seed=cfg.seed, desc="base (denoising AE)", progress=progress, device=device,
+                    lr=cfg.lr, seed=_batch_seed(cfg), desc="base (denoising AE)", progress=progress, device=device,
                     freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
                     warmup_steps=cfg.warmup_steps, hooks=hooks)
         elif name == "clip":
@@ -376,7 +385,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
                 state.pruned_history.append(list(state.pruned))
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=TRAIN_CLIP, pruned=state.pruned,
-                batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed + r,
+                batch_size=cfg.batch_size, lr=cfg.lr, seed=_batch_seed(cfg) + r,
                 desc=f"prune round {r} ({len(state.pruned)} pruned)", progress=progress, device=device,
                 freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
                     warmup_steps=cfg.warmup_steps, hooks=hooks)

@@ -73,6 +73,9 @@ def register(targets: Any) -> None:
                    help="int8 (default) or none: precision of the exported ONNX graphs")
     p.add_argument("--threads", type=int, default=None, help="torch / ONNX Runtime CPU threads")
     p.add_argument("--seed", type=int, default=0, help="seed of the (public-data) training")
+    p.add_argument("--batch-seed", type=int, default=None,
+                   help="seed of the training batches only (default --seed; the held-out split keeps --seed): "
+                        "a run continuing another with --init-weights on the same text draws other sentences")
     add_signing_options(p)
     p.add_argument("--work-dir", default=None, help="stage checkpoints (default OUT.work)")
     p.add_argument("--keep-work", action="store_true",
@@ -127,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         use_round=args.use_round, quantize=None if args.quantize == "none" else args.quantize,
         max_sentences=args.max_sentences, seed=args.seed, freeze_encoder=args.freeze_encoder,
         eval_sentences=args.eval_sentences, cross_lr_mult=args.cross_lr_mult, corrupt=args.corrupt,
-        warmup_steps=args.warmup_steps, dropout=args.dropout, init_weights=args.init_weights)
+        warmup_steps=args.warmup_steps, dropout=args.dropout, init_weights=args.init_weights,
+        batch_seed=args.batch_seed)
     try:
         cfg.validate()
     except ValueError as e:
