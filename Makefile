@@ -100,19 +100,17 @@ bench-dpbart: setup native
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
 
-# DP-BART training run (docs/dpbart-training.md), in three phases, in the background under nice:
+# DP-BART training run (docs/dpbart-training.md), in two phases, in the background under nice:
 #  1. $(DPBART_WIKI_OUT): the autoencoder on wiki-sample, $(DPBART_WIKI_STEPS) steps (also the bench-dpbart bundle);
-#  2. $(DPBART_MIX_OUT): from phase 1's base weights, $(DPBART_MIX_STEPS) more steps on public-mix (twice the
-#     public text, same held-out sentences) at a third of the learning rate, then $(DPBART_PRUNE_ROUNDS) pruning rounds;
-#  3. $(DPBART_OUT), the final bundle: phase 2 again from phase 2's base weights, with other batches
-#     (--batch-seed 1), then $(DPBART_PRUNE_ROUNDS) pruning rounds (DP-BART-PR).
+#  2. $(DPBART_OUT), the final bundle: from phase 1's base weights, $(DPBART_MIX_STEPS) more steps on public-mix
+#     (twice the public text, same held-out sentences) at a third of the learning rate, then
+#     $(DPBART_PRUNE_ROUNDS) pruning rounds (DP-BART-PR).
 # Each phase logs loss and held-out BLEU at epsilon=inf to its OUT.log and checkpoints every
 # $(DPBART_SAVE_EVERY) steps: make dpbart-train again resumes where it stopped (a phase whose bundle exists
 # is skipped), make dpbart-train-stop saves and stops. Trains on the GPU when torch sees one. The work
 # dirs (OUT.work) are kept. DPBART_THREADS=2 uses both cores when nothing else runs.
 DPBART_WIKI_OUT     ?= $(CACHE)/minilm-dpbart.ldpb
-DPBART_MIX_OUT      ?= $(CACHE)/minilm-dpbart-mix.ldpb
-DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix2.ldpb
+DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix.ldpb
 DPBART_WIKI_STEPS   ?= 12000
 DPBART_MIX_STEPS    ?= 3000
 # a third of phase 1's learning rate: 3e-4 on the new text undid phase 1 (held-out loss 1.66 -> 2.26)
@@ -127,28 +125,25 @@ DPBART_COMMON_ARGS  ?= --threads $(DPBART_THREADS) --model minilm-bert2bert --va
   --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --keep-work
 DPBART_WIKI_ARGS    ?= $(DPBART_COMMON_ARGS) --public-corpus wiki-sample --base-steps $(DPBART_WIKI_STEPS) --lr 3e-4 \
   --prune-rounds 1 --log-file $(DPBART_WIKI_OUT).log --out $(DPBART_WIKI_OUT)
-DPBART_MIX_ARGS     ?= $(DPBART_COMMON_ARGS) --public-corpus public-mix --base-steps $(DPBART_MIX_STEPS) --lr $(DPBART_MIX_LR) \
-  --prune-rounds $(DPBART_PRUNE_ROUNDS)
-DPBART_TRAIN_ARGS   ?= $(DPBART_MIX_ARGS) --init-weights $(DPBART_WIKI_OUT).work/base.pt \
-  --log-file $(DPBART_MIX_OUT).log --out $(DPBART_MIX_OUT)
-DPBART_FINAL_ARGS   ?= $(DPBART_MIX_ARGS) --init-weights $(DPBART_MIX_OUT).work/base.pt --batch-seed 1 \
+DPBART_TRAIN_ARGS   ?= $(DPBART_COMMON_ARGS) --public-corpus public-mix --base-steps $(DPBART_MIX_STEPS) \
+  --lr $(DPBART_MIX_LR) --prune-rounds $(DPBART_PRUNE_ROUNDS) --init-weights $(DPBART_WIKI_OUT).work/base.pt \
   --log-file $(DPBART_OUT).log --out $(DPBART_OUT)
 .PHONY: dpbart-train dpbart-train-status dpbart-train-stop
 dpbart-train: setup
 	@mkdir -p $(CACHE)
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "already running (pid $$(cat $(DPBART_OUT).pid)): make dpbart-train-status"; exit 0; fi; \
+	if test -f $(DPBART_OUT); then echo "done: $(DPBART_OUT) exists (remove it to export again)"; exit 0; fi; \
 	setsid nohup nice -n 19 sh -c '{ test -f $(DPBART_WIKI_OUT) || \
 	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_WIKI_ARGS); } && \
-	  { test -f $(DPBART_MIX_OUT) || $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS); } && \
-	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_FINAL_ARGS)' >> $(DPBART_OUT).stderr 2>&1 & \
+	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS)' >> $(DPBART_OUT).stderr 2>&1 & \
 	echo $$! > $(DPBART_OUT).pid; \
-	echo "started (pid $$(cat $(DPBART_OUT).pid)); logs: $(DPBART_WIKI_OUT).log, $(DPBART_MIX_OUT).log, $(DPBART_OUT).log"
+	echo "started (pid $$(cat $(DPBART_OUT).pid)); logs: $(DPBART_WIKI_OUT).log, $(DPBART_OUT).log"
 
 dpbart-train-status:
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "running (pid $$(cat $(DPBART_OUT).pid))"; else echo "not running"; fi
-	@for f in $(DPBART_WIKI_OUT) $(DPBART_MIX_OUT) $(DPBART_OUT); do test -f $$f.log || continue; echo "== $$f.log"; \
+	@for f in $(DPBART_WIKI_OUT) $(DPBART_OUT); do test -f $$f.log || continue; echo "== $$f.log"; \
 	  grep -h "eval stage=" $$f.log | tail -n 3; \
 	  grep -hE "resuming|stopped|reconstruction BLEU|bundle written|Error" $$f.log 2>/dev/null | tail -n 2; done; \
 	  grep -h "Error" $(DPBART_OUT).stderr 2>/dev/null | tail -n 2 || true
