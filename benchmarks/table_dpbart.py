@@ -187,12 +187,11 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def file_sha256(path: Path) -> str:
+    """:func:`ldptext_precompute.dpbart.data.file_sha256` (imported late: it pulls in torch)."""
+    from ldptext_precompute.dpbart.data import file_sha256 as _file_sha256
+
+    return _file_sha256(path)
 
 
 def _key_hash(key: dict) -> str:
@@ -272,7 +271,7 @@ def _find_init_weights(recorded: dict, given: str | Path | None, dirs: Sequence[
     name, sha = str(recorded.get("file", "")), str(recorded.get("sha256", ""))
     if given is not None:
         p = Path(given).expanduser()
-        if not p.is_file() or _sha256_file(p) != sha:
+        if not p.is_file() or file_sha256(p) != sha:
             raise ValueError(f"--init-weights {p} is not the recorded starting weights ({name}, sha256 {sha[:12]}…)")
         return p
     candidates = []
@@ -280,7 +279,7 @@ def _find_init_weights(recorded: dict, given: str | Path | None, dirs: Sequence[
         d = Path(d).expanduser()
         candidates += [d / name, *sorted(d.glob(f"*.work/{name}"))]
     for p in candidates:
-        if p.is_file() and _sha256_file(p) == sha:
+        if p.is_file() and file_sha256(p) == sha:
             return p
     raise ValueError(f"the source was trained from starting weights {name} (sha256 {sha[:12]}…), needed for its "
                      f"fingerprint and not found beside it: give --init-weights PATH (make dpbart-table passes "
@@ -667,7 +666,7 @@ def compute_cells(tc: TableConfig, ds, bundles: BundleSet, *, log: Callable[[str
 
     def digest(p: Path) -> str:
         if p not in digests:
-            digests[p] = _sha256_file(p)
+            digests[p] = file_sha256(p)
         return digests[p]
 
     from ldptext_precompute.evaluation.utility import ClassifierSettings
@@ -905,7 +904,7 @@ def run_table(tc: TableConfig, cfg, *, adapter_factory: Callable | None = None, 
                       for k, v in asdict(tc).items()}, "epsilons": [_eps_str(e) for e in tc.epsilons]},
         "epsilons": [_eps_str(e) for e in tc.epsilons],
         "build_config": json.loads(json.dumps(asdict(cfg), default=str)),
-        "bundles": {k: {"path": str(p), "sha256": _sha256_file(p)} for k, p in bundles.paths.items()},
+        "bundles": {k: {"path": str(p), "sha256": file_sha256(p)} for k, p in bundles.paths.items()},
         "bundle_build": bundles.info,
         "rows": rows,
         "cells": cells,

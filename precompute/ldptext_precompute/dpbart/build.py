@@ -41,7 +41,7 @@ import torch
 from ldptext.dpbart import Rewriter
 from ldptext.dpbart_schema import GRAPHS, MECHANISM, SECTION, DPBartConfig, SpecialTokens
 
-from .data import load_public_corpus, split_holdout
+from .data import file_sha256, load_public_corpus, split_holdout
 from .model import Seq2SeqAdapter, load_model
 from .train import (StageHooks, TrainNoise, device_for_training, estimate_clip, greedy_decode_torch,
                     prune_round, tokenize_corpus, train_stage)
@@ -185,7 +185,7 @@ class DPBartBuildConfig:
         if self.batch_seed is not None:
             values["batch_seed"] = self.batch_seed
         if self.init_weights is not None:  # the starting weights by content, not by path
-            values["init_weights_sha256"] = _file_sha256(Path(self.init_weights))
+            values["init_weights_sha256"] = file_sha256(Path(self.init_weights))
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -242,14 +242,6 @@ class _Checkpoints:
         return _State(**meta["state"])
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def load_init_weights(adapter: Seq2SeqAdapter, path: str | Path) -> None:
     """Start training from a saved state dict (e.g. the ``base.pt`` of a run on other public text).
 
@@ -284,7 +276,7 @@ def _manifest_build_config(cfg: DPBartBuildConfig) -> dict:
     out = asdict(cfg)
     if cfg.init_weights is not None:
         out["init_weights"] = {"file": Path(cfg.init_weights).name,
-                               "sha256": _file_sha256(Path(cfg.init_weights))}
+                               "sha256": file_sha256(Path(cfg.init_weights))}
     return out
 
 

