@@ -49,3 +49,18 @@ def load_seeded(path, seed=0, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededModeWarning)
         return Sanitizer.load(path, seed=seed, **kwargs)
+
+
+class CallCounter:
+    """Wraps a callable, counting (and recording) calls; raises from call ``fail_at`` on (an injected
+    failure, for resume tests)."""
+
+    def __init__(self, fn, fail_at=None):
+        self.fn, self.fail_at, self.calls, self.args = fn, fail_at, 0, []
+
+    def __call__(self, *a, **kw):
+        self.calls += 1
+        self.args.append((a, kw))
+        if self.fail_at is not None and self.calls >= self.fail_at:
+            raise RuntimeError("injected failure")
+        return self.fn(*a, **kw)

@@ -17,6 +17,7 @@ pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 pytest.importorskip("ldptext_precompute.santext.build")
 
+from conftest import CallCounter  # noqa: E402
 from conftest_dpbart import build_tiny_bundle, single_thread_torch  # noqa: E402
 from ldptext.dpbart import Rewriter  # noqa: E402
 from ldptext.errors import BundleFormatError, ParameterError, SignatureError  # noqa: E402
@@ -61,19 +62,8 @@ def _config(work, out, **kw) -> EvaluationConfig:
     return EvaluationConfig(**{**base, **kw})
 
 
-class _Counter:
-    def __init__(self, fn, fail_at=None):
-        self.fn, self.fail_at, self.calls = fn, fail_at, 0
-
-    def __call__(self, *a, **kw):
-        self.calls += 1
-        if self.fail_at is not None and self.calls >= self.fail_at:
-            raise RuntimeError("injected failure")
-        return self.fn(*a, **kw)
-
-
-def _count_rewrites(monkeypatch) -> _Counter:
-    counter = _Counter(Rewriter.rewrite_batch)
+def _count_rewrites(monkeypatch) -> CallCounter:
+    counter = CallCounter(Rewriter.rewrite_batch)
     monkeypatch.setattr(Rewriter, "rewrite_batch", lambda self, *a, **kw: counter(self, *a, **kw))
     return counter
 
@@ -101,7 +91,7 @@ def test_dpbart_in_the_sweep_end_to_end_and_resumed(work, tmp_path, monkeypatch,
     # a late failure: the classifier fails on the last run (none 1 + santext 2 + dpbart 2 x 2 = 7 fits),
     # after every DP-BART rewrite was drawn
     rewrites = _count_rewrites(monkeypatch)
-    monkeypatch.setattr(runner, "fit_and_score", _Counter(runner.fit_and_score, fail_at=7))
+    monkeypatch.setattr(runner, "fit_and_score", CallCounter(runner.fit_and_score, fail_at=7))
     with pytest.raises(RuntimeError, match="injected"):
         evaluate(_config(work, out))
     assert rewrites.calls == 4 and not (out / "results.json").exists()
@@ -109,7 +99,7 @@ def test_dpbart_in_the_sweep_end_to_end_and_resumed(work, tmp_path, monkeypatch,
     # the re-run rewrites nothing and only redoes the failed fit
     monkeypatch.undo()
     rewrites = _count_rewrites(monkeypatch)
-    fit = _Counter(runner.fit_and_score)
+    fit = CallCounter(runner.fit_and_score)
     monkeypatch.setattr(runner, "fit_and_score", fit)
     res = evaluate(_config(work, out, plots=True))
     assert (rewrites.calls, fit.calls) == (0, 1)
@@ -187,7 +177,7 @@ def test_bad_dpbart_bundle_fails_clearly_before_sampling(work, tmp_path, monkeyp
         "unsigned not allowed": (work / "unsigned.ldpb", False, SignatureError, ["DP-BART bundle", "unsigned"]),
         "missing file": (tmp_path / "nope.ldpb", True, Exception, ["DP-BART bundle"]),
     }[case]
-    built, sanitize = _Counter(None, fail_at=1), _Counter(None, fail_at=1)
+    built, sanitize = CallCounter(None, fail_at=1), CallCounter(None, fail_at=1)
     monkeypatch.setattr(runner, "_load_bundles", built)
     monkeypatch.setattr(runner, "_sanitize", sanitize)
     rewrites = _count_rewrites(monkeypatch)

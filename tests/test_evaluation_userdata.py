@@ -13,6 +13,7 @@ pytest.importorskip("ldptext_precompute.santext.build")
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
+from conftest import CallCounter  # noqa: E402
 from ldptext.errors import InputError  # noqa: E402
 from ldptext_precompute.evaluation import runner  # noqa: E402
 from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
@@ -164,17 +165,6 @@ def test_no_warning_on_a_clean_balanced_set(work, tmp_path, capsys):
 
 # -- 4. checkpoints: a late failure loses nothing -----------------------------------------------
 
-class _Counter:
-    def __init__(self, fn, fail_at=None):
-        self.fn, self.fail_at, self.calls = fn, fail_at, 0
-
-    def __call__(self, *a, **kw):
-        self.calls += 1
-        if self.fail_at is not None and self.calls >= self.fail_at:
-            raise RuntimeError("injected failure")
-        return self.fn(*a, **kw)
-
-
 def _comparable(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     doc.pop("timings")
@@ -196,8 +186,8 @@ def test_resume_after_a_late_failure_recomputes_nothing_finished(work, tmp_path,
     real_profile = runner.M.profile_mechanism
 
     # the classifier fails on the last configuration's last seed, after every sample was drawn
-    fit = _Counter(real_fit, fail_at=7)
-    sanitize = _Counter(real_sanitize)
+    fit = CallCounter(real_fit, fail_at=7)
+    sanitize = CallCounter(real_sanitize)
     monkeypatch.setattr(runner, "fit_and_score", fit)
     monkeypatch.setattr(runner, "_sanitize", sanitize)
     with pytest.raises(RuntimeError, match="injected"):
@@ -208,25 +198,25 @@ def test_resume_after_a_late_failure_recomputes_nothing_finished(work, tmp_path,
     # the re-run samples nothing and profiles nothing again; only the failed fit is redone; then the
     # report writer fails
     from ldptext_precompute.evaluation import report
-    fit, sanitize, profile = _Counter(real_fit), _Counter(real_sanitize), _Counter(real_profile)
+    fit, sanitize, profile = CallCounter(real_fit), CallCounter(real_sanitize), CallCounter(real_profile)
     monkeypatch.setattr(runner, "fit_and_score", fit)
     monkeypatch.setattr(runner, "_sanitize", sanitize)
     monkeypatch.setattr(runner.M, "profile_mechanism", profile)
-    monkeypatch.setattr(report, "write_report", _Counter(None, fail_at=1))
+    monkeypatch.setattr(report, "write_report", CallCounter(None, fail_at=1))
     with pytest.raises(RuntimeError, match="injected"):
         evaluate(_config(work, data, out, **cfg))
     assert (fit.calls, sanitize.calls, profile.calls) == (1, 0, 0)
 
     # ... and the next one does nothing but write the outputs
     monkeypatch.undo()
-    fit, sanitize = _Counter(real_fit), _Counter(real_sanitize)
+    fit, sanitize = CallCounter(real_fit), CallCounter(real_sanitize)
     monkeypatch.setattr(runner, "fit_and_score", fit)
     monkeypatch.setattr(runner, "_sanitize", sanitize)
     resumed = evaluate(_config(work, data, out, **cfg))
     assert (fit.calls, sanitize.calls) == (0, 0)
 
     # equal to a clean run in another directory (and --fresh recomputes everything)
-    fit, sanitize = _Counter(real_fit), _Counter(real_sanitize)
+    fit, sanitize = CallCounter(real_fit), CallCounter(real_sanitize)
     monkeypatch.setattr(runner, "fit_and_score", fit)
     monkeypatch.setattr(runner, "_sanitize", sanitize)
     clean = evaluate(_config(work, data, tmp_path / "clean", resume=False, **cfg))
@@ -258,7 +248,7 @@ BAD = {
 def test_bad_input_fails_clearly_before_sampling(work, tmp_path, monkeypatch, case):
     name, content, expected = BAD[case]
     (tmp_path / name).write_bytes(content)
-    built = _Counter(None, fail_at=1)                 # loading bundles would be the first heavy step
+    built = CallCounter(None, fail_at=1)                 # loading bundles would be the first heavy step
     monkeypatch.setattr(runner, "_load_bundles", built)
     with pytest.raises(InputError) as e:
         evaluate(_config(work, tmp_path / name, tmp_path / "eval"))

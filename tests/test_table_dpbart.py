@@ -19,6 +19,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 
+from conftest import CallCounter  # noqa: E402
 from conftest_dpbart import build_tiny_bundle, single_thread_torch, tiny_bert2bert, tiny_sentences  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,18 +37,6 @@ def _load_script():
 
 
 T = _load_script()
-
-
-class _Counter:
-    def __init__(self, fn, fail_at=None):
-        self.fn, self.fail_at, self.calls, self.args = fn, fail_at, 0, []
-
-    def __call__(self, *a, **kw):
-        self.calls += 1
-        self.args.append((a, kw))
-        if self.fail_at is not None and self.calls >= self.fail_at:
-            raise RuntimeError("injected failure")
-        return self.fn(*a, **kw)
 
 
 def _snapshot(d: Path) -> dict:
@@ -179,8 +168,8 @@ def _counting(monkeypatch):
     from ldptext_precompute.dpbart.adept import AdeptRewriter
     from ldptext_precompute.evaluation import utility
 
-    counts = {"rewrite": _Counter(Rewriter.rewrite_batch), "adept": _Counter(AdeptRewriter.rewrite_batch),
-              "fit": _Counter(utility.fit_and_score), "build": _Counter(build.build_dpbart_bundle)}
+    counts = {"rewrite": CallCounter(Rewriter.rewrite_batch), "adept": CallCounter(AdeptRewriter.rewrite_batch),
+              "fit": CallCounter(utility.fit_and_score), "build": CallCounter(build.build_dpbart_bundle)}
     monkeypatch.setattr(Rewriter, "rewrite_batch", lambda self, *a, **k: counts["rewrite"](self, *a, **k))
     monkeypatch.setattr(AdeptRewriter, "rewrite_batch", lambda self, *a, **k: counts["adept"](self, *a, **k))
     monkeypatch.setattr(utility, "fit_and_score", counts["fit"])
@@ -213,12 +202,12 @@ def test_interrupted_run_resumes_where_it_stopped(table, tmp_path, monkeypatch):
         f.unlink()
     assert len(rewrites) == 5          # ε = ∞ shared by the seeds, 2 x 2 noisy
     # interrupted: the third rewrite fails (after two were checkpointed)
-    fail = _Counter(T.rewrite_texts, fail_at=3)
+    fail = CallCounter(T.rewrite_texts, fail_at=3)
     with pytest.raises(RuntimeError, match="injected"):
         _run(table["src"], table["data"], out, rewrite=fail)
     assert len(list((out / "rewrites").glob("pr_eps*.json"))) == 2
     counts = _counting(monkeypatch)
-    again = _Counter(T.rewrite_texts)
+    again = CallCounter(T.rewrite_texts)
     doc, descs = _run(table["src"], table["data"], out, rewrite=again)
     assert descs == [] and again.calls == 3 and doc["computed"]["rewrites"] == 3
     # the failed run had checkpointed both original cells, PR at ∞ (both seeds) and PR at 500 seed 0
