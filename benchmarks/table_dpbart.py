@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from ldptext.fileio import file_sha256
 
 EPSILONS = (math.inf, 2500.0, 1000.0, 750.0, 500.0, 250.0, 100.0, 50.0, 10.0)
 MODELS = ("adept", "clv", "pr", "pr+")
@@ -185,13 +186,6 @@ class TableConfig:
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def file_sha256(path: Path) -> str:
-    """:func:`ldptext_precompute.dpbart.data.file_sha256` (imported late: it pulls in torch)."""
-    from ldptext_precompute.dpbart.data import file_sha256 as _file_sha256
-
-    return _file_sha256(path)
 
 
 def _key_hash(key: dict) -> str:
@@ -570,11 +564,6 @@ def summarize(values: Sequence[float]) -> dict:
 
 
 # ------------------------------------------------------------------------------------ rewriting
-def seed_int(seed_base: int, seed_index: int, stream: str) -> int:
-    """The 64-bit seed of one (seed, stream) pair (as ``ldptext evaluate``)."""
-    return int.from_bytes(hashlib.sha256(f"{seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
-
-
 def _load_rewriter(path: Path, seed: int | None, threads: int | None):
     from ldptext.bundle import UnsignedBundleWarning
     from ldptext.dpbart import Rewriter
@@ -635,6 +624,8 @@ class Counters:
 def _cell_seed(tc: TableConfig, model: str, eps: float, s: int) -> int | None:
     if math.isinf(eps):
         return 0           # no noise is drawn: the rewrite is the same for every seed
+    from ldptext_precompute.evaluation.runner import seed_int  # as ldptext evaluate seeds its streams
+
     return seed_int(tc.seed_base, s, f"{model}:{_eps_str(eps)}") if tc.reproducible else None
 
 

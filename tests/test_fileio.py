@@ -66,3 +66,16 @@ def test_a_reader_sees_old_or_new_never_partial(tmp_path):
         tmp.write_bytes(b"B" * 1000)
         assert target.read_bytes() == b"A" * 1000  # not yet visible
     assert target.read_bytes() == b"B" * 1000
+
+
+def test_file_sha256_matches_hashlib_across_block_boundaries(tmp_path):
+    import hashlib
+
+    from ldptext.fileio import file_sha256
+
+    data = bytes(range(256)) * ((3 << 20) // 256 + 7)  # 3 MiB and a partial block
+    f = tmp_path / "blob.bin"
+    f.write_bytes(data)
+    assert file_sha256(f) == hashlib.sha256(data).hexdigest()
+    (tmp_path / "empty").write_bytes(b"")
+    assert file_sha256(tmp_path / "empty") == hashlib.sha256(b"").hexdigest()

@@ -8,6 +8,7 @@ directory entry is flushed too so the rename survives a power loss.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from contextlib import contextmanager
@@ -15,6 +16,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 __all__ = ["atomic_path", "write_bytes_atomic", "fsync_dir", "temporary_pattern"]
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 (64 hex digits) of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def temporary_pattern(path: str | os.PathLike) -> str:

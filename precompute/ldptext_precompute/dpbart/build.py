@@ -40,8 +40,9 @@ import torch
 
 from ldptext.dpbart import Rewriter
 from ldptext.dpbart_schema import GRAPHS, MECHANISM, SECTION, DPBartConfig, SpecialTokens
+from ldptext.fileio import file_sha256
 
-from .data import file_sha256, load_public_corpus, split_holdout
+from .data import load_public_corpus, split_holdout
 from .model import Seq2SeqAdapter, load_model
 from .train import (StageHooks, TrainNoise, device_for_training, estimate_clip, greedy_decode_torch,
                     prune_round, tokenize_corpus, train_stage)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
-import hashlib
 import io
 import re
 import sysconfig
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from ldptext.fileio import file_sha256
 
 WIKI = "wiki-sample"
 MIX = "public-mix"
@@ -65,15 +65,6 @@ def _gensim_data_dir() -> Path:
             return d
     raise FileNotFoundError("the gensim package (with its test data) is not installed; "
                             "install requirements/nodeps.txt or pass --public-corpus PATH")
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")

@@ -81,7 +81,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ldptext.errors import LdptextError, ParameterError
-from ldptext.fileio import write_bytes_atomic
+from ldptext.fileio import file_sha256, write_bytes_atomic
 from . import metrics as M
 from .attacks import empirical_attack_success, nearest_neighbour_inversion, nearest_neighbour_table, wordfreq_prior
 from .baselines import CMPMechanism, random_replacement
@@ -364,7 +364,7 @@ def _load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float],
         cfg.mechanisms, cfg.epsilons, embeddings=cfg.embeddings, vocab_size=cfg.vocab_size, cache=cache,
         progress=cfg.progress, log=lambda msg: _log(cfg, msg))
     for key, (path, runtime) in comparison.items():
-        bundles[key] = _Bundle(path, runtime, _file_digest(path))
+        bundles[key] = _Bundle(path, runtime, file_sha256(path))
     return bundles
 
 
@@ -409,7 +409,7 @@ def _load_dpbart(cfg: EvaluationConfig) -> _DPBart | None:
         raise err from None
     signer = f"signed by {info.key_id}" if info.key_id else "UNSIGNED (allowed)"
     _log(cfg, f"DP-BART bundle: {info.variant}, L={info.seq_len}, {signer}")
-    return _DPBart(path, bundle, _file_digest(path), info)
+    return _DPBart(path, bundle, file_sha256(path), info)
 
 
 def _dpbart_entries(sweep: _Sweep) -> list[Entry]:
@@ -864,7 +864,7 @@ def _load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, floa
                     path, embeddings=cfg.embeddings, epsilon=eps, mechanism=mech, p=cfg.p,
                     w=cfg.w, vocab_size=cfg.vocab_size, head_size=cfg.head_size, sign_key=False,
                     cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded)
-            bundles[(mech, eps)] = _Bundle(path, _load_unsigned(path), _file_digest(path))
+            bundles[(mech, eps)] = _Bundle(path, _load_unsigned(path), file_sha256(path))
     return bundles
 
 
@@ -1121,10 +1121,13 @@ def _rank(tag: str, ids: np.ndarray) -> np.ndarray:
         if len(keys) else np.asarray(ids)
 
 
+def seed_int(seed_base: int, seed_index: int, stream: str) -> int:
+    """The 64-bit seed of one (seed, stream) pair (also benchmarks/table_dpbart.py's)."""
+    return int.from_bytes(hashlib.sha256(f"{seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
+
+
 def _seed_int(cfg: EvaluationConfig, seed_index: int, stream: str) -> int:
-    """The 64-bit seed of one (seed, stream) pair."""
-    return int.from_bytes(hashlib.sha256(
-        f"{cfg.seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
+    return seed_int(cfg.seed_base, seed_index, stream)
 
 
 def _generator(cfg: EvaluationConfig, seed_index: int, stream: str):
@@ -1174,15 +1177,6 @@ def _write_json(path: Path, document: dict) -> None:
     """Write a document as indented JSON (non-finite floats as null), atomically."""
     from .report import shareable_mode
     write_bytes_atomic(path, (json.dumps(_jsonable(document), indent=2) + "\n").encode(), mode=shareable_mode())
-
-
-def _file_digest(path: Path) -> str:
-    """SHA-256 of a file, hex."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _jsonable(obj):

