@@ -200,15 +200,9 @@ def load_public_corpus(spec: str, max_sentences: int | None = None) -> PublicCor
         sources = {p.name: file_sha256(p)}
     # deterministic order, duplicates removed; the held-out pool (the first part) keeps its order,
     # so a mix holds out exactly the sentences its first part alone would
-    seen: set[str] = set()
-    uniq: list[str] = []
-    for part in (sentences, extra):
-        for s in part:
-            if s not in seen:
-                seen.add(s)
-                uniq.append(s)
-        if part is sentences:
-            pool = len(uniq)
+    uniq = list(dict.fromkeys(sentences))
+    pool, first = len(uniq), set(uniq)
+    uniq += [s for s in dict.fromkeys(extra) if s not in first]
     if max_sentences:
         uniq = uniq[:max_sentences]
         pool = min(pool, len(uniq))
