@@ -313,7 +313,10 @@ def _corruptions(t):
         with_("tail_floor", lambda x: x[:-1]),                              # shape
         with_("alias_index", lambda x: x[:, :k]),                           # shape (K+1 slots)
         with_("outputs", lambda x: x[::-1].copy()),                         # not increasing
-        with_("head_ids", first_row(lambda x: x.__setitem__((0, 0), -1))),  # out of range
+        with_("head_ids", first_row(lambda x: x.__setitem__((0, 0), t.n_rows))),  # out of range
+        with_("head_ids", lambda x: np.negative(x.astype(np.int32))),       # negative (int32)
+        with_("head_ids", lambda x: x.astype(np.int64)),                    # dtype (neither)
+        with_("alias_index", lambda x: x.astype(np.int32)),                 # dtype (neither)
         with_("alias_index", first_row(lambda x: x.__setitem__((0, 0), k + 1))),
         with_("accept_gamma", first_row(lambda x: x.__setitem__((0, 0), -1.0))),
         with_("accept_gamma", lambda x: x + 1.0),                           # not normalised
@@ -349,6 +352,56 @@ def test_signed_but_inconsistent_bundle_is_refused_on_load(tmp_path):
                               blobs=blobs, sign_key=keys.build_signing_key(None))
         with pytest.raises(BundleIntegrityError):
             load_seeded(path)
+
+
+def test_gamma_float32_reports_its_exact_rounding():
+    from ldptext.santext_tables import gamma_float32
+    g = np.array([[0.0, 1e-7, 0.1, 1.3], [2.5e-9, 0.0, 46.5, 3.0]])
+    rounded, change = gamma_float32(g)
+    assert rounded.dtype == np.float32 and (rounded.min(axis=1) == 0).all()
+    # independent: each float32 value's distance from the float64 one, in exact rationals
+    from fractions import Fraction
+    exact = max(abs(Fraction(float(r)) - Fraction(float(x))) for r, x in zip(rounded.ravel(), g.ravel()))
+    assert change == float(exact) and 0 < change <= 46.5 * 2.0 ** -24
+
+
+@pytest.mark.parametrize("kw, gamma32", [
+    (dict(mechanism="santext", epsilon=2.0), True),
+    (dict(mechanism="santext+", epsilon=25.0, head_size=16, p=0.05, w=0.5, n=120), False),
+])
+def test_compact_bundle_stores_narrow_arrays_and_samples_like_the_wide_one(tmp_path, kw, gamma32):
+    """Precompute stores head ids as uint16 (V <= 65,536), alias slots as uint8 (K + 1 <= 256) and
+    the exponents as float32 only when their rounding is within GAMMA32_MAX_ROUNDING (here: a
+    small-ε bundle yes; ε = 25, whose far head slots carry exponents up to ~40, no). The same
+    tables written wide load to equal arrays and give the same seeded outputs on every backend."""
+    from ldptext import bundle as B
+    from ldptext import keys
+    from ldptext_precompute.santext.build import GAMMA32_MAX_ROUNDING
+    path = build_tiny_bundle(tmp_path / "c.ldpb", **kw)
+    san = load_seeded(path)
+    dtypes = {n: san._bundle.array(n).dtype for n in ("head_ids", "alias_index", "accept_gamma")}
+    assert dtypes == {"head_ids": np.uint16, "alias_index": np.uint8,
+                      "accept_gamma": np.float32 if gamma32 else np.float64}
+    assert san.tables.gamma_is_float32 == gamma32
+    if not gamma32:  # the reason: float32 would move some exponent by more than the budget
+        g = san.tables.accept_gamma
+        assert np.abs(g.astype(np.float32).astype(np.float64) - g).max() > GAMMA32_MAX_ROUNDING
+    wide = {n: a.astype(np.int32 if n == "head_ids" else np.uint16 if n == "alias_index" else a.dtype)
+            for n, a in san.tables.stored_arrays().items()}
+    wide["accept_gamma"] = san.tables.accept_gamma  # float64 holding the same values
+    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
+    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
+                                                                 "mechanism")}
+    wide_path = B.write_bundle(tmp_path / "w.ldpb", mechanism=san.mechanism, arrays=wide, manifest=manifest,
+                               blobs=blobs, sign_key=keys.build_signing_key(None))
+    assert wide_path.stat().st_size > path.stat().st_size
+    rows = np.resize(np.flatnonzero(san.valid_input), 3000).astype(np.int32)
+    for backend in ("auto", "fallback"):
+        a, b = load_seeded(path, seed=5, backend=backend), load_seeded(wide_path, seed=5, backend=backend)
+        for name in ("head_ids", "alias_index", "accept_gamma"):
+            x, y = getattr(a.tables, name), getattr(b.tables, name)
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+        assert np.array_equal(a.sample_ids(rows), b.sample_ids(rows))
 
 
 class _FailingTokenizer:

@@ -523,18 +523,48 @@ static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_k
 
 /* ---- SanText schema and semantics ------------------------------------------------------------ */
 
-/* santext_tables.py STORED_ARRAYS, in schema order, with their dtypes */
+/* santext_tables.py STORED_ARRAYS, in schema order, with their dtypes: the sampler's, and the
+ * narrower one a compact bundle may store instead (widened exactly at load; -1: none) */
 static const struct {
     const char *name;
-    int dtype;
-} SCHEMA[] = {{"emb_q", LDP_DT_I8},          {"emb_scale", LDP_DT_F32},
-              {"outputs", LDP_DT_I32},        {"head_ids", LDP_DT_I32},
-              {"alias_threshold", LDP_DT_U32}, {"alias_index", LDP_DT_U16},
-              {"accept_gamma", LDP_DT_F64},   {"tail_floor", LDP_DT_F64},
-              {"keep_row", LDP_DT_U8},        {"sensitive", LDP_DT_BOOL},
-              {"valid_input", LDP_DT_BOOL}};
+    int dtype, narrow;
+} SCHEMA[] = {{"emb_q", LDP_DT_I8, -1},           {"emb_scale", LDP_DT_F32, -1},
+              {"outputs", LDP_DT_I32, -1},         {"head_ids", LDP_DT_I32, LDP_DT_U16},
+              {"alias_threshold", LDP_DT_U32, -1}, {"alias_index", LDP_DT_U16, LDP_DT_U8},
+              {"accept_gamma", LDP_DT_F64, LDP_DT_F32}, {"tail_floor", LDP_DT_F64, -1},
+              {"keep_row", LDP_DT_U8, -1},         {"sensitive", LDP_DT_BOOL, -1},
+              {"valid_input", LDP_DT_BOOL, -1}};
 enum { S_EMBQ, S_SCALE, S_OUT, S_HEAD, S_THR, S_ALIAS, S_GAMMA, S_FLOOR, S_KEEP, S_SENS, S_VALID,
        S_COUNT };
+
+/* The sampler's view of a compact bundle's narrow arrays: exact copies in the wide dtypes
+ * (SanTextTables.__post_init__ does the same). NULL data pointers when the bundle stores them wide. */
+static int widen_tables(ldp_bundle *b, const ldp_array *head, const ldp_array *alias,
+                        const ldp_array *gamma) {
+    size_t i, n;
+    if (head->dtype == LDP_DT_U16) {
+        const uint16_t *src = (const uint16_t *)head->data;
+        n = head->nbytes / sizeof(uint16_t);
+        b->wide_head = (int32_t *)malloc(n ? n * sizeof(int32_t) : 1);
+        if (b->wide_head == NULL) return LDP_E_NOMEM;
+        for (i = 0; i < n; i++) b->wide_head[i] = (int32_t)src[i];
+    }
+    if (alias->dtype == LDP_DT_U8) {
+        const uint8_t *src = alias->data;
+        n = alias->nbytes;
+        b->wide_alias = (uint16_t *)malloc(n ? n * sizeof(uint16_t) : 1);
+        if (b->wide_alias == NULL) return LDP_E_NOMEM;
+        for (i = 0; i < n; i++) b->wide_alias[i] = (uint16_t)src[i];
+    }
+    if (gamma->dtype == LDP_DT_F32) {
+        const float *src = (const float *)gamma->data;
+        n = gamma->nbytes / sizeof(float);
+        b->wide_gamma = (double *)malloc(n ? n * sizeof(double) : 1);
+        if (b->wide_gamma == NULL) return LDP_E_NOMEM;
+        for (i = 0; i < n; i++) b->wide_gamma[i] = (double)src[i];
+    }
+    return LDP_OK;
+}
 
 /* float(x) of a manifest value as santext.py reads it: a JSON number (Python would also take a
  * bool or a numeric string; a bundle writer never writes those, and this loader refuses them) */
@@ -598,7 +628,8 @@ static int check_tables(ldp_bundle *b) {
     /* metric_id: the metric's hashes, including the vocabulary blob */
     if (ldp_bundle_array(b, "blob/vocab.json") == NULL) return LDP_E_MISSING_ARRAY;
     for (i = 0; i < S_COUNT; i++)
-        if (arr[i]->dtype != SCHEMA[i].dtype) return LDP_E_SCHEMA_DTYPE;
+        if (arr[i]->dtype != SCHEMA[i].dtype && arr[i]->dtype != SCHEMA[i].narrow)
+            return LDP_E_SCHEMA_DTYPE;
     if (arr[S_EMBQ]->ndim != 2) return LDP_E_SCHEMA_SHAPE;
     v = arr[S_EMBQ]->shape[0];
     m = arr[S_EMBQ]->shape[1];
@@ -625,14 +656,16 @@ static int check_tables(ldp_bundle *b) {
     if (v == 0 || o < k) return LDP_E_TABLE_EMPTY;
     if (m == 0 || m > 130000 || k == 0 || k >= 65535 || v > INT32_MAX || o > INT32_MAX)
         return LDP_E_TABLE_DIMS;
+    rc = widen_tables(b, arr[S_HEAD], arr[S_ALIAS], arr[S_GAMMA]);
+    if (rc != LDP_OK) return rc;
     {
         const int8_t *q = (const int8_t *)arr[S_EMBQ]->data;
         const float *scale = (const float *)arr[S_SCALE]->data;
         const int32_t *out = (const int32_t *)arr[S_OUT]->data;
-        const int32_t *head = (const int32_t *)arr[S_HEAD]->data;
+        const int32_t *head = b->wide_head ? b->wide_head : (const int32_t *)arr[S_HEAD]->data;
         const uint32_t *thr = (const uint32_t *)arr[S_THR]->data;
-        const uint16_t *alias = (const uint16_t *)arr[S_ALIAS]->data;
-        const double *gamma = (const double *)arr[S_GAMMA]->data;
+        const uint16_t *alias = b->wide_alias ? b->wide_alias : (const uint16_t *)arr[S_ALIAS]->data;
+        const double *gamma = b->wide_gamma ? b->wide_gamma : (const double *)arr[S_GAMMA]->data;
         const double *floor_ = (const double *)arr[S_FLOOR]->data;
         const uint8_t *keep = arr[S_KEEP]->data, *sens = arr[S_SENS]->data,
                       *valid = arr[S_VALID]->data;
@@ -775,6 +808,9 @@ void ldp_bundle_close(ldp_bundle *b) {
     if (b == NULL) return;
     ldp_tokenizer_free(b->tokenizer);
     free(b->emb_sqnorm);
+    free(b->wide_head);
+    free(b->wide_alias);
+    free(b->wide_gamma);
     free(b->arrays);
     ldp_json_free(b->manifest_doc);
     ldp_json_free(b->header_doc);

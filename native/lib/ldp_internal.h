@@ -46,8 +46,11 @@ struct ldp_bundle {
     int mechanism; /* LDP_MECH_* */
     double epsilon, epsilon0, p, d_max, tolerance;
     int64_t head_size;
-    ldp_santext_table table; /* borrows the arrays; emb_sqnorm is owned */
+    ldp_santext_table table; /* borrows the arrays; emb_sqnorm and the widened arrays are owned */
     int32_t *emb_sqnorm;
+    int32_t *wide_head;    /* a compact bundle's uint16 head_ids as int32, else NULL */
+    uint16_t *wide_alias;  /* its uint8 alias_index as uint16, else NULL */
+    double *wide_gamma;    /* its float32 accept_gamma as float64, else NULL */
     const uint8_t *valid_input, *sensitive;
     ldp_tokenizer *tokenizer;
 };

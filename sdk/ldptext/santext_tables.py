@@ -26,14 +26,16 @@ import numpy as np
 from . import alias as _alias
 from .errors import BundleIntegrityError
 
-__all__ = ["SanTextTables", "STORED_ARRAYS", "SAMPLER_KEYWORDS", "row_sqnorms"]
+__all__ = ["SanTextTables", "STORED_ARRAYS", "SAMPLER_KEYWORDS", "row_sqnorms", "gamma_float32"]
 
 
 def _array(dtype: type, shape: tuple[str, ...], *, sampler: bool, stored: bool = True,
-           doc: str) -> Any:
+           narrow: type | None = None, doc: str) -> Any:
     """A schema field: its dtype, symbolic shape, whether the sampler reads it, whether the bundle
-    stores it (a derived field is computed on construction instead)."""
-    meta = {"dtype": np.dtype(dtype), "shape": shape, "sampler": sampler, "stored": stored, "doc": doc}
+    stores it (a derived field is computed on construction instead), and the narrower dtype a bundle
+    may store it in instead (widened exactly on construction: the tables always hold ``dtype``)."""
+    meta = {"dtype": np.dtype(dtype), "shape": shape, "sampler": sampler, "stored": stored,
+            "narrow": None if narrow is None else np.dtype(narrow), "doc": doc}
     return field(init=stored, repr=False, metadata=meta)
 
 
@@ -54,11 +56,37 @@ def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", q, q).astype(np.int32)
 
 
+def gamma_float32(gamma: np.ndarray) -> tuple[np.ndarray, float]:
+    """Exponents rounded to float32, and the largest change that made.
+
+    A realised log-probability moves by exactly the change of its exponent, so the change (twice,
+    after normalisation) is what the stated tolerance must add when a bundle stores these. Each
+    row's minimum stays exactly 0 (0 is a float32).
+
+    Parameters
+    ----------
+    gamma : np.ndarray of float64, shape (V, K + 1)
+
+    Returns
+    -------
+    rounded : np.ndarray of float32
+    max_change : float
+        ``max |float64(rounded) − gamma|`` (exact: a float32 widens to float64 exactly and the
+        difference of two nearby float64 values is exact, Sterbenz).
+    """
+    rounded = gamma.astype(np.float32)
+    change = np.abs(rounded.astype(np.float64) - gamma)
+    return rounded, float(change.max(initial=0.0))
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class SanTextTables:
     """The arrays of a SanText / SanText+ bundle; constructing one validates them.
 
-    Construct by keyword (every stored field below); ``emb_sqnorm`` is derived. Construction checks
+    Construct by keyword (every stored field below); ``emb_sqnorm`` is derived. Three arrays may
+    come in a narrower dtype (a compact bundle: uint16 head ids, uint8 alias slots, float32
+    exponents); construction widens them exactly, so the tables always hold the dtypes the sampler
+    reads, and :meth:`stored_arrays` narrows them again. Construction checks
     dtypes and shapes against the schema, then the semantic invariants the sampler relies on (ids in
     range and sorted, head candidates inside the output domain, finite non-negative acceptance
     exponents normalised to a zero minimum per row, no proposal mass on an empty tail). A validly
@@ -72,14 +100,16 @@ class SanTextTables:
         Per-row scale: the metric embedding of row i is exactly ``emb_scale[i] * emb_q[i]``.
     outputs : np.ndarray of int32, shape (O,)
         Output ids, strictly increasing, ``O >= K``.
-    head_ids : np.ndarray of int32, shape (V, K)
+    head_ids : np.ndarray of int32 or uint16, shape (V, K)
         Per row, the K nearest outputs, strictly increasing.
     alias_threshold : np.ndarray of uint32, shape (V, K + 1)
         Integer alias thresholds of the proposal (:mod:`ldptext.alias`).
-    alias_index : np.ndarray of uint16, shape (V, K + 1)
+    alias_index : np.ndarray of uint16 or uint8, shape (V, K + 1)
         Alias slots, each ``<= K``.
-    accept_gamma : np.ndarray of float64, shape (V, K + 1)
-        Acceptance exponents γ ≥ 0 (accept with probability exp(−γ)), minimum 0 per row.
+    accept_gamma : np.ndarray of float64 or float32, shape (V, K + 1)
+        Acceptance exponents γ ≥ 0 (accept with probability exp(−γ)), minimum 0 per row. float32
+        when precompute found every exponent's float32 rounding within its error budget: the
+        sampler uses exactly the stored values, so the stated tolerance accounts for the rounding.
     tail_floor : np.ndarray of float64, shape (V,)
         A lower bound of d(x, y) over every tail output y of row x (finite, ≥ 0).
     keep_row : np.ndarray of uint8, shape (V,)
@@ -105,24 +135,34 @@ class SanTextTables:
     emb_sqnorm: np.ndarray = _array(np.int32, ("V",), sampler=True, stored=False,
                                     doc="squared norms of the codes (derived)")
     outputs: np.ndarray = _array(np.int32, ("O",), sampler=True, doc="output ids")
-    head_ids: np.ndarray = _array(np.int32, ("V", "K"), sampler=True, doc="nearest outputs")
+    head_ids: np.ndarray = _array(np.int32, ("V", "K"), sampler=True, narrow=np.uint16, doc="nearest outputs")
     alias_threshold: np.ndarray = _array(np.uint32, ("V", "K+1"), sampler=True, doc="alias thresholds")
-    alias_index: np.ndarray = _array(np.uint16, ("V", "K+1"), sampler=True, doc="alias slots")
-    accept_gamma: np.ndarray = _array(np.float64, ("V", "K+1"), sampler=True, doc="acceptance exponents")
+    alias_index: np.ndarray = _array(np.uint16, ("V", "K+1"), sampler=True, narrow=np.uint8, doc="alias slots")
+    accept_gamma: np.ndarray = _array(np.float64, ("V", "K+1"), sampler=True, narrow=np.float32,
+                                      doc="acceptance exponents")
     tail_floor: np.ndarray = _array(np.float64, ("V",), sampler=True, doc="tail distance lower bound")
     keep_row: np.ndarray = _array(np.uint8, ("V",), sampler=True, doc="SanText+ kept rows")
     sensitive: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="V_S")
     valid_input: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="valid input rows")
 
     def __post_init__(self) -> None:
+        # accept_gamma's stored dtype is a property of the tables (precompute chose float32 only
+        # within its error budget); the integer dtypes are narrowed whenever the values fit
+        object.__setattr__(self, "_gamma32", False)
         for f in fields(self):
             if f.metadata["stored"]:
                 a = getattr(self, f.name)
                 if not isinstance(a, np.ndarray):
                     raise BundleIntegrityError(f"array {f.name!r} is not an array")
-                if a.dtype != f.metadata["dtype"]:
-                    raise BundleIntegrityError(f"array {f.name!r} has dtype {a.dtype}, expected "
-                                               f"{f.metadata['dtype']}")
+                narrow = f.metadata["narrow"]
+                if narrow is not None and a.dtype == narrow:  # (np.dtype(None) is float64)
+                    # exact: every uint16 fits int32, every uint8 uint16, every float32 float64
+                    object.__setattr__(self, f.name, a.astype(f.metadata["dtype"]))
+                    if f.name == "accept_gamma":
+                        object.__setattr__(self, "_gamma32", True)
+                elif a.dtype != f.metadata["dtype"]:
+                    allowed = " or ".join(str(d) for d in (f.metadata["dtype"], narrow) if d is not None)
+                    raise BundleIntegrityError(f"array {f.name!r} has dtype {a.dtype}, expected {allowed}")
         if self.emb_q.ndim != 2:
             raise BundleIntegrityError(f"array 'emb_q' has shape {self.emb_q.shape}, expected (V, m)")
         dims = self._dims()
@@ -208,14 +248,30 @@ class SanTextTables:
         return self.emb_scale.astype(np.float64)[:, None] * self.emb_q.astype(np.float64)
 
     def stored_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays a bundle stores, by name (for ``ldptext.bundle.write_bundle``).
+        """The arrays a bundle stores, by name (for ``ldptext.bundle.write_bundle``), compact.
+
+        Head ids are stored as uint16 when every row id fits (V ≤ 65,536), alias slots as uint8
+        when K + 1 ≤ 256, and the exponents as float32 when the tables were made from float32
+        exponents (:func:`gamma_float32`); each narrowing is exact, so the bundle's tables equal these.
 
         Returns
         -------
         dict of str to np.ndarray
             One entry per name of :data:`STORED_ARRAYS`, in schema order.
         """
-        return {name: getattr(self, name) for name in STORED_ARRAYS}
+        out = {name: getattr(self, name) for name in STORED_ARRAYS}
+        if self.n_rows <= 1 << 16:
+            out["head_ids"] = self.head_ids.astype(np.uint16)
+        if self.head_size + 1 <= 1 << 8:
+            out["alias_index"] = self.alias_index.astype(np.uint8)
+        if self._gamma32:
+            out["accept_gamma"] = self.accept_gamma.astype(np.float32)
+        return out
+
+    @property
+    def gamma_is_float32(self) -> bool:
+        """Whether the exponents are float32 values (stored as float32)."""
+        return bool(self._gamma32)
 
     @classmethod
     def from_arrays(cls, arrays: Any) -> "SanTextTables":

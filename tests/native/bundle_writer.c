@@ -145,6 +145,31 @@ void bw_tiny_spec(bw_spec *s, bw_tables *t) {
     bw_test_keys(pk, s->sk, 0);
 }
 
+void bw_retype(bw_spec *s, const char *name, const char *dtype, const void *data, size_t item) {
+    size_t i;
+    for (i = 0; i < s->n_arrays; i++) {
+        bw_array *a = &s->arrays[i];
+        if (strcmp(a->name, name) != 0) continue;
+        a->dtype = dtype;
+        a->data = data;
+        a->nbytes = item * (size_t)a->shape[0] * (a->ndim == 2 ? (size_t)a->shape[1] : 1);
+    }
+}
+
+void bw_compact(bw_spec *s, const bw_tables *t, bw_compact_tables *c) {
+    int x, j;
+    for (x = 0; x < BW_V; x++) {
+        for (j = 0; j < BW_K; j++) c->head_ids[x][j] = (uint16_t)t->head_ids[x][j];
+        for (j = 0; j <= BW_K; j++) {
+            c->alias_index[x][j] = (uint8_t)t->alias_index[x][j];
+            c->accept_gamma[x][j] = (float)t->accept_gamma[x][j];
+        }
+    }
+    bw_retype(s, "head_ids", "U16", c->head_ids, 2);
+    bw_retype(s, "alias_index", "U8", c->alias_index, 1);
+    bw_retype(s, "accept_gamma", "F32", c->accept_gamma, 4);
+}
+
 static int cmp_layout(const void *x, const void *y) {
     const bw_array *a = *(const bw_array *const *)x, *b = *(const bw_array *const *)y;
     int ra = rank_of(a->dtype), rb = rank_of(b->dtype);

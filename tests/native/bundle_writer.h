@@ -67,6 +67,17 @@ void bw_tiny_tables(bw_tables *t, int plus);
 void bw_tiny_manifest(bw_tables *t);
 /* A spec over t's arrays and blobs, signed with test key 0. */
 void bw_tiny_spec(bw_spec *spec, bw_tables *t);
+/* The compact form precompute writes when the values fit: uint16 head ids, uint8 alias slots and
+ * float32 exponents (the tiny tables' exponents are exact in float32). bw_compact fills c from t
+ * and points spec's three arrays at it; change c afterwards to break a narrow array. */
+typedef struct {
+    uint16_t head_ids[BW_V][BW_K];
+    uint8_t alias_index[BW_V][BW_K + 1];
+    float accept_gamma[BW_V][BW_K + 1];
+} bw_compact_tables;
+void bw_compact(bw_spec *spec, const bw_tables *t, bw_compact_tables *c);
+/* Points spec's array `name` at data of another dtype (item bytes per value, same shape). */
+void bw_retype(bw_spec *spec, const char *name, const char *dtype, const void *data, size_t item);
 /* Serialises spec; *out is malloc'd. 0 on success. */
 int bw_write(const bw_spec *spec, uint8_t **out, size_t *len);
 /* bw_tiny_tables + bw_tiny_spec + bw_write */

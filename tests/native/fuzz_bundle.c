@@ -2,7 +2,8 @@
  *   first byte even: the rest is a bundle file (seeds: the tiny SanText and SanText+ bundles);
  *   first byte odd:  the rest patches the tiny tables (pairs of offset, value), which are then
  *                    signed with the trusted key, so the semantic checks and the sampler see
- *                    signed-but-hostile tables.
+ *                    signed-but-hostile tables; bit 2 chooses SanText+, bit 3 the compact form
+ *                    (uint16 head ids, uint8 alias slots, float32 exponents).
  * Nothing may crash; an accepted bundle must sample only outputs (or the input for a kept row). */
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         };
         bw_tables t;
         bw_spec spec;
+        bw_compact_tables compact;
         uint8_t *bundle = NULL;
         size_t blen = 0, i;
         bw_tiny_tables(&t, (data[0] & 2) != 0);
@@ -70,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         t.tokenizer_json[sizeof t.tokenizer_json - 1] = '\0';
         bw_tiny_spec(&spec, &t);
+        if (data[0] & 4) bw_compact(&spec, &t, &compact); /* narrows the patched values too */
         if (bw_write(&spec, &bundle, &blen) == 0) exercise(bundle, blen);
         free(bundle);
     }
@@ -93,7 +96,9 @@ void ldp_fuzz_seeds(void (*add)(const uint8_t *, size_t)) {
     {
         static const uint8_t patch[] = {1, 0, 3, 0x7F, 2, 5, 3, 3, 1, 1, 4, 9, 0};
         static const uint8_t patch_plus[] = {3, 2, 1, 0, 4, 2, 1, 5, 7, 0};
+        static const uint8_t patch_compact[] = {7, 2, 1, 0, 3, 3, 1, 5, 7, 0};
         add(patch, sizeof patch);
         add(patch_plus, sizeof patch_plus);
+        add(patch_compact, sizeof patch_compact);
     }
 }

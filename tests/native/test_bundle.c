@@ -407,6 +407,75 @@ static void test_signed_but_inconsistent_tables_are_refused(void) {
     CHECK_RC(open_mutated(0, bpe_tokenizer), LDP_E_TOKENIZER_UNSUPPORTED);
 }
 
+
+/* A compact bundle (uint16 head ids, uint8 alias slots, float32 exponents, as precompute writes
+ * them when they fit) opens to the same sampler tables as the wide one, and samples the same ids
+ * from the same seed; narrow arrays keep every table check. */
+static bw_compact_tables C;
+
+static void test_compact_bundle_equals_wide(void) {
+    int plus;
+    for (plus = 0; plus <= 1; plus++) {
+        bw_tables t;
+        bw_spec s;
+        uint8_t *wide = NULL, *compact = NULL;
+        size_t wide_len = 0, compact_len = 0, i;
+        ldp_bundle *bw = NULL, *bc = NULL;
+        ldp_sanitizer *sw = NULL, *sc = NULL;
+        int32_t xs[400], yw[400], yc[400];
+        bw_tiny_tables(&t, plus);
+        bw_tiny_spec(&s, &t);
+        REQUIRE(bw_write(&s, &wide, &wide_len) == 0);
+        bw_compact(&s, &t, &C);
+        REQUIRE(bw_write(&s, &compact, &compact_len) == 0);
+        CHECK(compact_len < wide_len);
+        CHECK_RC(ldp_bundle_open_memory(wide, wide_len, (const uint8_t (*)[32])PK, 1, &bw), LDP_OK);
+        CHECK_RC(ldp_bundle_open_memory(compact, compact_len, (const uint8_t (*)[32])PK, 1, &bc), LDP_OK);
+        REQUIRE(bw != NULL && bc != NULL);
+        for (i = 0; i < (size_t)BW_V * BW_K; i++) CHECK(bw->table.head_ids[i] == bc->table.head_ids[i]);
+        for (i = 0; i < (size_t)BW_V * (BW_K + 1); i++) {
+            CHECK(bw->table.alias_index[i] == bc->table.alias_index[i]);
+            CHECK(bw->table.accept_gamma[i] == bc->table.accept_gamma[i]);
+        }
+        for (i = 0; i < 400; i++) xs[i] = (int32_t)(i % (BW_V - 1)); /* rows 0..6 (7 is <unk>) */
+        CHECK_RC(ldp_sanitizer_new_seeded(bw, 7, &sw), LDP_OK);
+        CHECK_RC(ldp_sanitizer_new_seeded(bc, 7, &sc), LDP_OK);
+        CHECK_RC(ldp_sample_ids(sw, xs, yw, 400), LDP_OK);
+        CHECK_RC(ldp_sample_ids(sc, xs, yc, 400), LDP_OK);
+        CHECK(memcmp(yw, yc, sizeof yw) == 0);
+        ldp_sanitizer_free(sw);
+        ldp_sanitizer_free(sc);
+        ldp_bundle_close(bw);
+        ldp_bundle_close(bc);
+        free(wide);
+        free(compact);
+    }
+}
+
+static void compact_alias_out_of_range(bw_tables *t, bw_spec *s) {
+    bw_compact(s, t, &C);
+    C.alias_index[1][0] = BW_K + 1;
+}
+static void compact_head_out_of_range(bw_tables *t, bw_spec *s) {
+    bw_compact(s, t, &C);
+    C.head_ids[4][1] = BW_V;
+}
+static void compact_gamma_negative(bw_tables *t, bw_spec *s) {
+    bw_compact(s, t, &C);
+    C.accept_gamma[3][1] = -0.5f;
+}
+static void compact_gamma_as_f16(bw_tables *t, bw_spec *s) { /* a dtype neither wide nor narrow */
+    bw_compact(s, t, &C);
+    bw_retype(s, "accept_gamma", "F16", C.accept_gamma, 2);
+}
+
+static void test_compact_tables_keep_every_check(void) {
+    CHECK_RC(open_mutated(0, compact_alias_out_of_range), LDP_E_TABLE_ALIAS);
+    CHECK_RC(open_mutated(0, compact_head_out_of_range), LDP_E_TABLE_HEAD);
+    CHECK_RC(open_mutated(0, compact_gamma_negative), LDP_E_TABLE_GAMMA);
+    CHECK_RC(open_mutated(0, compact_gamma_as_f16), LDP_E_SCHEMA_DTYPE);
+}
+
 static void test_files(void) {
     char path[512], link[512];
     uint8_t *data;
@@ -473,6 +542,8 @@ int main(void) {
     RUN(test_every_single_bit_flip_and_truncation_is_refused);
     RUN(test_random_multi_byte_corruptions_are_refused);
     RUN(test_signed_but_inconsistent_tables_are_refused);
+    RUN(test_compact_bundle_equals_wide);
+    RUN(test_compact_tables_keep_every_check);
     RUN(test_files);
     RUN(test_memory_bundle_is_a_private_copy);
     RUN(test_every_code_has_a_message);

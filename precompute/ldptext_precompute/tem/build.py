@@ -154,9 +154,9 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
             raise ParameterError(str(e)) from None
     nb = cached_neighbours(cache_dir, vectors, domain.outputs, emb.valid_input,
                            min(head_size, int(domain.outputs.size)), device=device, progress=progress)
-    tables = _st.santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
-                                domain=domain, nb=nb, epsilon=epsilon)
-    tau_santext = _st.numeric_tolerance(epsilon, nb, vectors, int(domain.outputs.size))
+    tables, rounding = _st.santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
+                                          domain=domain, nb=nb, epsilon=epsilon)
+    tau_santext = _st.numeric_tolerance(epsilon, nb, vectors, int(domain.outputs.size), rounding)
     t_bot = time.perf_counter()
     bot_gamma, bot_count, bot_error = bot_rows(tables, epsilon, gamma)
     bot_seconds = time.perf_counter() - t_bot
