@@ -100,33 +100,27 @@ bench-dpbart: setup native
 	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
 	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
 
-# DP-BART training run (docs/dpbart-training.md), in two phases, in the background under nice:
-#  1. $(DPBART_WIKI_OUT): the autoencoder on wiki-sample, $(DPBART_WIKI_STEPS) steps (also the bench-dpbart bundle);
-#  2. $(DPBART_OUT), the final bundle: from phase 1's base weights, $(DPBART_MIX_STEPS) more steps on public-mix
-#     (twice the public text, same held-out sentences) at a third of the learning rate, then
-#     $(DPBART_PRUNE_ROUNDS) pruning rounds (DP-BART-PR).
-# Each phase logs loss and held-out BLEU at epsilon=inf to its OUT.log and checkpoints every
-# $(DPBART_SAVE_EVERY) steps: make dpbart-train again resumes where it stopped (a phase whose bundle exists
-# is skipped), make dpbart-train-stop saves and stops. Trains on the GPU when torch sees one. The work
-# dirs (OUT.work) are kept. DPBART_THREADS=2 uses both cores when nothing else runs.
-DPBART_WIKI_OUT     ?= $(CACHE)/minilm-dpbart.ldpb
-DPBART_OUT          ?= $(CACHE)/minilm-dpbart-mix.ldpb
-DPBART_WIKI_STEPS   ?= 12000
-DPBART_MIX_STEPS    ?= 3000
-# a third of phase 1's learning rate: 3e-4 on the new text undid phase 1 (held-out loss 1.66 -> 2.26)
-DPBART_MIX_LR       ?= 1e-4
+# DP-BART training run (docs/dpbart-training.md), one phase in the background under nice: the MiniLM
+# encoder-decoder from its public weights, trained whole (the encoder learns to carry the words through
+# the clipping) as an autoencoder on public-mix, $(DPBART_STEPS) base steps, dropout 0.1, C fixed at the
+# training clip 0.2 (the runtime must clip where the decoder was trained), then $(DPBART_PRUNE_ROUNDS)
+# pruning rounds of 300 steps (DP-BART-PR). Logs loss and held-out BLEU at epsilon=inf to OUT.log every
+# $(DPBART_EVAL_EVERY) steps and checkpoints every $(DPBART_SAVE_EVERY): make dpbart-train again resumes
+# where it stopped, make dpbart-train-stop saves and stops. Trains on the GPU when torch sees one. The
+# work dir (OUT.work) is kept (make dpbart-table starts from it). DPBART_THREADS=2 uses both cores when
+# nothing else runs.
+DPBART_OUT          ?= $(CACHE)/minilm-dpbart-pr.ldpb
+DPBART_STEPS        ?= 2000
+DPBART_LR           ?= 1e-4
 DPBART_PRUNE_ROUNDS ?= 4
 DPBART_EVAL_EVERY   ?= 250
 DPBART_SAVE_EVERY   ?= 250
 # torch threads; 1 is much faster while other jobs share the cores (spinning threads wait on each other)
 DPBART_THREADS      ?= 1
-DPBART_COMMON_ARGS  ?= --threads $(DPBART_THREADS) --model minilm-bert2bert --variant pr --seq-len 20 --clip auto --steps 300 --batch-size 8 \
-  --cross-lr-mult 10 --warmup-steps 200 --dropout 0 --corrupt 0.0 --freeze-encoder --eval-sentences 100 \
-  --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --keep-work
-DPBART_WIKI_ARGS    ?= $(DPBART_COMMON_ARGS) --public-corpus wiki-sample --base-steps $(DPBART_WIKI_STEPS) --lr 3e-4 \
-  --prune-rounds 1 --log-file $(DPBART_WIKI_OUT).log --out $(DPBART_WIKI_OUT)
-DPBART_TRAIN_ARGS   ?= $(DPBART_COMMON_ARGS) --public-corpus public-mix --base-steps $(DPBART_MIX_STEPS) \
-  --lr $(DPBART_MIX_LR) --prune-rounds $(DPBART_PRUNE_ROUNDS) --init-weights $(DPBART_WIKI_OUT).work/base.pt \
+DPBART_TRAIN_ARGS   ?= --threads $(DPBART_THREADS) --model minilm-bert2bert --public-corpus public-mix --variant pr \
+  --seq-len 20 --clip 0.2 --base-steps $(DPBART_STEPS) --steps 300 --prune-rounds $(DPBART_PRUNE_ROUNDS) \
+  --batch-size 8 --lr $(DPBART_LR) --cross-lr-mult 10 --warmup-steps 200 --dropout 0.1 --corrupt 0.0 \
+  --eval-sentences 100 --eval-every $(DPBART_EVAL_EVERY) --save-every $(DPBART_SAVE_EVERY) --keep-work \
   --log-file $(DPBART_OUT).log --out $(DPBART_OUT)
 .PHONY: dpbart-train dpbart-train-status dpbart-train-stop
 dpbart-train: setup
@@ -134,16 +128,14 @@ dpbart-train: setup
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "already running (pid $$(cat $(DPBART_OUT).pid)): make dpbart-train-status"; exit 0; fi; \
 	if test -f $(DPBART_OUT); then echo "done: $(DPBART_OUT) exists (remove it to export again)"; exit 0; fi; \
-	setsid nohup nice -n 19 sh -c '{ test -f $(DPBART_WIKI_OUT) || \
-	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_WIKI_ARGS); } && \
-	  $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS)' >> $(DPBART_OUT).stderr 2>&1 & \
+	setsid nohup nice -n 19 $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS) >> $(DPBART_OUT).stderr 2>&1 & \
 	echo $$! > $(DPBART_OUT).pid; \
-	echo "started (pid $$(cat $(DPBART_OUT).pid)); logs: $(DPBART_WIKI_OUT).log, $(DPBART_OUT).log"
+	echo "started (pid $$(cat $(DPBART_OUT).pid)); log: $(DPBART_OUT).log"
 
 dpbart-train-status:
 	@if test -f $(DPBART_OUT).pid && kill -0 $$(cat $(DPBART_OUT).pid) 2>/dev/null; then \
 	  echo "running (pid $$(cat $(DPBART_OUT).pid))"; else echo "not running"; fi
-	@for f in $(DPBART_WIKI_OUT) $(DPBART_OUT); do test -f $$f.log || continue; echo "== $$f.log"; \
+	@for f in $(DPBART_OUT); do test -f $$f.log || continue; echo "== $$f.log"; \
 	  grep -h "eval stage=" $$f.log | tail -n 3; \
 	  grep -hE "resuming|stopped|reconstruction BLEU|bundle written|Error" $$f.log 2>/dev/null | tail -n 2; done; \
 	  grep -h "Error" $(DPBART_OUT).stderr 2>/dev/null | tail -n 2 || true
@@ -188,7 +180,7 @@ test-asan: setup
 # DP-BART Table 6.5 on packaged data (benchmarks/table_dpbart.py, docs/dpbart-training.md): needs the finished
 # `make dpbart-train`. Its bundle $(DPBART_TABLE_SOURCE) gives the build configuration, and its work dir
 # $(DPBART_TABLE_SOURCE).work the trained stages. The work dir is only read: its stages are hard-linked into
-# $(DPBART_TABLE_OUT)/stages, and the starting weights of the two-phase run are found by content. CLV, PR and
+# $(DPBART_TABLE_OUT)/stages (a source built with --init-weights: pass DPBART_TABLE_ARGS="--init-weights PATH"). CLV, PR and
 # one PR+ bundle per finite epsilon are built from that one base stage. PR+ trains $(DPBART_TABLE_PRPLUS_STEPS)
 # noisy steps, the recipe's --steps, so its configuration is exactly `precompute dpbart --variant pr+`'s.
 # ADePT, CLV, PR and PR+ (Gaussian, delta 1e-5 per chunk) then rewrite $(DPBART_TABLE_MAX_TRAIN) Rotten
@@ -205,6 +197,6 @@ dpbart-table: setup native
 	@test -f $(DPBART_TABLE_SOURCE) || { echo "dpbart-table: $(DPBART_TABLE_SOURCE) not there yet: make" \
 	  "dpbart-train, then wait for its 'bundle written' line (make dpbart-train-status)"; exit 1; }
 	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/table_dpbart.py --source-bundle $(DPBART_TABLE_SOURCE) \
-	  --init-weights $(DPBART_WIKI_OUT).work/base.pt --out-dir $(DPBART_TABLE_OUT) \
+	  --out-dir $(DPBART_TABLE_OUT) \
 	  --max-train $(DPBART_TABLE_MAX_TRAIN) --seeds $(DPBART_TABLE_SEEDS) \
 	  --prplus-steps $(DPBART_TABLE_PRPLUS_STEPS) $(DPBART_TABLE_ARGS)

@@ -23,6 +23,7 @@ and only the trained model ships).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -186,8 +187,20 @@ class DPBartBuildConfig:
         if self.batch_seed is not None:
             values["batch_seed"] = self.batch_seed
         if self.init_weights is not None:  # the starting weights by content, not by path
-            values["init_weights_sha256"] = file_sha256(Path(self.init_weights))
+            values["init_weights_sha256"] = _weights_sha256(Path(self.init_weights))
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _weights_sha256(path: Path) -> str:
+    """SHA-256 of a starting-weights file, hashed once per (file, size, modification time): a build
+    asks for its fingerprint several times, and the file is ~200 MB."""
+    st = path.stat()
+    return _hash_once(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _hash_once(path: str, size: int, mtime_ns: int) -> str:
+    return file_sha256(Path(path))
 
 
 @dataclass
