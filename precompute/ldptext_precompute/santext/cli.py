@@ -44,7 +44,11 @@ def register(targets: Any) -> None:
                    help="SanText+: same as --non-sensitive frequency:W")
     p.add_argument("--vocab-size", type=int, default=None,
                    help="word-level embeddings: keep the N most frequent words (GloVe default 50000)")
-    p.add_argument("--head-size", type=int, default=64, help="alias-table head size K")
+    p.add_argument("--head-size", type=int, default=64,
+                   help="alias-table head size K (default 64). The bundle grows about linearly with K; 32 makes "
+                        "a GloVe-50k bundle 36-47%% of the old wide size instead of 64-85%%, with the same exact "
+                        "sampling, 1.1x the time at epsilon 1 but 1.3-3.4x at epsilon 3-15 "
+                        "(benchmarks/bench_bundle_size.py)")
     add_signing_options(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
