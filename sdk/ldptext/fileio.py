@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["atomic_path", "write_bytes_atomic", "fsync_dir", "temporary_pattern"]
+__all__ = ["atomic_path", "write_bytes_atomic", "fsync_dir", "temporary_pattern", "file_sha256"]
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -290,7 +290,7 @@ def _manifest_build_config(cfg: DPBartBuildConfig) -> dict:
     out = asdict(cfg)
     if cfg.init_weights is not None:
         out["init_weights"] = {"file": Path(cfg.init_weights).name,
-                               "sha256": file_sha256(Path(cfg.init_weights))}
+                               "sha256": _weights_sha256(Path(cfg.init_weights))}
     return out
 
 

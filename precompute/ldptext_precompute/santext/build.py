@@ -17,8 +17,9 @@ underflows whatever ε is. The only rounding is float64 rounding of the γ's (an
 float32 rounding moves it by at most :data:`GAMMA32_MAX_ROUNDING`, that rounding: the bundle then
 stores float32 γ's, and the sampler uses exactly those), stated in the manifest as
 ``numeric.max_relative_error``. Head ids (uint16 when V ≤ 65,536) and alias slots (uint8 when
-K + 1 ≤ 256) are stored narrow too; a GloVe-50k bundle is about 40 % smaller than with int32 / uint16
-/ float64 tables.
+K + 1 ≤ 256) are stored narrow too: a GloVe-50k bundle is 64 % of its size with int32 / uint16 /
+float64 tables at ε = 1 and 85 % at ε ≥ 3, where its exponents stay float64
+(``benchmarks/bench_bundle_size.py``).
 
 :func:`build_santext_bundle` is a short sequence of the steps below: load embeddings → public
 frequencies and the sensitive split (:func:`split_domain`) → metric embedding (:func:`quantize_int8`)
@@ -349,7 +350,7 @@ class Tables(NamedTuple):
 
 
 def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.ndarray,
-                   domain: DomainSplit, nb: Neighbours, epsilon: float, compact: bool = True) -> Tables:
+                   domain: DomainSplit, nb: Neighbours, epsilon: float) -> Tables:
     """The bundle's arrays, as the validated schema record.
 
     Parameters
@@ -366,22 +367,20 @@ def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.
         The neighbour structure over ``domain.outputs``.
     epsilon : float
         The metric ε.
-    compact : bool
-        Use float32 exponents when their rounding is within :data:`GAMMA32_MAX_ROUNDING`.
 
     Returns
     -------
     Tables
         The tables, validated on construction (the same checks the runtime applies when loading)
-        and holding exactly the exponents the bundle stores, and the exponents' rounding (add
-        :func:`numeric_tolerance`'s ``gamma_rounding``).
+        and holding exactly the exponents the bundle stores (float32 when their rounding is within
+        :data:`GAMMA32_MAX_ROUNDING`), and the exponents' rounding (pass it to
+        :func:`numeric_tolerance` as ``gamma_rounding``).
     """
     proposal = sampling_tables(nb, int(domain.outputs.size), float(epsilon))
     gamma, rounding = proposal.accept_gamma, 0.0
-    if compact:
-        gamma32, change = gamma_float32(gamma)
-        if change <= GAMMA32_MAX_ROUNDING:
-            gamma, rounding = gamma32, change
+    gamma32, change = gamma_float32(gamma)
+    if change <= GAMMA32_MAX_ROUNDING:
+        gamma, rounding = gamma32, change
     tables = SanTextTables(
         emb_q=emb_q, emb_scale=emb_scale, outputs=domain.outputs, head_ids=nb.head_ids,
         alias_threshold=proposal.alias_threshold, alias_index=proposal.alias_index,
