@@ -298,9 +298,10 @@ def ensure_bundle(path: Path, epsilon: float, cache: Path, trusted) -> float | N
     if path.exists():
         try:
             with Sanitizer.load(path, trusted_keys=trusted) as san:
-                # (rebuilt when it predates the compact tables: int32 head ids)
+                # (rebuilt when it predates the compact tables, int32 head ids, or the tail clusters)
                 if san.mechanism == "santext+" and san.epsilon == epsilon and san.n_rows == 30522 \
-                        and san._bundle.array("head_ids").dtype == np.uint16:
+                        and san._bundle.array("head_ids").dtype == np.uint16 \
+                        and "cluster_gamma" in san._bundle.arrays:
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below
             pass

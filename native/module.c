@@ -280,44 +280,50 @@ static PyObject *Generator_discrete_gaussian_exact(GeneratorObject *self, PyObje
 /* ---- SantextTable: borrowed views of a bundle's arrays ------------------------------------ */
 
 enum { T_EMBQ, T_SCALE, T_SQNORM, T_OUT, T_HEAD, T_THR, T_ALIAS, T_GAMMA, T_FLOOR, T_KEEP,
-       T_COUNT };
+       T_CLUSTER, T_CGAMMA, T_COUNT };
 
 /* The constructor's keywords: the T_COUNT arrays in enum order, then the scalars. The one list in
  * C; exposed as _native.SANTEXT_TABLE_KEYWORDS so that a test can pin it to the Python schema
  * (ldptext.santext_tables.SAMPLER_KEYWORDS), which builds the arguments by these names. */
 static char *table_kwlist[] = {"emb_q", "emb_scale", "emb_sqnorm", "outputs", "head_ids",
                                "alias_threshold", "alias_index", "accept_gamma", "tail_floor",
-                               "keep_row", "dim", "head_size", "epsilon", "p", NULL};
+                               "keep_row", "tail_cluster", "cluster_gamma", "dim", "head_size",
+                               "epsilon", "p", NULL};
 
 typedef struct {
     PyObject_HEAD
     ldp_santext_table table;
     Py_buffer views[T_COUNT];
     int n_views;
+    uint64_t *tail_mass; /* owned: the sampler's derived tail masses */
 } SantextTableObject;
 
 static void SantextTable_dealloc(SantextTableObject *self) {
     int i;
     for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+    PyMem_Free(self->tail_mass);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject *kwds) {
     PyObject *objs[T_COUNT];
-    static const char kinds[T_COUNT] = {'i', 'f', 'i', 'i', 'i', 'u', 'u', 'f', 'f', 'b'};
-    static const Py_ssize_t sizes[T_COUNT] = {1, 4, 4, 4, 4, 4, 2, 8, 8, 1};
+    static const char kinds[T_COUNT] = {'i', 'f', 'i', 'i', 'i', 'u', 'u', 'f', 'f', 'b', 'u', 'u'};
+    static const Py_ssize_t sizes[T_COUNT] = {1, 4, 4, 4, 4, 4, 2, 8, 8, 1, 1, 1};
     int dim, k, i;
     double eps, p;
     Py_ssize_t rows, slots;
 
     for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
     self->n_views = 0;
+    PyMem_Free(self->tail_mass);
+    self->tail_mass = NULL;
     /* the released views may be freed: a failed re-initialisation must not leave the table
      * pointing at them (n_rows = 0 makes every later draw fail with "outside the domain") */
     memset(&self->table, 0, sizeof(self->table));
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOiidd", table_kwlist, &objs[0],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOOOiidd", table_kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                                     &objs[7], &objs[8], &objs[9], &dim, &k, &eps, &p))
+                                     &objs[7], &objs[8], &objs[9], &objs[10], &objs[11], &dim, &k,
+                                     &eps, &p))
         return -1;
     for (i = 0; i < T_COUNT; i++) {
         if (get_array(objs[i], &self->views[i], kinds[i], sizes[i], 0, table_kwlist[i]) != 0)
@@ -336,6 +342,8 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
         self->views[T_SQNORM].len != rows * 4 || self->views[T_HEAD].len != rows * k * 4 ||
         self->views[T_THR].len != rows * slots * 4 || self->views[T_ALIAS].len != rows * slots * 2 ||
         self->views[T_GAMMA].len != rows * slots * 8 || self->views[T_KEEP].len != rows ||
+        self->views[T_CLUSTER].len != rows || self->views[T_CGAMMA].len % rows != 0 ||
+        self->views[T_CGAMMA].len / rows < 1 || self->views[T_CGAMMA].len / rows > LDP_MAX_CLUSTERS ||
         self->views[T_OUT].len < (Py_ssize_t)k * 4 || self->views[T_OUT].len / 4 > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "table arrays have inconsistent sizes");
         return -1;
@@ -354,16 +362,27 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.accept_gamma = self->views[T_GAMMA].buf;
     self->table.tail_floor = self->views[T_FLOOR].buf;
     self->table.keep_row = self->views[T_KEEP].buf;
+    self->table.n_clusters = (int32_t)(self->views[T_CGAMMA].len / rows);
+    self->table.tail_cluster = self->views[T_CLUSTER].buf;
+    self->table.cluster_gamma = self->views[T_CGAMMA].buf;
     self->table.half_epsilon = eps / 2.0;
     self->table.p = p;
     /* ids used as indices must be in range: checked once here rather than on every draw (the
      * same check libldptext runs, santext_sampler.c) */
     if (ldp_santext_table_check(&self->table) != LDP_SAMPLE_OK) goto range;
+    self->tail_mass = PyMem_Malloc((size_t)rows * sizeof(uint64_t));
+    if (self->tail_mass == NULL) {
+        memset(&self->table, 0, sizeof(self->table));
+        PyErr_NoMemory();
+        return -1;
+    }
+    ldp_santext_tail_masses(&self->table, self->tail_mass);
+    self->table.tail_mass = self->tail_mass;
     return 0;
 range:
     memset(&self->table, 0, sizeof(self->table));
     PyErr_SetString(PyExc_ValueError,
-                    "table values out of range (ids, alias slots, gammas, norms or scales)");
+                    "table values out of range (ids, alias slots, gammas, norms, scales or clusters)");
     return -1;
 }
 

@@ -1,6 +1,7 @@
 /* Exact SanText / SanText+ sampling: alias proposal + exact Bernoulli(exp(-gamma)) acceptance. */
 #include "santext_sampler.h"
 #include "samplers.h"
+#include "cluster_bounds.h"
 #include <math.h>
 #if defined(__SSE2__) && !defined(LDP_PORTABLE)
 #include <emmintrin.h>
@@ -105,11 +106,32 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n) {
     return norm;
 }
 
+void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out) {
+    const size_t k = (size_t)t->head_size, slots = k + 1u;
+    int32_t x;
+    for (x = 0; x < t->n_rows; x++) {
+        const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
+        const uint16_t *alias = t->alias_index + (size_t)x * slots;
+        /* slot j keeps thr[j] of its 2^32 units and gives the rest to alias[j] */
+        uint64_t mass = thr[k];
+        size_t j;
+        for (j = 0; j < slots; j++)
+            mass += alias[j] == k ? ((uint64_t)1 << 32) - thr[j] : 0u;
+        out[x] = mass;
+    }
+}
+
 int ldp_santext_table_check(const ldp_santext_table *t) {
     const int64_t rows = t->n_rows, dim = t->dim, k = t->head_size, slots = k + 1;
     int64_t j;
-    if (rows <= 0 || dim <= 0 || k <= 0 || k >= 65535 || t->n_outputs < k)
+    if (rows <= 0 || dim <= 0 || k <= 0 || k >= 65535 || t->n_outputs < k ||
+        t->n_clusters < 1 || t->n_clusters > LDP_MAX_CLUSTERS)
         return LDP_SAMPLE_ERR_INVARIANT;
+    {
+        int bad = 0;
+        for (j = 0; j < rows; j++) bad |= t->tail_cluster[j] >= t->n_clusters;
+        if (bad) return LDP_SAMPLE_ERR_INVARIANT;
+    }
     for (j = 0; j < rows; j++) {
         int64_t acc = 0, c;
         const int8_t *q = t->emb_q + j * dim;
@@ -174,18 +196,41 @@ static void prefetch_row(const int8_t *row, int32_t dim) {
 #endif
 }
 
-/* Membership in a sorted row. Each comparison only chooses the next base pointer (written for a
- * conditional move): with a random key, mispredicted branches of the usual binary search cost
- * more than its few loads from the row, which stays in cache over a token's rounds. */
+/* Membership in a sorted row. Heads are short (K = 64 by default): every entry is compared, with
+ * no branch and no load depending on another (the compiler vectorises the loop), which measured
+ * faster than the binary search's chain of dependent loads. Long rows are binary-searched, each
+ * step choosing the next offset with a mask rather than a branch (a random key would mispredict).
+ * Both give the same answer on every path (SSE2 or not). */
+#define LINEAR_MEMBERSHIP_MAX 256
 static int in_sorted(const int32_t *v, int32_t n, int32_t key) {
-    const int32_t *base = v;
-    int32_t len = n;
-    while (len > 1) {
-        int32_t half = len / 2;
-        base = base[half - 1] < key ? base + half : base;
-        len -= half;
+    if (n <= LINEAR_MEMBERSHIP_MAX) {
+        int32_t i = 0, hit = 0;
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
+        /* four at a time (an -O2 build does not vectorise the plain loop) */
+        const __m128i k4 = _mm_set1_epi32(key);
+        __m128i acc = _mm_setzero_si128();
+        for (; i + 4 <= n; i += 4)
+            acc = _mm_or_si128(acc, _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(v + i)), k4));
+        hit = _mm_movemask_epi8(acc) != 0;
+#endif
+        for (; i < n; i++) hit |= v[i] == key;
+        return hit;
+    } else {
+        size_t lo = 0, len = (size_t)n;
+        while (len > 1) {
+            size_t half = len / 2;
+            lo += half & ((size_t)0 - (size_t)(v[lo + half - 1] < key));
+            len -= half;
+        }
+        return v[lo] == key;
     }
-    return *base == key;
+}
+
+/* Row x's bound for tail candidate y's cluster: cluster_gamma[x][cluster of y], q in 0..255. */
+static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) {
+    unsigned c = t->tail_cluster[y];
+    if (c >= (unsigned)t->n_clusters) c = 0; /* checked at load; memory-safe if mutated since */
+    return t->cluster_gamma[(size_t)x * (size_t)t->n_clusters + c];
 }
 
 /* Outcome of one proposal round for input x. */
@@ -200,12 +245,34 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
     const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
     const uint16_t *alias = t->alias_index + (size_t)x * slots;
     const double *gamma = t->accept_gamma + (size_t)x * slots;
+    const uint64_t tail_mass = t->tail_mass[x];
+    const uint32_t tail_high = (uint32_t)(tail_mass >> 32), tail_low = (uint32_t)tail_mass;
     for (;;) {
+        /* The alias proposal, tail first: the pair (slot, word) is uniform on (K+1) 2^32 units,
+         * and the tail's realised mass is tail_mass[x] of them, so "pair < tail_mass" has exactly
+         * the tail's probability, without reading the alias row (at large eps nearly every round
+         * is a tail round). Otherwise the slot is drawn from the alias table until it is not the
+         * tail: slot j then has probability mass_j / (total - tail_mass), so j overall mass_j /
+         * total, as a single alias draw. */
         uint32_t slot = ldp_uniform_u32_inline(g, slots);
-        /* The range checks below re-assert what SantextTable validated at construction: they
-         * cost a compare each and keep memory safe even if a caller mutates the arrays later. */
-        if (ldp_next_u32_inline(g) >= thr[slot]) slot = alias[slot];
-        if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
+        /* the word is needed only when the slot alone does not decide (slot == tail_mass >> 32) */
+        int tail = slot != tail_high ? slot < tail_high : ldp_next_u32_inline(g) < tail_low;
+        if (!tail) {
+            /* a head slot; total > tail_mass here, and each draw below is a head slot with
+             * probability (total - tail_mass) / total >= 2^-32 / (K + 1) */
+            uint64_t tries = (uint64_t)1 << 48;
+            do {
+                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+                slot = ldp_uniform_u32_inline(g, slots);
+                /* The range checks below re-assert what SantextTable validated at construction:
+                 * they cost a compare each and keep memory safe even if a caller mutates the
+                 * arrays later. */
+                if (ldp_next_u32_inline(g) >= thr[slot]) slot = alias[slot];
+                if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
+            } while (slot == (uint32_t)k);
+        } else {
+            slot = (uint32_t)k;
+        }
         if (slot < (uint32_t)k) {
             int accept = ldp_bernoulli_exp(g, gamma[slot]);
             if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
@@ -217,6 +284,7 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
             }
         } else {
             int32_t cand;
+            unsigned q;
             /* at most K of the n_outputs > K candidates are head members: 64 n + 1024 rounds
              * without a tail member have probability below e^-64 unless the table is broken */
             uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
@@ -225,25 +293,35 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
                 if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
                 cand = t->outputs[ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs)];
                 if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-                prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
-#if defined(__GNUC__)
-                __builtin_prefetch(t->emb_scale + cand, 0, 0);
-                __builtin_prefetch(t->emb_sqnorm + cand, 0, 0);
-#endif
             } while (in_sorted(head, k, cand));
+            /* the first trial of the tail acceptance (santext_sampler.h): one random word, no
+             * distance; q = 0 (no bound, every older bundle) draws nothing */
+            q = cluster_units(t, x, cand);
+            if (q != 0 && (uint64_t)ldp_next_u32_inline(g) >= LDP_CLUSTER_KEEP[q]) continue;
+            prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
+#if defined(__GNUC__)
+            __builtin_prefetch(t->emb_scale + cand, 0, 0);
+            __builtin_prefetch(t->emb_sqnorm + cand, 0, 0);
+            __builtin_prefetch(gamma + k, 0, 3); /* accept_tail reads them: often evicted meanwhile */
+            __builtin_prefetch(t->tail_floor + x, 0, 3);
+#endif
             *y = cand;
             return PROPOSED_TAIL;
         }
     }
 }
 
-/* Accept tail candidate y for row x with probability exp(-(gamma_K + eps/2 (d(x,y) - floor))):
- * 1 accept, 0 reject, negative if the floor was not a lower bound (broken table). */
+/* Accept tail candidate y for row x, which passed the cluster trial KEEP[q] / 2^32 in propose(),
+ * with probability exp(-(eps/2 (d(x,y) - floor) - LOG[q] + gamma_K)): 1 accept, 0 reject,
+ * negative if the floor or the cluster bound was not a lower bound (broken table). The bound
+ * holds for the computed d (precompute leaves the margin) and LOG[q] <= q/32, and rounding is
+ * monotone, so the exponent computed here is >= 0 whenever the table is right. With q = 0 it is
+ * the plain tail's exponent, bit for bit. */
 static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t y) {
     const size_t slots = (size_t)t->head_size + 1u;
     double d = ldp_distance(t, x, y);
-    double g_tail = t->accept_gamma[(size_t)x * slots + (size_t)t->head_size] +
-                    t->half_epsilon * (d - t->tail_floor[x]);
+    double g_tail = (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[cluster_units(t, x, y)]) +
+                    t->accept_gamma[(size_t)x * slots + (size_t)t->head_size];
     int accept = ldp_bernoulli_exp(g, g_tail);
     return accept < 0 ? -LDP_SAMPLE_ERR_INVARIANT : accept;
 }
@@ -275,6 +353,7 @@ static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t 
  * has the same distribution and the outputs are independent; only the order of draws from the
  * stream differs. */
 #define PIPELINE 16
+
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
                             int32_t *ys, size_t n, size_t *failed_at) {
     size_t pending[PIPELINE], next = 0;

@@ -10,7 +10,17 @@
  *   tail slot   -> y uniform over outputs \ head(x),
  *                  gamma = accept_gamma[x][K] + eps/2 * (d(x, y) - tail_floor[x]),
  * and on rejection everything restarts. Precompute chose accept_gamma so that the accepted output has
- * Pr[y] ∝ exp(-eps * d(x, y) / 2) exactly (sdk/ldptext/alias.py, precompute/ldptext_precompute/santext/build.py). */
+ * Pr[y] ∝ exp(-eps * d(x, y) / 2) exactly (sdk/ldptext/alias.py, precompute/ldptext_precompute/santext/build.py).
+ *
+ * Clustered tail: the outputs fall into C public clusters (tail_cluster), and for each row x and
+ * cluster c, q = cluster_gamma[x][c] satisfies q/32 <= eps/2 * (d(x, y) - tail_floor[x]) for every
+ * tail output y of cluster c. The tail acceptance is then split into two trials: before the
+ * distance, keep with probability KEEP[q] / 2^32 (one random word; KEEP[q] = ceil(2^32 e^(-q/32)));
+ * after it, accept with probability exp(-(accept_gamma[x][K] + eps/2 * (d(x, y) - tail_floor[x]) -
+ * LOG[q])), LOG[q] = -ln(KEEP[q] / 2^32) rounded down (cluster_bounds.h). The product is the
+ * one-step probability above (up to LOG's rounding, < 2^-49, in the stated tolerance), so the output
+ * distribution is the same, but most far candidates are refused without reading their embedding.
+ * q = 0 is the plain tail, draw for draw (C = 1 with zero cluster_gamma: a bundle without them). */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 
@@ -33,9 +43,17 @@ typedef struct {
     const double *accept_gamma;      /* [n_rows][K+1], >= 0 */
     const double *tail_floor;        /* [n_rows]: lower bound of d(x, y) over the tail */
     const uint8_t *keep_row;     /* [n_rows]: 1 = non-sensitive input of SanText+ (kept w.p. 1-p) */
+    int32_t n_clusters;          /* C in [1, 256]: tail clusters */
+    const uint8_t *tail_cluster; /* [n_rows]: cluster of each row (< C; only outputs are drawn) */
+    const uint8_t *cluster_gamma;/* [n_rows][C]: tail exponent bound before the distance, in 1/32 */
+    const uint64_t *tail_mass;   /* [n_rows]: realised alias mass of the tail slot K, in 2^-32 units
+                                  * of a slot (derived: ldp_santext_tail_masses) */
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
 } ldp_santext_table;
+
+/* Most tail clusters (cluster ids are uint8); cluster_gamma counts units of 1/32 (cluster_bounds.h). */
+#define LDP_MAX_CLUSTERS 256
 
 enum {
     LDP_SAMPLE_OK = 0,
@@ -45,10 +63,16 @@ enum {
 
 /* The value checks every table must pass before sampling (ids used as indices in range, outputs
  * and head rows strictly increasing, alias slots <= K, gammas >= 0 and not NaN, scales and tail
- * floors finite and >= 0, emb_sqnorm equal to the codes' squared norms). Shapes are the caller's
+ * floors finite and >= 0, emb_sqnorm equal to the codes' squared norms, 1 <= C <= 256 and every
+ * tail_cluster < C). Shapes are the caller's
  * job. Returns LDP_SAMPLE_OK or LDP_SAMPLE_ERR_INVARIANT. Shared by the Python extension and
  * libldptext. */
 int ldp_santext_table_check(const ldp_santext_table *t);
+
+/* The realised mass of every row's tail slot (alias.py realised_masses, column K), for
+ * t->tail_mass: out[x] = thr[x][K] + sum over j with alias[x][j] = K of (2^32 - thr[x][j]).
+ * The table must have passed ldp_santext_table_check. */
+void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
 
 /* Squared norm of n int8 codes, exact in int32 for n <= LDP_SQNORM_INT32_MAX_DIM (128^2 * 131,071
  * < 2^31); SSE2 and portable paths give the same value. */

@@ -83,7 +83,8 @@ def _table_arrays(rows=6, k=2, dim=3):
                 alias_threshold=np.full((rows, k + 1), 2**32 - 1, np.uint32),
                 alias_index=np.zeros((rows, k + 1), np.uint16),
                 accept_gamma=np.zeros((rows, k + 1)), tail_floor=np.zeros(rows),
-                keep_row=np.zeros(rows, np.uint8), dim=dim, head_size=k, epsilon=1.0, p=0.5)
+                keep_row=np.zeros(rows, np.uint8), tail_cluster=np.zeros(rows, np.uint8),
+                cluster_gamma=np.zeros((rows, 1), np.uint8), dim=dim, head_size=k, epsilon=1.0, p=0.5)
 
 
 def test_failed_reinitialisation_leaves_no_dangling_table():
@@ -112,6 +113,21 @@ def test_unsorted_outputs_or_head_rows_are_refused():
     dup[2, 1] = dup[2, 0]
     with pytest.raises(ValueError):
         _native.SantextTable(**dict(kw, head_ids=dup))
+
+
+def test_tail_clusters_out_of_range_are_refused():
+    kw = _table_arrays()
+    _native.SantextTable(**dict(kw, tail_cluster=np.full(6, 2, np.uint8),
+                                cluster_gamma=np.zeros((6, 3), np.uint8)))  # C = 3: fine
+    with pytest.raises(ValueError, match="clusters"):   # a cluster id >= C
+        _native.SantextTable(**dict(kw, tail_cluster=np.full(6, 3, np.uint8),
+                                    cluster_gamma=np.zeros((6, 3), np.uint8)))
+    with pytest.raises(ValueError, match="inconsistent sizes"):   # C = 0, and C not whole
+        _native.SantextTable(**dict(kw, cluster_gamma=np.zeros((6, 0), np.uint8)))
+    with pytest.raises(ValueError, match="inconsistent sizes"):
+        _native.SantextTable(**dict(kw, cluster_gamma=np.zeros(7, np.uint8)))
+    with pytest.raises(ValueError, match="inconsistent sizes"):   # C > 256
+        _native.SantextTable(**dict(kw, cluster_gamma=np.zeros((6, 257), np.uint8)))
 
 
 def test_uninitialised_objects_fail_cleanly():

@@ -524,18 +524,20 @@ static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_k
 /* ---- SanText schema and semantics ------------------------------------------------------------ */
 
 /* santext_tables.py STORED_ARRAYS, in schema order, with their dtypes: the sampler's, and the
- * narrower one a compact bundle may store instead (widened exactly at load; -1: none) */
+ * narrower one a compact bundle may store instead (widened exactly at load; -1: none), and whether
+ * a bundle may lack it (OPTIONAL_ARRAYS: the tail clusters, absent from older bundles) */
 static const struct {
     const char *name;
-    int dtype, narrow;
-} SCHEMA[] = {{"emb_q", LDP_DT_I8, -1},           {"emb_scale", LDP_DT_F32, -1},
-              {"outputs", LDP_DT_I32, -1},         {"head_ids", LDP_DT_I32, LDP_DT_U16},
-              {"alias_threshold", LDP_DT_U32, -1}, {"alias_index", LDP_DT_U16, LDP_DT_U8},
-              {"accept_gamma", LDP_DT_F64, LDP_DT_F32}, {"tail_floor", LDP_DT_F64, -1},
-              {"keep_row", LDP_DT_U8, -1},         {"sensitive", LDP_DT_BOOL, -1},
-              {"valid_input", LDP_DT_BOOL, -1}};
+    int dtype, narrow, optional;
+} SCHEMA[] = {{"emb_q", LDP_DT_I8, -1, 0},           {"emb_scale", LDP_DT_F32, -1, 0},
+              {"outputs", LDP_DT_I32, -1, 0},         {"head_ids", LDP_DT_I32, LDP_DT_U16, 0},
+              {"alias_threshold", LDP_DT_U32, -1, 0}, {"alias_index", LDP_DT_U16, LDP_DT_U8, 0},
+              {"accept_gamma", LDP_DT_F64, LDP_DT_F32, 0}, {"tail_floor", LDP_DT_F64, -1, 0},
+              {"keep_row", LDP_DT_U8, -1, 0},         {"sensitive", LDP_DT_BOOL, -1, 0},
+              {"valid_input", LDP_DT_BOOL, -1, 0},    {"tail_cluster", LDP_DT_U8, -1, 1},
+              {"cluster_gamma", LDP_DT_U8, -1, 1}};
 enum { S_EMBQ, S_SCALE, S_OUT, S_HEAD, S_THR, S_ALIAS, S_GAMMA, S_FLOOR, S_KEEP, S_SENS, S_VALID,
-       S_COUNT };
+       S_CLUSTER, S_CGAMMA, S_COUNT };
 
 /* The sampler's view of a compact bundle's narrow arrays: exact copies in the wide dtypes
  * (SanTextTables.__post_init__ does the same). NULL data pointers when the bundle stores them wide. */
@@ -621,14 +623,17 @@ static int check_tables(ldp_bundle *b) {
     int rc = LDP_OK;
     for (i = 0; i < S_COUNT; i++) {
         arr[i] = ldp_bundle_array(b, SCHEMA[i].name);
-        if (arr[i] == NULL) return LDP_E_MISSING_ARRAY; /* Sanitizer: bundle.array(name) */
+        if (arr[i] == NULL && !SCHEMA[i].optional)
+            return LDP_E_MISSING_ARRAY; /* Sanitizer: bundle.array(name) */
     }
+    /* the tail clusters come together or not at all (SanTextTables.__post_init__) */
+    if ((arr[S_CLUSTER] == NULL) != (arr[S_CGAMMA] == NULL)) return LDP_E_MISSING_ARRAY;
     rc = read_params(b);
     if (rc != LDP_OK) return rc;
     /* metric_id: the metric's hashes, including the vocabulary blob */
     if (ldp_bundle_array(b, "blob/vocab.json") == NULL) return LDP_E_MISSING_ARRAY;
     for (i = 0; i < S_COUNT; i++)
-        if (arr[i]->dtype != SCHEMA[i].dtype && arr[i]->dtype != SCHEMA[i].narrow)
+        if (arr[i] != NULL && arr[i]->dtype != SCHEMA[i].dtype && arr[i]->dtype != SCHEMA[i].narrow)
             return LDP_E_SCHEMA_DTYPE;
     if (arr[S_EMBQ]->ndim != 2) return LDP_E_SCHEMA_SHAPE;
     v = arr[S_EMBQ]->shape[0];
@@ -651,6 +656,11 @@ static int check_tables(ldp_bundle *b) {
                 (want[i].ndim == 2 && a->shape[1] != want[i].d1))
                 return LDP_E_SCHEMA_SHAPE;
         }
+        /* tail clusters: (V,) and (V, C); C itself is checked with their values below */
+        if (arr[S_CLUSTER] != NULL &&
+            (arr[S_CLUSTER]->ndim != 1 || arr[S_CLUSTER]->shape[0] != v ||
+             arr[S_CGAMMA]->ndim != 2 || arr[S_CGAMMA]->shape[0] != v))
+            return LDP_E_SCHEMA_SHAPE;
     }
     /* the sampler's limits (ldptext._native.SantextTable: Python raises ValueError there) */
     if (v == 0 || o < k) return LDP_E_TABLE_EMPTY;
@@ -658,6 +668,12 @@ static int check_tables(ldp_bundle *b) {
         return LDP_E_TABLE_DIMS;
     rc = widen_tables(b, arr[S_HEAD], arr[S_ALIAS], arr[S_GAMMA]);
     if (rc != LDP_OK) return rc;
+    if (arr[S_CLUSTER] == NULL) {
+        /* an older bundle: one cluster, no bound (the plain tail); the zeros serve as both
+         * tail_cluster (V) and cluster_gamma (V x 1) */
+        b->zero_clusters = (uint8_t *)calloc((size_t)v, 1);
+        if (b->zero_clusters == NULL) return LDP_E_NOMEM;
+    }
     {
         const int8_t *q = (const int8_t *)arr[S_EMBQ]->data;
         const float *scale = (const float *)arr[S_SCALE]->data;
@@ -669,6 +685,9 @@ static int check_tables(ldp_bundle *b) {
         const double *floor_ = (const double *)arr[S_FLOOR]->data;
         const uint8_t *keep = arr[S_KEEP]->data, *sens = arr[S_SENS]->data,
                       *valid = arr[S_VALID]->data;
+        const uint8_t *cluster = arr[S_CLUSTER] ? arr[S_CLUSTER]->data : b->zero_clusters;
+        const uint8_t *cgamma = arr[S_CGAMMA] ? arr[S_CGAMMA]->data : b->zero_clusters;
+        const uint64_t n_clusters = arr[S_CGAMMA] ? arr[S_CGAMMA]->shape[1] : 1;
         const size_t slots = (size_t)k + 1;
         /* Each check below covers every row before the next one starts reporting: a table with
          * several defects gives the code of the first check in this order (the Python loader's
@@ -718,6 +737,11 @@ static int check_tables(ldp_bundle *b) {
             bad_norm |= lo != 0.0;
         }
         if (bad_alias) return LDP_E_TABLE_ALIAS;
+        {
+            int bad_cluster = n_clusters < 1 || n_clusters > LDP_MAX_CLUSTERS;
+            for (i = 0; i < v; i++) bad_cluster |= cluster[i] >= n_clusters;
+            if (bad_cluster) return LDP_E_TABLE_CLUSTER;
+        }
         if (bad_gamma) return LDP_E_TABLE_GAMMA;
         if (bad_norm) return LDP_E_TABLE_GAMMA_NORM;
         if (o == k)
@@ -748,12 +772,19 @@ static int check_tables(ldp_bundle *b) {
         b->table.accept_gamma = gamma;
         b->table.tail_floor = floor_;
         b->table.keep_row = keep;
+        b->table.n_clusters = (int32_t)n_clusters;
+        b->table.tail_cluster = cluster;
+        b->table.cluster_gamma = cgamma;
         b->table.half_epsilon = b->epsilon / 2.0;
         /* SanText: p = 1 (every token sanitized; keep_row is all zero) */
         b->table.p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
         b->valid_input = valid;
         b->sensitive = sens;
         if (ldp_santext_table_check(&b->table) != LDP_SAMPLE_OK) return LDP_E_TABLE_DIMS;
+        b->tail_mass = (uint64_t *)malloc((size_t)v * sizeof(uint64_t));
+        if (b->tail_mass == NULL) return LDP_E_NOMEM;
+        ldp_santext_tail_masses(&b->table, b->tail_mass);
+        b->table.tail_mass = b->tail_mass;
     }
     return LDP_OK;
 }
@@ -811,6 +842,8 @@ void ldp_bundle_close(ldp_bundle *b) {
     free(b->wide_head);
     free(b->wide_alias);
     free(b->wide_gamma);
+    free(b->zero_clusters);
+    free(b->tail_mass);
     free(b->arrays);
     ldp_json_free(b->manifest_doc);
     ldp_json_free(b->header_doc);

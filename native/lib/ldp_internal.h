@@ -51,6 +51,8 @@ struct ldp_bundle {
     int32_t *wide_head;    /* a compact bundle's uint16 head_ids as int32, else NULL */
     uint16_t *wide_alias;  /* its uint8 alias_index as uint16, else NULL */
     double *wide_gamma;    /* its float32 accept_gamma as float64, else NULL */
+    uint8_t *zero_clusters;/* V zeros for a bundle without tail clusters (C = 1), else NULL */
+    uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     const uint8_t *valid_input, *sensitive;
     ldp_tokenizer *tokenizer;
 };

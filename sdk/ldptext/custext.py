@@ -44,7 +44,7 @@ import numpy as np
 
 from .engine_rows import engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
-from .santext_tables import STORED_ARRAYS, SanTextTables
+from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_worst_case, sampled_rows
 
 __all__ = ["CusTextSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "partition_id"]
@@ -121,7 +121,7 @@ class CusTextSanitizer(TokenRuntime):
             raise BundleFormatError("CusText manifest lacks k, similarity or the numeric tolerance") from None
         if not (math.isfinite(self.tolerance) and 0 <= self.tolerance <= STATED_MAX_TOLERANCE):
             raise BundleIntegrityError(f"bundle states a numeric tolerance above {STATED_MAX_TOLERANCE:g}")
-        self.tables = SanTextTables(**{name: bundle.array(name) for name in STORED_ARRAYS})
+        self.tables = SanTextTables.from_arrays(bundle)
         self.group_id: np.ndarray = bundle.array("group_id")
         self._check_tables()
         # CusText+: stop words are kept with probability 1 (p = 0: never sanitized)

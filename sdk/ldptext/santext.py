@@ -72,7 +72,7 @@ from .bundle import Bundle, BundleSource, canonical_json
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
-from .santext_tables import STORED_ARRAYS, SanTextTables
+from .santext_tables import OPTIONAL_ARRAYS, STORED_ARRAYS, SanTextTables
 from .tokenization import TextTokenizer
 
 try:
@@ -264,7 +264,9 @@ class Sanitizer(_runtime.Closable):
         self.key_id: str | None = bundle.key_id
         self.manifest: dict = bundle.manifest
         self.mechanism: str = bundle.mechanism
-        arrays = {name: bundle.array(name) for name in STORED_ARRAYS}  # a missing one: format error
+        # a missing array is a format error, except the optional ones of older bundles
+        arrays = {name: bundle.array(name) for name in STORED_ARRAYS
+                  if name not in OPTIONAL_ARRAYS or name in bundle.arrays}
         try:
             params = self.manifest["params"]
             self.epsilon: float = float(params["epsilon"])

@@ -8,7 +8,8 @@ list ``ldptext._native.SANTEXT_TABLE_KEYWORDS``; a test pins the two together).
 Shape symbols: ``V`` rows (the vocabulary, every possible input), ``m`` embedding dimension, ``O``
 outputs (the output domain: V minus special tokens for SanText, V_S for SanText+), ``K`` head size
 (alias slots ``0..K-1`` are each row's K nearest outputs, slot ``K`` stands for the tail of the
-``O - K`` others).
+``O - K`` others), ``C`` tail clusters (public groups of outputs with a per-row distance bound each,
+which let the sampler refuse most far tail candidates before computing their distance).
 
 The tables sample Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2) exactly, as in Yue et al. 2021, *Differential
 Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
@@ -24,18 +25,27 @@ from typing import Any
 import numpy as np
 
 from . import alias as _alias
-from .errors import BundleIntegrityError
+from .errors import BundleFormatError, BundleIntegrityError
 
-__all__ = ["SanTextTables", "STORED_ARRAYS", "SAMPLER_KEYWORDS", "row_sqnorms", "gamma_float32"]
+__all__ = ["SanTextTables", "STORED_ARRAYS", "OPTIONAL_ARRAYS", "SAMPLER_KEYWORDS", "MAX_CLUSTERS",
+           "CLUSTER_GAMMA_UNIT", "row_sqnorms", "gamma_float32"]
+
+#: Most tail clusters a table may have (cluster ids are uint8), as ``LDP_MAX_CLUSTERS`` in C.
+MAX_CLUSTERS = 256
+#: The unit of ``cluster_gamma`` (a power of two: the products are exact), ``LDP_CLUSTER_GAMMA_UNIT``.
+CLUSTER_GAMMA_UNIT = 1.0 / 32.0
 
 
 def _array(dtype: type, shape: tuple[str, ...], *, sampler: bool, stored: bool = True,
-           narrow: type | None = None, doc: str) -> Any:
+           narrow: type | None = None, optional: bool = False, doc: str) -> Any:
     """A schema field: its dtype, symbolic shape, whether the sampler reads it, whether the bundle
-    stores it (a derived field is computed on construction instead), and the narrower dtype a bundle
-    may store it in instead (widened exactly on construction: the tables always hold ``dtype``)."""
+    stores it (a derived field is computed on construction instead), the narrower dtype a bundle
+    may store it in instead (widened exactly on construction: the tables always hold ``dtype``),
+    and whether a bundle may lack it (an older bundle; construction supplies the neutral value)."""
     meta = {"dtype": np.dtype(dtype), "shape": shape, "sampler": sampler, "stored": stored,
-            "narrow": None if narrow is None else np.dtype(narrow), "doc": doc}
+            "narrow": None if narrow is None else np.dtype(narrow), "optional": optional, "doc": doc}
+    if optional:
+        return field(default=None, repr=False, metadata=meta)
     return field(init=stored, repr=False, metadata=meta)
 
 
@@ -114,6 +124,17 @@ class SanTextTables:
         A lower bound of d(x, y) over every tail output y of row x (finite, ≥ 0).
     keep_row : np.ndarray of uint8, shape (V,)
         1 for a SanText+ non-sensitive input (released unchanged with probability 1 − p).
+    tail_cluster : np.ndarray of uint8, shape (V,), optional
+        The tail cluster of each row (< C; only outputs' clusters are used). Absent in bundles made
+        before tail clusters: all 0, C = 1.
+    cluster_gamma : np.ndarray of uint8, shape (V, C), optional
+        Per row x and cluster c, ``q = cluster_gamma[x, c]`` with ``q/32 ≤ ε/2 · (d(x, y) −
+        tail_floor[x])`` for every tail output y of cluster c (y not in x's head). The sampler
+        accepts a tail candidate in two trials, ⌈2³² e^(−q/32)⌉ / 2³² before the distance (one
+        random word) and exp(−(γ_K + ε/2 · (d − tail_floor) − L_q)) after it, L_q = −ln of the first
+        probability rounded down: the product is the single trial of the plain tail, so the
+        distribution is unchanged, and a bound that fails makes sampling refuse
+        (``native/santext_sampler.h``, ``native/cluster_bounds.h``). Absent: all 0 (the plain tail).
     sensitive : np.ndarray of bool, shape (V,)
         SanText+'s V_S (all valid inputs for SanText).
     valid_input : np.ndarray of bool, shape (V,)
@@ -144,11 +165,23 @@ class SanTextTables:
     keep_row: np.ndarray = _array(np.uint8, ("V",), sampler=True, doc="SanText+ kept rows")
     sensitive: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="V_S")
     valid_input: np.ndarray = _array(np.bool_, ("V",), sampler=False, doc="valid input rows")
+    tail_cluster: np.ndarray = _array(np.uint8, ("V",), sampler=True, optional=True,
+                                      doc="tail cluster of each row")
+    cluster_gamma: np.ndarray = _array(np.uint8, ("V", "C"), sampler=True, optional=True,
+                                       doc="per-row tail exponent bound per cluster, in 1/32")
 
     def __post_init__(self) -> None:
         # accept_gamma's stored dtype is a property of the tables (precompute chose float32 only
         # within its error budget); the integer dtypes are narrowed whenever the values fit
         object.__setattr__(self, "_gamma32", False)
+        # a bundle without tail clusters: one cluster, no bound (the plain tail, exactly)
+        rows = self.emb_q.shape[0] if isinstance(self.emb_q, np.ndarray) and self.emb_q.ndim == 2 else 0
+        if self.tail_cluster is None and self.cluster_gamma is None:
+            object.__setattr__(self, "tail_cluster", np.zeros(rows, dtype=np.uint8))
+            object.__setattr__(self, "cluster_gamma", np.zeros((rows, 1), dtype=np.uint8))
+        elif self.tail_cluster is None or self.cluster_gamma is None:
+            # as a missing required array (libldptext: LDP_E_MISSING_ARRAY)
+            raise BundleFormatError("bundle has one of tail_cluster and cluster_gamma without the other")
         for f in fields(self):
             if f.metadata["stored"]:
                 a = getattr(self, f.name)
@@ -180,8 +213,9 @@ class SanTextTables:
         """Values of the shape symbols, from emb_q (V, m), outputs (O) and head_ids (K)."""
         v, m = self.emb_q.shape
         k = self.head_ids.shape[1] if self.head_ids.ndim == 2 else 0
+        c = self.cluster_gamma.shape[1] if self.cluster_gamma.ndim == 2 else 0
         return {"V": v, "m": m, "O": self.outputs.shape[0] if self.outputs.ndim == 1 else -1,
-                "K": k, "K+1": k + 1}
+                "K": k, "K+1": k + 1, "C": c}
 
     def _check_values(self) -> None:
         v, k = self.n_rows, self.head_size
@@ -202,6 +236,9 @@ class SanTextTables:
             raise BundleIntegrityError("a head candidate or an output is outside the output domain")
         if (self.alias_index > k).any():
             raise BundleIntegrityError("alias table values are out of range")
+        clusters = self.cluster_gamma.shape[1]
+        if not 1 <= clusters <= MAX_CLUSTERS or (self.tail_cluster >= clusters).any():
+            raise BundleIntegrityError("tail cluster ids are out of range")
         gamma = self.accept_gamma
         if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
             raise BundleIntegrityError("acceptance exponents are negative or not finite")
@@ -288,8 +325,12 @@ class SanTextTables:
         SanTextTables
             The validated tables.
         """
-        get = arrays.array if hasattr(arrays, "array") else arrays.__getitem__
-        return cls(**{name: get(name) for name in STORED_ARRAYS})
+        if hasattr(arrays, "array"):
+            get, present = arrays.array, (lambda name: name in arrays.arrays)
+        else:
+            get, present = arrays.__getitem__, arrays.__contains__
+        return cls(**{name: get(name) for name in STORED_ARRAYS
+                      if name not in OPTIONAL_ARRAYS or present(name)})
 
     def sampler_arguments(self, *, epsilon: float, p: float) -> dict[str, Any]:
         """Keyword arguments of the C sampler's table (``ldptext._native.SantextTable``).
@@ -314,6 +355,8 @@ class SanTextTables:
 
 #: Names of the arrays a SanText(+) bundle stores, in schema order.
 STORED_ARRAYS: tuple[str, ...] = tuple(f.name for f in fields(SanTextTables) if f.metadata["stored"])
+#: Those a bundle may lack (made before they existed); see :class:`SanTextTables`.
+OPTIONAL_ARRAYS: tuple[str, ...] = tuple(f.name for f in fields(SanTextTables) if f.metadata["optional"])
 #: Keyword list of the C sampler's table constructor; must equal ``_native.SANTEXT_TABLE_KEYWORDS``.
 SAMPLER_KEYWORDS: tuple[str, ...] = tuple(
     f.name for f in fields(SanTextTables) if f.metadata["sampler"]) + ("dim", "head_size", "epsilon", "p")

@@ -46,7 +46,7 @@ import numpy as np
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .santext import metric_id
-from .santext_tables import STORED_ARRAYS, SanTextTables
+from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case, sampled_rows
 
 __all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from_beta"]
@@ -130,7 +130,7 @@ class TEMSanitizer(TokenRuntime):
             raise BundleIntegrityError("bundle gamma or d_max is not a positive finite number")
         if not (math.isfinite(self.tolerance) and 0 <= self.tolerance <= STATED_MAX_TOLERANCE):
             raise BundleIntegrityError(f"bundle states a numeric tolerance above {STATED_MAX_TOLERANCE:g}")
-        self.tables = SanTextTables(**{name: bundle.array(name) for name in STORED_ARRAYS})
+        self.tables = SanTextTables.from_arrays(bundle)
         self.bot_gamma: np.ndarray = bundle.array("bot_gamma")
         self.bot_count: np.ndarray = bundle.array("bot_count")
         self._check_tables()

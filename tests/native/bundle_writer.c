@@ -137,6 +137,10 @@ void bw_tiny_spec(bw_spec *s, bw_tables *t) {
     add(s, "keep_row", "U8", 1, BW_V, 0, t->keep_row, 1);
     add(s, "sensitive", "BOOL", 1, BW_V, 0, t->sensitive, 1);
     add(s, "valid_input", "BOOL", 1, BW_V, 0, t->valid_input, 1);
+    if (t->n_clusters > 0) {
+        add(s, "tail_cluster", "U8", 1, BW_V, 0, t->tail_cluster, 1);
+        add(s, "cluster_gamma", "U8", 2, BW_V, (uint64_t)t->n_clusters, t->cluster_gamma, 1);
+    }
     add(s, "blob/tokenizer.json", "U8", 1, strlen(t->tokenizer_json), 0, t->tokenizer_json, 1);
     add(s, "blob/vocab.json", "U8", 1, strlen(t->vocab_json), 0, t->vocab_json, 1);
     s->mechanism = t->plus ? "santext+" : "santext";

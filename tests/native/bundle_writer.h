@@ -58,7 +58,13 @@ typedef struct {
     char vocab_json[512];
     char manifest_extra[1024];
     double epsilon, p;
+    /* tail clusters: none (0, the default: no arrays, as an older bundle) or 1..BW_MAX_CLUSTERS;
+     * cluster_gamma is [BW_V][n_clusters], row-major */
+    int n_clusters;
+    uint8_t tail_cluster[BW_V];
+    uint8_t cluster_gamma[BW_V * 4];
 } bw_tables;
+#define BW_MAX_CLUSTERS 4
 
 /* The fixed test key pair (from a constant seed) and a second, untrusted one. */
 void bw_test_keys(uint8_t pk[32], uint8_t sk[64], int which);

@@ -9,6 +9,7 @@
  * and the exact discrete Laplace / Gaussian draws, int8 distances (as hex floats: every bit), the
  * SanText sampler on a synthetic table of dimension 50 (so that the 16-code SIMD steps and the
  * scalar remainder both run), and seeded ldp_sanitize on the tiny test bundle. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,9 @@ static uint32_t alias_threshold[V][K + 1];
 static uint16_t alias_index[V][K + 1];
 static double accept_gamma[V][K + 1], tail_floor[V];
 static uint8_t keep_row[V];
+#define C 3
+static uint8_t tail_cluster[V], cluster_gamma[V][C];
+static uint64_t tail_mass[V];
 
 /* A valid (not SanText-calibrated) table: random codes and scales, head = K outputs after x,
  * random alias slots, gammas in [0, 4), tail floor 0 (every tail gamma >= 0). Every sampler branch
@@ -82,6 +86,30 @@ static void synthetic_table(ldp_chacha *g, ldp_santext_table *t) {
     t->keep_row = keep_row;
     t->half_epsilon = 1.5;
     t->p = 0.3;
+    /* tail clusters: each row's bound is the nearest tail member of the cluster (the sampler's
+     * own distance), a little less, so both trials of the tail run with non-zero cluster bounds */
+    for (i = 0; i < V; i++) tail_cluster[i] = (uint8_t)ldp_uniform_u32(g, C);
+    t->n_clusters = C;
+    t->tail_cluster = tail_cluster;
+    t->cluster_gamma = &cluster_gamma[0][0];
+    for (i = 0; i < V; i++) {
+        double lo[C];
+        for (c = 0; c < C; c++) lo[c] = 1e300;
+        for (j = 0; j < V; j++) {
+            int in_head = 0, m;
+            for (m = 0; m < K; m++) in_head |= head_ids[i][m] == j;
+            if (!in_head) {
+                double d = ldp_distance(t, i, j);
+                if (d < lo[tail_cluster[j]]) lo[tail_cluster[j]] = d;
+            }
+        }
+        for (c = 0; c < C; c++) {
+            double units = floor(t->half_epsilon * lo[c] * 32.0 * 0.999);
+            cluster_gamma[i][c] = (uint8_t)(units > 255.0 ? 255.0 : units);
+        }
+    }
+    ldp_santext_tail_masses(t, tail_mass);
+    t->tail_mass = tail_mass;
 }
 
 int main(void) {

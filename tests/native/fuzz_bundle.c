@@ -3,7 +3,8 @@
  *   first byte odd:  the rest patches the tiny tables (pairs of offset, value), which are then
  *                    signed with the trusted key, so the semantic checks and the sampler see
  *                    signed-but-hostile tables; bit 2 chooses SanText+, bit 3 the compact form
- *                    (uint16 head ids, uint8 alias slots, float32 exponents).
+ *                    (uint16 head ids, uint8 alias slots, float32 exponents), bits 5-6 the number
+ *                    of tail clusters (0: none, as an older bundle), whose arrays are patchable too.
  * Nothing may crash; an accepted bundle must sample only outputs (or the input for a kept row). */
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             {offsetof(bw_tables, alias_index), sizeof(((bw_tables *)0)->alias_index)},
             {offsetof(bw_tables, keep_row), 3 * BW_V},
             {offsetof(bw_tables, tokenizer_json), 600},
+            {offsetof(bw_tables, tail_cluster), sizeof(((bw_tables *)0)->tail_cluster)},
+            {offsetof(bw_tables, cluster_gamma), sizeof(((bw_tables *)0)->cluster_gamma)},
         };
         bw_tables t;
         bw_spec spec;
@@ -65,6 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint8_t *bundle = NULL;
         size_t blen = 0, i;
         bw_tiny_tables(&t, (data[0] & 2) != 0);
+        t.n_clusters = (data[0] >> 4) & 3; /* 0..3 */
+        for (i = 0; i < BW_V; i++) t.tail_cluster[i] = (uint8_t)(t.n_clusters ? i % (size_t)t.n_clusters : 0);
         for (i = 1; i + 2 < size; i += 3) {
             size_t r = data[i] % (sizeof regions / sizeof regions[0]);
             size_t at = regions[r].off + data[i + 1] % regions[r].len;

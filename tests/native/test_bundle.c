@@ -476,6 +476,89 @@ static void test_compact_tables_keep_every_check(void) {
     CHECK_RC(open_mutated(0, compact_gamma_as_f16), LDP_E_SCHEMA_DTYPE);
 }
 
+/* tail clusters (santext_sampler.h): two clusters, bounds 0 (valid for any table) */
+static void with_clusters(bw_tables *t, bw_spec *s) {
+    int x;
+    t->n_clusters = 2;
+    for (x = 0; x < BW_V; x++) t->tail_cluster[x] = (uint8_t)(x % 2);
+    bw_tiny_spec(s, t);
+}
+static void cluster_id_too_big(bw_tables *t, bw_spec *s) {
+    with_clusters(t, s);
+    t->tail_cluster[5] = 2;
+}
+static void cluster_count_zero(bw_tables *t, bw_spec *s) {
+    t->n_clusters = 1;
+    bw_tiny_spec(s, t);
+    s->arrays[s->n_arrays - 3].shape[1] = 0; /* cluster_gamma (V, 0), before the two blobs */
+    s->arrays[s->n_arrays - 3].nbytes = 0;
+}
+static void cluster_gamma_missing(bw_tables *t, bw_spec *s) {
+    size_t i;
+    with_clusters(t, s);
+    for (i = 0; i < s->n_arrays; i++) /* drop cluster_gamma, keep tail_cluster */
+        if (strcmp(s->arrays[i].name, "cluster_gamma") == 0) {
+            memmove(&s->arrays[i], &s->arrays[i + 1], (s->n_arrays - i - 1) * sizeof s->arrays[0]);
+            s->n_arrays--;
+            break;
+        }
+}
+static void cluster_gamma_wrong_dtype(bw_tables *t, bw_spec *s) {
+    with_clusters(t, s);
+    bw_retype(s, "cluster_gamma", "I8", t->cluster_gamma, 1);
+}
+static void tail_cluster_wrong_shape(bw_tables *t, bw_spec *s) {
+    size_t i;
+    with_clusters(t, s);
+    for (i = 0; i < s->n_arrays; i++)
+        if (strcmp(s->arrays[i].name, "tail_cluster") == 0) {
+            s->arrays[i].shape[0] = BW_V - 1;
+            s->arrays[i].nbytes = BW_V - 1;
+        }
+}
+
+static void test_tail_clusters_are_optional_and_checked(void) {
+    int plus;
+    CHECK_RC(open_mutated(0, with_clusters), LDP_OK);
+    CHECK_RC(open_mutated(1, cluster_id_too_big), LDP_E_TABLE_CLUSTER);
+    CHECK_RC(open_mutated(0, cluster_count_zero), LDP_E_TABLE_CLUSTER);
+    CHECK_RC(open_mutated(0, cluster_gamma_missing), LDP_E_MISSING_ARRAY);
+    CHECK_RC(open_mutated(0, cluster_gamma_wrong_dtype), LDP_E_SCHEMA_DTYPE);
+    CHECK_RC(open_mutated(0, tail_cluster_wrong_shape), LDP_E_SCHEMA_SHAPE);
+    /* zero bounds are the plain tail, draw for draw: the same seeded outputs as without arrays */
+    for (plus = 0; plus <= 1; plus++) {
+        bw_tables t;
+        bw_spec s;
+        uint8_t *plain = NULL, *clustered = NULL;
+        size_t plain_len = 0, clustered_len = 0, i;
+        ldp_bundle *bp = NULL, *bc = NULL;
+        ldp_sanitizer *sp = NULL, *sc = NULL;
+        int32_t xs[400], yp[400], yc[400];
+        bw_tiny_tables(&t, plus);
+        bw_tiny_spec(&s, &t);
+        REQUIRE(bw_write(&s, &plain, &plain_len) == 0);
+        with_clusters(&t, &s);
+        REQUIRE(bw_write(&s, &clustered, &clustered_len) == 0);
+        CHECK_RC(ldp_bundle_open_memory(plain, plain_len, (const uint8_t (*)[32])PK, 1, &bp), LDP_OK);
+        CHECK_RC(ldp_bundle_open_memory(clustered, clustered_len, (const uint8_t (*)[32])PK, 1, &bc),
+                 LDP_OK);
+        REQUIRE(bp != NULL && bc != NULL);
+        CHECK(bp->table.n_clusters == 1 && bc->table.n_clusters == 2);
+        for (i = 0; i < 400; i++) xs[i] = (int32_t)(i % (BW_V - 1));
+        CHECK_RC(ldp_sanitizer_new_seeded(bp, 3, &sp), LDP_OK);
+        CHECK_RC(ldp_sanitizer_new_seeded(bc, 3, &sc), LDP_OK);
+        CHECK_RC(ldp_sample_ids(sp, xs, yp, 400), LDP_OK);
+        CHECK_RC(ldp_sample_ids(sc, xs, yc, 400), LDP_OK);
+        CHECK(memcmp(yp, yc, sizeof yp) == 0);
+        ldp_sanitizer_free(sp);
+        ldp_sanitizer_free(sc);
+        ldp_bundle_close(bp);
+        ldp_bundle_close(bc);
+        free(plain);
+        free(clustered);
+    }
+}
+
 static void test_files(void) {
     char path[512], link[512];
     uint8_t *data;
@@ -544,6 +627,7 @@ int main(void) {
     RUN(test_signed_but_inconsistent_tables_are_refused);
     RUN(test_compact_bundle_equals_wide);
     RUN(test_compact_tables_keep_every_check);
+    RUN(test_tail_clusters_are_optional_and_checked);
     RUN(test_files);
     RUN(test_memory_bundle_is_a_private_copy);
     RUN(test_every_code_has_a_message);

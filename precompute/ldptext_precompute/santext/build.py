@@ -43,13 +43,14 @@ from ldptext import alias as _alias
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
 from ldptext.errors import ParameterError
-from ldptext.santext_tables import SanTextTables, gamma_float32
+from ldptext.santext_tables import CLUSTER_GAMMA_UNIT, MAX_CLUSTERS, SanTextTables, gamma_float32
 
 from ldptext.santext import STATED_MAX_TOLERANCE
 
 from . import embeddings as _emb
 from . import frequency as _freq
 from . import function_words as _fw
+from .clusters import DEFAULT_CLUSTERS
 from .knn import Neighbours, cached_neighbours
 
 U = 2.0 ** -53
@@ -377,6 +378,7 @@ def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.
         :func:`numeric_tolerance` as ``gamma_rounding``).
     """
     proposal = sampling_tables(nb, int(domain.outputs.size), float(epsilon))
+    tail_cluster, cluster_gamma = cluster_exponents(nb, float(epsilon))
     gamma, rounding = proposal.accept_gamma, 0.0
     gamma32, change = gamma_float32(gamma)
     if change <= GAMMA32_MAX_ROUNDING:
@@ -385,8 +387,43 @@ def santext_tables(*, emb_q: np.ndarray, emb_scale: np.ndarray, valid_input: np.
         emb_q=emb_q, emb_scale=emb_scale, outputs=domain.outputs, head_ids=nb.head_ids,
         alias_threshold=proposal.alias_threshold, alias_index=proposal.alias_index,
         accept_gamma=gamma, tail_floor=nb.tail_floor.astype(np.float64),
-        keep_row=domain.keep_row, sensitive=domain.sensitive, valid_input=valid_input)
+        keep_row=domain.keep_row, sensitive=domain.sensitive, valid_input=valid_input,
+        tail_cluster=tail_cluster, cluster_gamma=cluster_gamma)
     return Tables(tables, rounding)
+
+
+#: Relative slack of the cluster exponents below their bound: covers the sampler's roundings of
+#: ε/2·(d − tail_floor) (a few units of 2^-53) with a wide margin.
+CLUSTER_GAMMA_SLACK = 1e-12
+
+
+def cluster_exponents(nb: Neighbours, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """The tables' tail clusters and, per row and cluster, the exponent known before the distance.
+
+    ``cluster_gamma[x, c] = floor(ε/2 · (cluster_floor[x, c] − tail_floor[x]) · (1 − slack) · 32)``,
+    capped at 255 (0 where the bound is below the tail floor, 255 where the cluster has no tail
+    member). Since ``cluster_floor`` is a rigorous lower bound of the sampler's own distance, the
+    sampler's second exponent ε/2·(d − tail_floor) − cluster_gamma/32 is never negative
+    (``native/santext_sampler.h``; :class:`ldptext.santext_tables.SanTextTables`).
+
+    Parameters
+    ----------
+    nb : Neighbours
+        The neighbour structure with its clusters.
+    epsilon : float
+        The metric ε.
+
+    Returns
+    -------
+    tail_cluster : np.ndarray of uint8, shape (V,)
+    cluster_gamma : np.ndarray of uint8, shape (V, C)
+    """
+    half = float(epsilon) / 2.0
+    gap = nb.cluster_floor - nb.tail_floor[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        units = np.floor(half * np.maximum(gap, 0.0) * (1.0 - CLUSTER_GAMMA_SLACK) / CLUSTER_GAMMA_UNIT)
+    units = np.where(np.isfinite(units), np.minimum(units, 255.0), 255.0)
+    return nb.tail_cluster.astype(np.uint8), units.astype(np.uint8)
 
 
 def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray,
@@ -428,7 +465,9 @@ def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray
         dd = np.minimum(np.sqrt(e), np.where(nb.tail_floor > 0, e / (2 * nb.tail_floor), np.inf))
     magnitude = epsilon * nb.d_max / 2 + math.log((k + 1) * _alias.COLUMN) + \
         math.log(max(n_outputs, 2))
-    per_weight = (16 * U * magnitude + epsilon / 2 * nb.d_max * (dim + 2) * U
+    # the tail's two trials (santext_sampler.c accept_tail): one more rounding than the single
+    # exponent (2u·magnitude, counted twice) and the rounding of L_q (< 2^-49, cluster_bounds.h)
+    per_weight = (18 * U * magnitude + 2.0 ** -49 + epsilon / 2 * nb.d_max * (dim + 2) * U
                   + (epsilon / 2 * float(dd.max()) if n_outputs > k else 0.0) + gamma_rounding)
     return float(2 * per_weight)
 
@@ -551,7 +590,8 @@ def write_santext_bundle(out: str | Path, *, mechanism: str, tables: SanTextTabl
 
 def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                          mechanism: str = "santext+", p: float | None = 0.3, w: float | None = None,
-                         vocab_size: int | None = None, head_size: int = 64, sign_key: Any = None,
+                         vocab_size: int | None = None, head_size: int = 64,
+                         tail_clusters: int = DEFAULT_CLUSTERS, sign_key: Any = None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
@@ -579,6 +619,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         Word-level embeddings: keep the first (most frequent) N words.
     head_size : int
         Alias-table head size K (capped at |O|).
+    tail_clusters : int
+        Tail clusters C in [1, 256] (:mod:`ldptext_precompute.santext.clusters`; capped at |O|).
     sign_key : key, path, None or False
         ``None`` signs with the local developer key (``ldptext.keys.developer_key``); ``False``
         writes an unsigned development bundle.
@@ -625,6 +667,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         p = w = non_sensitive = None
     check_parameters(epsilon, mechanism, p, w)
     check_head_size(head_size)
+    if not 1 <= int(tail_clusters) <= MAX_CLUSTERS:
+        raise ParameterError(f"--tail-clusters must be between 1 and {MAX_CLUSTERS}")
     if mechanism == "santext+":
         kind, value = parse_non_sensitive(non_sensitive, w)
         w = value if kind == "frequency" else None
@@ -637,7 +681,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
     nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,
-                           min(head_size, int(domain.outputs.size)), device=device, progress=progress)
+                           min(head_size, int(domain.outputs.size)), n_clusters=int(tail_clusters),
+                           device=device, progress=progress)
     tables, rounding = santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
                                       domain=domain, nb=nb, epsilon=epsilon)
     manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,

@@ -7,6 +7,8 @@ from typing import Any
 
 from ldptext.commands.keys import add_signing_options, signing_from_args
 
+from .clusters import DEFAULT_CLUSTERS
+
 
 def _positive_float(text: str) -> float:
     try:
@@ -49,6 +51,10 @@ def register(targets: Any) -> None:
                         "a GloVe-50k bundle 36-47%% of the old wide size instead of 64-85%%, with the same exact "
                         "sampling, 1.1x the time at epsilon 1 but 1.3-3.4x at epsilon 3-15 "
                         "(benchmarks/bench_bundle_size.py)")
+    p.add_argument("--tail-clusters", type=int, default=DEFAULT_CLUSTERS,
+                   help=f"tail clusters C, 1-256 (default {DEFAULT_CLUSTERS}): per row and cluster, a bound "
+                        "that lets the sampler refuse far tail candidates without their distance (same "
+                        "distribution; V*C bytes; 1 = none)")
     add_signing_options(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
@@ -74,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     path = build_santext_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism,
         p=args.p, w=args.w, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
-        head_size=args.head_size,
+        head_size=args.head_size, tail_clusters=args.tail_clusters,
         **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
         progress=sys.stderr.isatty())
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")

@@ -7,6 +7,9 @@ For every row x (every vocabulary entry) and the output domain O:
 * ``tail_floor``: a *rigorous lower bound* of d(x, y) over every other output y. The exactness of the
   sampler depends only on this bound being valid, not on the head being the true top-K: candidates
   are found with the fast ``|a|²+|b|²−2a·b`` formula, whose rounding error is bounded explicitly;
+* ``tail_cluster`` / ``cluster_floor``: the outputs' tail clusters
+  (:mod:`ldptext_precompute.santext.clusters`) and, per row and cluster, a rigorous lower bound of
+  d(x, y) over the cluster's tail members (the same bound as ``tail_floor``, cluster by cluster);
 * ``d_max``: an upper bound of the largest distance between two valid inputs (privacy report).
 
 The heavy part (a |V|×|V| distance product, in row blocks, never materialised whole) runs with torch
@@ -24,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .clusters import DEFAULT_CLUSTERS, tail_clusters
+
 U = 2.0 ** -53  # unit roundoff of float64
 
 
@@ -39,6 +44,11 @@ class Neighbours:
         Their distances (direct float64 formula).
     tail_floor : np.ndarray of float64, shape (V,)
         A rigorous lower bound of the distance to every other output (0 when none).
+    tail_cluster : np.ndarray of uint8, shape (V,)
+        The tail cluster of every output (0 for other rows).
+    cluster_floor : np.ndarray of float64, shape (V, C)
+        Per row x and cluster c, a rigorous lower bound of the distance to every output of c outside
+        x's head (+inf when there is none).
     d_max : float
         Upper bound of the largest distance between two valid inputs.
     backend : str
@@ -50,6 +60,8 @@ class Neighbours:
     head_ids: np.ndarray    # int32 [V, K]
     head_dist: np.ndarray   # float64 [V, K]
     tail_floor: np.ndarray  # float64 [V]
+    tail_cluster: np.ndarray  # uint8 [V]
+    cluster_floor: np.ndarray  # float64 [V, C]
     d_max: float
     backend: str
     seconds: float
@@ -127,6 +139,19 @@ class _ArrayOps:
     def mask_columns(self, d2, mask) -> None:
         d2[:, mask] = np.inf
 
+    def mask_positions(self, d2, idx) -> None:
+        """Set ``d2[i, idx[i, j]]`` to +inf."""
+        if self.device is not None:
+            d2.scatter_(1, idx, float("inf"))
+        else:
+            np.put_along_axis(d2, idx, np.inf, axis=1)
+
+    def slice_min(self, d2, start: int, stop: int) -> np.ndarray:
+        """Per row, the smallest value of columns ``start:stop`` (non-empty), as numpy."""
+        if self.device is not None:
+            return d2[:, start:stop].min(dim=1).values.cpu().numpy()
+        return d2[:, start:stop].min(axis=1)
+
     def smallest(self, d2, take: int):
         """The ``take`` smallest values per row, ascending, and their column positions."""
         if self.device is not None:
@@ -138,8 +163,8 @@ class _ArrayOps:
 
 
 def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
-                       head_size: int, *, device: str = "auto", block: int = 1024,
-                       progress: bool = False) -> Neighbours:
+                       head_size: int, *, n_clusters: int = DEFAULT_CLUSTERS, device: str = "auto",
+                       block: int = 1024, progress: bool = False) -> Neighbours:
     """Compute the neighbour structure of every row against the output ids ``outputs``.
 
     Parameters
@@ -152,6 +177,8 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
         Valid inputs (they define D_max).
     head_size : int
         K, in [1, O].
+    n_clusters : int
+        Tail clusters C, in [1, 256] (:func:`ldptext_precompute.santext.clusters.tail_clusters`).
     device : str
         ``"auto"`` (CUDA if present, else numpy), ``"cpu"`` (torch), ``"cuda"`` or ``"numpy"``.
     block : int
@@ -199,6 +226,13 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     col_pos_out = cols[col_is_out]  # output ids in column order
     if not np.array_equal(np.sort(col_pos_out), np.sort(outputs)):
         raise ValueError("every output must be a valid input")
+    # columns ordered by tail cluster (non-outputs last), so that each cluster is one column slice
+    labels = tail_clusters(vec64, outputs, n_clusters)
+    n_groups = int(labels[outputs].max(initial=0)) + 1
+    order = np.lexsort((cols, labels[cols], ~col_is_out))
+    cols, col_is_out = cols[order], col_is_out[order]
+    bounds = np.searchsorted(labels[cols[col_is_out]], np.arange(n_groups + 1))
+    cluster_d2 = np.full((n_rows, n_groups), np.inf)
     xp = _ArrayOps(torch_device)
     cols_t = xp.asarray(vec64[cols])
     sq_cols_t = xp.asarray(sq[cols])
@@ -224,6 +258,10 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
         if take > k:
             err = (err_coef + runtime_coef) * (sq_a + max_sq_out)
             tail_d2[start:stop] = xp.numpy(vals)[:, k] - err
+            xp.mask_positions(d2, idx[:, :k])  # the tail: outputs outside the head
+            for c in range(n_groups):
+                if bounds[c + 1] > bounds[c]:
+                    cluster_d2[start:stop, c] = xp.slice_min(d2, int(bounds[c]), int(bounds[c + 1])) - err
         if bar is not None:
             bar.update(stop - start)
     if bar is not None:
@@ -232,15 +270,20 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     # sqrt is correctly rounded: two steps toward 0 keep the bound below the exact root
     tail_floor = np.where(np.isfinite(tail_d2), np.sqrt(np.maximum(tail_d2, 0.0)), 0.0)
     tail_floor = np.maximum(np.nextafter(np.nextafter(tail_floor, 0.0), 0.0), 0.0)
+    # the same bound per cluster; +inf (no tail member) stays +inf
+    with np.errstate(invalid="ignore"):
+        cluster_floor = np.sqrt(np.maximum(cluster_d2, 0.0))
+    cluster_floor = np.maximum(np.nextafter(np.nextafter(cluster_floor, 0.0), 0.0), 0.0)
     head_dist = exact_distances(vectors, np.arange(n_rows), head_ids)
     d_max = math.sqrt(d2_max + err_coef * 2 * max_sq_valid) * (1.0 + 4 * U)
     return Neighbours(head_ids=head_ids, head_dist=head_dist, tail_floor=tail_floor,
+                      tail_cluster=labels, cluster_floor=cluster_floor,
                       d_max=float(np.nextafter(d_max, np.inf)), backend=backend,
                       seconds=time.perf_counter() - t0)
 
 
 def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
-              head_size: int) -> str:
+              head_size: int, n_clusters: int = DEFAULT_CLUSTERS) -> str:
     """Content key of a neighbour structure: a hash of everything it depends on.
 
     Parameters
@@ -249,6 +292,7 @@ def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
     outputs : np.ndarray of int, shape (O,)
     valid_input : np.ndarray of bool, shape (V,)
     head_size : int
+    n_clusters : int
 
     Returns
     -------
@@ -259,19 +303,19 @@ def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
     for a in (np.asarray(vectors, dtype=np.float64), outputs.astype(np.int64),
               valid_input.astype(np.uint8)):
         h.update(np.ascontiguousarray(a).tobytes())
-    h.update(f"K={head_size};v2".encode())
+    h.update(f"K={head_size};C={n_clusters};v3".encode())
     return h.hexdigest()[:32]
 
 
 def cached_neighbours(cache_dir: str | Path | None, vectors, outputs, valid_input, head_size,
-                      **kwargs) -> Neighbours:
+                      n_clusters: int = DEFAULT_CLUSTERS, **kwargs) -> Neighbours:
     """:func:`compute_neighbours`, reusing a result saved in ``cache_dir`` (public data only).
 
     Parameters
     ----------
     cache_dir : str or Path or None
         Where results are saved by :func:`cache_key`; ``None`` computes without caching.
-    vectors, outputs, valid_input, head_size
+    vectors, outputs, valid_input, head_size, n_clusters
         As :func:`compute_neighbours`.
     **kwargs
         Passed on to :func:`compute_neighbours` (``device``, ``block``, ``progress``).
@@ -282,22 +326,25 @@ def cached_neighbours(cache_dir: str | Path | None, vectors, outputs, valid_inpu
         An unreadable cache entry is recomputed and replaced.
     """
     if cache_dir is None:
-        return compute_neighbours(vectors, outputs, valid_input, head_size, **kwargs)
+        return compute_neighbours(vectors, outputs, valid_input, head_size, n_clusters=n_clusters,
+                                  **kwargs)
     cache = Path(cache_dir)
-    path = cache / f"neighbours-{cache_key(vectors, outputs, valid_input, head_size)}.npz"
+    path = cache / f"neighbours-{cache_key(vectors, outputs, valid_input, head_size, n_clusters)}.npz"
     if path.exists():
         try:
             z = np.load(path)
             meta = json.loads(str(z["meta"]))
             return Neighbours(head_ids=z["head_ids"], head_dist=z["head_dist"],
-                              tail_floor=z["tail_floor"], d_max=meta["d_max"],
+                              tail_floor=z["tail_floor"], tail_cluster=z["tail_cluster"],
+                              cluster_floor=z["cluster_floor"], d_max=meta["d_max"],
                               backend=meta["backend"] + " (cached)", seconds=0.0)
         except (OSError, KeyError, ValueError):
             path.unlink(missing_ok=True)  # unreadable cache: recompute
-    nb = compute_neighbours(vectors, outputs, valid_input, head_size, **kwargs)
+    nb = compute_neighbours(vectors, outputs, valid_input, head_size, n_clusters=n_clusters, **kwargs)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, head_ids=nb.head_ids, head_dist=nb.head_dist, tail_floor=nb.tail_floor,
+             tail_cluster=nb.tail_cluster, cluster_floor=nb.cluster_floor,
              meta=json.dumps({"d_max": nb.d_max, "backend": nb.backend}))
     tmp.replace(path)
     return nb

@@ -1,0 +1,72 @@
+"""Tail clusters: a public partition of the output domain that lets the sampler skip far candidates.
+
+The sampler draws a tail candidate y uniformly from the outputs outside row x's head and accepts it
+with probability exp(−(γ_K + ε/2·(d(x, y) − tail_floor[x]))). At ε ≥ 10 most candidates are refused,
+and each refusal cost a distance (the candidate's whole embedding row read from memory). With the
+outputs grouped into C clusters and, per row and cluster, a lower bound of d(x, ·) over the cluster's
+tail members (:func:`ldptext_precompute.santext.knn.compute_neighbours`), the acceptance splits into
+a trial before the distance and one after it, with the same product (``native/santext_sampler.h``).
+The clusters only decide how much work is saved; any partition keeps the distribution exact.
+
+Grouping: Lloyd's k-means on the metric embedding of the outputs, from a seeded choice of starting
+centres, for a fixed number of iterations: deterministic for given public vectors, and computed in
+well under a second for 30,000 outputs. Nothing here reads private text.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Tail clusters of a new bundle (measured on MiniLM WordPiece at ε = 10: 16 clusters avoid about 40 %
+#: of the tail distances, 64 about 50 %; the per-row bounds cost V·C bytes).
+DEFAULT_CLUSTERS = 16
+
+
+def tail_clusters(vectors: np.ndarray, outputs: np.ndarray, n_clusters: int,
+                  iterations: int = 12, seed: int = 0) -> np.ndarray:
+    """The cluster of every row: k-means over the outputs' vectors.
+
+    Parameters
+    ----------
+    vectors : np.ndarray of float, shape (V, m)
+        The metric embedding.
+    outputs : np.ndarray of int, shape (O,)
+        Output ids (only they are grouped; other rows get cluster 0, which the sampler never reads).
+    n_clusters : int
+        C, in [1, 256] (capped at O).
+    iterations : int
+        Lloyd iterations.
+    seed : int
+        Seed of the choice of starting centres (public; the result is deterministic).
+
+    Returns
+    -------
+    np.ndarray of uint8, shape (V,)
+        The cluster of each row, ``< min(C, O)``.
+
+    Raises
+    ------
+    ValueError
+        C outside [1, 256].
+    """
+    if not 1 <= n_clusters <= 256:
+        raise ValueError("the number of tail clusters must be between 1 and 256")
+    outputs = np.asarray(outputs, dtype=np.int64)
+    labels = np.zeros(vectors.shape[0], dtype=np.uint8)
+    c = min(int(n_clusters), int(outputs.size))
+    if c <= 1:
+        return labels
+    x = np.asarray(vectors[outputs], dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    centres = x[rng.choice(x.shape[0], size=c, replace=False)].copy()
+    x_sq = np.einsum("ij,ij->i", x, x)
+    assign = np.zeros(x.shape[0], dtype=np.int64)
+    for _ in range(iterations):
+        d2 = x_sq[:, None] - 2.0 * (x @ centres.T) + np.einsum("ij,ij->i", centres, centres)[None, :]
+        assign = np.argmin(d2, axis=1)
+        onehot = (assign[None, :] == np.arange(c)[:, None]).astype(np.float64)
+        counts = onehot.sum(axis=1)
+        sums = onehot @ x
+        filled = counts > 0
+        centres[filled] = sums[filled] / counts[filled, None]  # an empty cluster keeps its centre
+    labels[outputs] = assign.astype(np.uint8)
+    return labels

@@ -1,0 +1,167 @@
+"""Tail clusters (santext_tables ``tail_cluster`` / ``cluster_gamma``, native/santext_sampler.h): the
+two-trial tail acceptance leaves the distribution exactly as the formula, every stored bound holds
+for the sampler's own distance, a false bound is refused rather than sampled, and bundles without
+clusters keep loading. References are computed here, independently (mpmath, float64 embeddings)."""
+import re
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import build_tiny_bundle, load_seeded
+from test_santext import reference_log_probs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cluster_bounds_header_is_the_exact_first_trial():
+    """KEEP[q] = ceil(2^32 e^(-q/32)) and 0 <= LOG[q] <= -ln(KEEP[q]/2^32) <= q/32, LOG within 2^-49."""
+    text = (ROOT / "native" / "cluster_bounds.h").read_text()
+    keep_src = text[text.index("LDP_CLUSTER_KEEP[256]"):text.index("LDP_CLUSTER_LOG[256]")]
+    log_src = text[text.index("LDP_CLUSTER_LOG[256]"):]
+    keep = [int(v) for v in re.findall(r"(\d+)u\b", keep_src)]
+    logs = [float.fromhex(v) for v in re.findall(r"-?0x[0-9a-f.]+p[-+]\d+", log_src)]
+    assert len(keep) == len(logs) == 256
+    mpmath.mp.prec = 200
+    for q in range(256):
+        exact_keep = mpmath.ceil(mpmath.ldexp(mpmath.exp(-mpmath.mpf(q) / 32), 32))
+        assert keep[q] == int(exact_keep)
+        true_log = -mpmath.log(mpmath.mpf(keep[q]) / 2**32)
+        assert 0 <= logs[q] <= true_log <= mpmath.mpf(q) / 32
+        assert true_log - logs[q] < mpmath.mpf(2) ** -49
+
+
+@pytest.fixture(scope="module")
+def clustered(tmp_path_factory):
+    """A high-ε SanText+ bundle (most tail candidates refused) with 4 tail clusters."""
+    path = build_tiny_bundle(tmp_path_factory.mktemp("c") / "c.ldpb", mechanism="santext+", epsilon=12.0,
+                             head_size=4, p=0.3, w=0.6, n=150, dim=12, tail_clusters=4)
+    return load_seeded(path)
+
+
+def test_every_cluster_bound_holds_for_the_samplers_distance(clustered):
+    t = clustered.tables
+    assert t.cluster_gamma.shape[1] == 4
+    assert (t.cluster_gamma > 0).mean() > 0.3, "the bounds must be non-trivial for this test to mean anything"
+    half = clustered.epsilon / 2
+    emb = np.asarray(clustered.embeddings, dtype=np.float64)
+    for x in np.flatnonzero(t.valid_input):
+        tail = np.setdiff1d(t.outputs, t.head_ids[x])
+        d_sampler = np.array([clustered._table.distance(int(x), int(y)) for y in tail])
+        d_ref = np.linalg.norm(emb[tail] - emb[x], axis=1)
+        bound = t.cluster_gamma[x, t.tail_cluster[tail]] / 32.0
+        # the sampler's second exponent (before adding γ_K) is never negative
+        assert (half * (d_sampler - t.tail_floor[x]) - bound >= 0).all()
+        assert (half * (d_ref - t.tail_floor[x]) - bound >= 0).all()
+
+
+@pytest.mark.parametrize("backend", ["native", "fallback"])
+def test_clustered_sampler_realises_the_distribution_chi_square(clustered, backend):
+    from ldptext.alias import realised_masses
+    san = load_seeded(clustered._bundle.path, seed=3, backend=backend)
+    t = san.tables
+    share = realised_masses(t.alias_threshold, t.alias_index)[:, -1] / ((t.head_size + 1) * 2.0**32)
+    # the rows whose tail is proposed most (the path the clusters change), and a typical one
+    rows = [int(np.argmax(np.where(t.sensitive, share, -1))),
+            int(np.argmax(np.where(t.valid_input & ~t.sensitive, share, -1))),
+            int(np.flatnonzero(t.sensitive)[0])]
+    assert share[rows[0]] > 0.2 and share[rows[1]] > 0.5
+    assert (t.cluster_gamma[rows[:2]] > 0).any(axis=1).all()
+    n = 600_000
+    for x in rows:
+        y = san.sample_ids(np.full(n, x))
+        p = np.exp(reference_log_probs(san, x))
+        counts = np.bincount(y, minlength=p.size)
+        assert counts[p == 0].sum() == 0
+        big = p * n >= 5
+        obs = np.append(counts[big], counts[~big].sum())
+        exp = np.append(p[big], p[~big].sum()) * n
+        keep = exp > 0
+        assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
+        tv = 0.5 * np.abs(counts / n - p).sum()
+        assert tv < 1.5 * 0.5 * np.sum(np.sqrt(2 * p * (1 - p) / (np.pi * n))) + 1e-3
+
+
+def test_a_false_cluster_bound_is_refused_not_sampled(clustered):
+    """A bound above some tail distance makes the second exponent negative: sampling stops with an
+    error instead of drawing from a wrong distribution."""
+    from ldptext import _native
+    from ldptext.alias import realised_masses
+    t = clustered.tables
+    tail_share = realised_masses(t.alias_threshold, t.alias_index)[:, -1]
+    x = int(np.argmax(np.where(t.sensitive, tail_share, -1)))  # the row proposing its tail most
+    args = t.sampler_arguments(epsilon=clustered.epsilon, p=clustered.p)
+    lying = t.cluster_gamma.copy()
+    lying[x] = np.minimum(lying[x].astype(int) + 32, 255)  # one unit of exponent too much
+    tail = np.setdiff1d(t.outputs, t.head_ids[x])
+    d = np.array([clustered._table.distance(x, int(y)) for y in tail])
+    second = clustered.epsilon / 2 * (d - t.tail_floor[x]) - lying[x, t.tail_cluster[tail]] / 32.0
+    assert (second + t.accept_gamma[x, -1] < 0).any(), "the lie must be false somewhere"
+    table = _native.SantextTable(**dict(args, cluster_gamma=lying))
+    g = _native.Generator(bytes(32), 0)
+    xs = np.full(200_000, x, np.int32)
+    with pytest.raises(Exception, match="invariant|table"):
+        g.santext_sample(table, xs, np.empty_like(xs))
+
+
+def _rewrite(san, path, arrays):
+    from ldptext import bundle as B
+    from ldptext import keys
+    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
+    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
+                                                                 "mechanism")}
+    return B.write_bundle(path, mechanism=san.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
+                          sign_key=keys.build_signing_key(None))
+
+
+def test_bundle_without_clusters_loads_as_one_cluster_and_samples_the_same(clustered, tmp_path):
+    """An older bundle (no cluster arrays) is the plain tail: C = 1, all bounds 0; it gives the same
+    seeded outputs as the same tables with explicit one-cluster arrays, on every backend, and its
+    distribution is still the formula's."""
+    arrays = clustered.tables.stored_arrays()
+    plain = {k: v for k, v in arrays.items() if k not in ("tail_cluster", "cluster_gamma")}
+    old = _rewrite(clustered, tmp_path / "old.ldpb", plain)
+    v = arrays["tail_cluster"].size
+    one = _rewrite(clustered, tmp_path / "one.ldpb", dict(plain, tail_cluster=np.zeros(v, np.uint8),
+                                                         cluster_gamma=np.zeros((v, 1), np.uint8)))
+    rows = np.resize(np.flatnonzero(clustered.valid_input), 5000).astype(np.int32)
+    for backend in ("auto", "fallback"):
+        a, b = load_seeded(old, seed=8, backend=backend), load_seeded(one, seed=8, backend=backend)
+        assert a.tables.cluster_gamma.shape == (v, 1) and not a.tables.cluster_gamma.any()
+        assert np.array_equal(a.sample_ids(rows), b.sample_ids(rows))
+    san = load_seeded(old, seed=2)
+    assert san.backend == "libldptext"
+    x = int(np.flatnonzero(san.sensitive)[0])
+    y = san.sample_ids(np.full(300_000, x))
+    p = np.exp(reference_log_probs(san, x))
+    counts = np.bincount(y, minlength=p.size)
+    big = p * y.size >= 5
+    obs, exp = np.append(counts[big], counts[~big].sum()), np.append(p[big], p[~big].sum()) * y.size
+    assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
+
+
+def test_cluster_arrays_come_together_and_ids_stay_below_c(clustered, tmp_path):
+    from ldptext.errors import BundleFormatError, BundleIntegrityError
+    arrays = clustered.tables.stored_arrays()
+    half = {k: v for k, v in arrays.items() if k != "cluster_gamma"}
+    with pytest.raises(BundleFormatError):  # Python and libldptext (LDP_E_MISSING_ARRAY) alike
+        load_seeded(_rewrite(clustered, tmp_path / "half.ldpb", half))
+    bad = dict(arrays, tail_cluster=np.full_like(arrays["tail_cluster"], 4))  # C = 4
+    with pytest.raises(BundleIntegrityError, match="cluster"):
+        load_seeded(_rewrite(clustered, tmp_path / "bad.ldpb", bad))
+    with pytest.raises(BundleIntegrityError, match="cluster"):  # C = 0
+        load_seeded(_rewrite(clustered, tmp_path / "c0.ldpb", dict(
+            arrays, tail_cluster=np.zeros_like(arrays["tail_cluster"]),
+            cluster_gamma=np.zeros((arrays["tail_cluster"].size, 0), np.uint8))))
+
+
+def test_tail_cluster_count_is_a_build_parameter(tmp_path):
+    from ldptext.errors import ParameterError
+    one = load_seeded(build_tiny_bundle(tmp_path / "one.ldpb", n=40, tail_clusters=1))
+    assert one.tables.cluster_gamma.shape == (one.n_rows, 1) and not one.tables.cluster_gamma.any()
+    with pytest.raises(ParameterError):
+        build_tiny_bundle(tmp_path / "zero.ldpb", n=40, tail_clusters=0)
+    with pytest.raises(ParameterError):
+        build_tiny_bundle(tmp_path / "many.ldpb", n=40, tail_clusters=257)
