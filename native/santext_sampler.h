@@ -20,7 +20,10 @@
  * LOG[q])), LOG[q] = -ln(KEEP[q] / 2^32) rounded down (cluster_bounds.h). The product is the
  * one-step probability above (up to LOG's rounding, < 2^-49, in the stated tolerance), so the output
  * distribution is the same, but most far candidates are refused without reading their embedding.
- * q = 0 is the plain tail, draw for draw (C = 1 with zero cluster_gamma: a bundle without them). */
+ * q = 0 is the plain tail (C = 1 with zero cluster_gamma: a bundle without them). With C > 1 the
+ * second trial itself is made the same way (one word against KEEP[floor(32 e)], then the exact
+ * trial of the rest of e): one more rounding of LOG, < 2^-49 relative, which the builds that write
+ * clusters state in their tolerance. */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 

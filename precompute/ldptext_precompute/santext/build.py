@@ -465,9 +465,10 @@ def numeric_tolerance(epsilon: float, nb: Neighbours, metric_vectors: np.ndarray
         dd = np.minimum(np.sqrt(e), np.where(nb.tail_floor > 0, e / (2 * nb.tail_floor), np.inf))
     magnitude = epsilon * nb.d_max / 2 + math.log((k + 1) * _alias.COLUMN) + \
         math.log(max(n_outputs, 2))
-    # the tail's two trials (santext_sampler.c accept_tail): one more rounding than the single
-    # exponent (2u·magnitude, counted twice) and the rounding of L_q (< 2^-49, cluster_bounds.h)
-    per_weight = (18 * U * magnitude + 2.0 ** -49 + epsilon / 2 * nb.d_max * (dim + 2) * U
+    # the tail's trials (santext_sampler.c accept_tail): one more rounding than the single exponent
+    # (2u·magnitude, counted twice) and two roundings of a table logarithm L (< 2^-49 each,
+    # cluster_bounds.h: the cluster bound's, and bernoulli_exp_by_table's)
+    per_weight = (18 * U * magnitude + 2.0 ** -48 + epsilon / 2 * nb.d_max * (dim + 2) * U
                   + (epsilon / 2 * float(dd.max()) if n_outputs > k else 0.0) + gamma_rounding)
     return float(2 * per_weight)
 
