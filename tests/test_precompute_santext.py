@@ -20,6 +20,9 @@ def test_torch_and_numpy_neighbour_search_agree():
     assert np.array_equal(a.head_ids, b.head_ids)
     assert np.allclose(a.tail_floor, b.tail_floor, rtol=1e-12, atol=1e-12)
     assert a.d_max == pytest.approx(b.d_max, rel=1e-12)
+    # the tail clusters and their per-row bounds (the GPU path's scatter and slice minima)
+    assert np.array_equal(a.tail_cluster, b.tail_cluster) and a.cluster_floor.shape == (vec.shape[0], 16)
+    assert np.allclose(a.cluster_floor, b.cluster_floor, rtol=1e-12, atol=1e-12)
 
 
 def test_tail_floor_bounds_all_tail_distances_even_with_near_ties():
@@ -28,10 +31,18 @@ def test_tail_floor_bounds_all_tail_distances_even_with_near_ties():
     vec = np.repeat(base, 120, axis=0) + rng.normal(size=(120, 32)) * 1e-7  # nearly equal points
     vec = dequantize(*quantize_int8(vec))
     outputs = np.arange(120)
-    nb = compute_neighbours(vec, outputs, np.ones(120, bool), 8, device="numpy")
+    nb = compute_neighbours(vec, outputs, np.ones(120, bool), 8, n_clusters=5, device="numpy")
+    assert len(np.unique(nb.tail_cluster[outputs])) >= 3  # (k-means may leave a cluster empty)
     for x in range(120):
         tail = np.setdiff1d(outputs, nb.head_ids[x])
-        assert exact_distances(vec, np.array([x]), tail[None, :]).min() >= nb.tail_floor[x]
+        d = exact_distances(vec, np.array([x]), tail[None, :])[0]
+        assert d.min() >= nb.tail_floor[x]
+        # each cluster's bound holds for every tail member of it (inf where it has none)
+        for c in range(5):
+            members = nb.tail_cluster[tail] == c
+            assert (d[members] >= nb.cluster_floor[x, c]).all()
+            assert members.any() or nb.cluster_floor[x, c] == np.inf
+            assert not members.any() or nb.cluster_floor[x, c] >= nb.tail_floor[x]
 
 
 def test_quantized_metric_is_exact_in_float64():

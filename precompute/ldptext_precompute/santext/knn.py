@@ -273,7 +273,8 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     # the same bound per cluster; +inf (no tail member) stays +inf
     with np.errstate(invalid="ignore"):
         cluster_floor = np.sqrt(np.maximum(cluster_d2, 0.0))
-    cluster_floor = np.maximum(np.nextafter(np.nextafter(cluster_floor, 0.0), 0.0), 0.0)
+    cluster_floor = np.where(np.isfinite(cluster_floor),
+                             np.maximum(np.nextafter(np.nextafter(cluster_floor, 0.0), 0.0), 0.0), np.inf)
     head_dist = exact_distances(vectors, np.arange(n_rows), head_ids)
     d_max = math.sqrt(d2_max + err_coef * 2 * max_sq_valid) * (1.0 + 4 * U)
     return Neighbours(head_ids=head_ids, head_dist=head_dist, tail_floor=tail_floor,
