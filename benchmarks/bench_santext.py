@@ -294,14 +294,15 @@ def peak_rss_mib() -> float:
 def ensure_bundle(path: Path, epsilon: float, cache: Path, trusted) -> float | None:
     """Build the SanText+ MiniLM bundle unless a loadable one with this ε exists; seconds or None."""
     from ldptext.santext import Sanitizer
-    from ldptext_precompute.santext.build import build_santext_bundle
+    from ldptext_precompute.santext.build import DEFAULT_HEAD_SIZE, build_santext_bundle
     if path.exists():
         try:
             with Sanitizer.load(path, trusted_keys=trusted) as san:
-                # (rebuilt when it predates the compact tables, int32 head ids, or the tail clusters)
+                # (rebuilt when it predates the compact tables, int32 head ids, the tail clusters or the
+                # default head size)
                 if san.mechanism == "santext+" and san.epsilon == epsilon and san.n_rows == 30522 \
                         and san._bundle.array("head_ids").dtype == np.uint16 \
-                        and "cluster_gamma" in san._bundle.arrays:
+                        and "cluster_gamma" in san._bundle.arrays and san.head_size == DEFAULT_HEAD_SIZE:
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below
             pass

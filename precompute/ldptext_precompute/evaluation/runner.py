@@ -84,6 +84,7 @@ from ldptext.errors import LdptextError, ParameterError
 from ldptext.fileio import file_sha256, write_bytes_atomic
 from . import metrics as M
 from .attacks import empirical_attack_success, nearest_neighbour_inversion, nearest_neighbour_table, wordfreq_prior
+from ..santext.knn import DEFAULT_HEAD_SIZE
 from .baselines import CMPMechanism, random_replacement
 from .datasets import Dataset, dataset_warnings, load_dataset
 from .mechanisms import realised_agreement, santext_keep_rows, santext_log_prob_rows
@@ -202,7 +203,7 @@ class EvaluationConfig:
     max_test: int | None = None
     cache_dir: str | None = None
     resume: bool = True
-    head_size: int = 64
+    head_size: int = DEFAULT_HEAD_SIZE
     dpbart_bundle: str | None = None
     dpbart_epsilons: list[float] | None = None
     dpbart_delta: float = DEFAULT_DPBART_DELTA

@@ -51,7 +51,7 @@ from . import embeddings as _emb
 from . import frequency as _freq
 from . import function_words as _fw
 from .clusters import DEFAULT_CLUSTERS
-from .knn import Neighbours, cached_neighbours
+from .knn import DEFAULT_HEAD_SIZE, Neighbours, cached_neighbours
 
 U = 2.0 ** -53
 #: Store the acceptance exponents as float32 when rounding moves none by more than this (each
@@ -591,7 +591,7 @@ def write_santext_bundle(out: str | Path, *, mechanism: str, tables: SanTextTabl
 
 def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                          mechanism: str = "santext+", p: float | None = 0.3, w: float | None = None,
-                         vocab_size: int | None = None, head_size: int = 64,
+                         vocab_size: int | None = None, head_size: int = DEFAULT_HEAD_SIZE,
                          tail_clusters: int = DEFAULT_CLUSTERS, sign_key: Any = None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
