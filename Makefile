@@ -90,15 +90,12 @@ web-demo: web-bundle wasm
 bench: setup native libldptext
 	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py --workdir $(CACHE)/bench-santext
 
-# DP-BART: build the MiniLM stand-in bundle once (about 20 minutes on two cores), then compare the
-# int8 ONNX runtime with PyTorch fp32 eager
+# DP-BART: the int8 ONNX runtime against PyTorch fp32 eager on the bundle of make dpbart-train (trained
+# here in the foreground first if it is missing: about an hour on two cores)
 bench-dpbart: setup native
-	test -f $(CACHE)/minilm-dpbart.ldpb || $(VENV)/bin/ldptext precompute dpbart \
-	  --model minilm-bert2bert --public-corpus wiki-sample --variant pr --seq-len 20 --clip auto \
-	  --base-steps 2400 --steps 150 --prune-rounds 1 --batch-size 8 --lr 3e-4 --cross-lr-mult 10 \
-	  --corrupt 0.0 --freeze-encoder --eval-sentences 100 --keep-work --out $(CACHE)/minilm-dpbart.ldpb
-	$(VPY) benchmarks/bench_dpbart.py --bundle $(CACHE)/minilm-dpbart.ldpb \
-	  --checkpoint-dir $(CACHE)/minilm-dpbart.ldpb.work --docs 48 --batch 8 --threads 1
+	test -f $(DPBART_OUT) || $(VENV)/bin/ldptext precompute dpbart $(DPBART_TRAIN_ARGS)
+	$(VPY) benchmarks/bench_dpbart.py --bundle $(DPBART_OUT) \
+	  --checkpoint-dir $(DPBART_OUT).work --docs 48 --batch 8 --threads 1
 
 # DP-BART training run (docs/dpbart-training.md), one phase in the background under nice: the MiniLM
 # encoder-decoder from its public weights, trained whole (the encoder learns to carry the words through

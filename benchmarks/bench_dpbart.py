@@ -7,7 +7,8 @@ plus bundle size vs fp32 and reconstruction BLEU at ε = ∞. Prints a table. On
         [--model minilm-bert2bert] [--docs 64] [--batch 8] [--threads 1] [--epsilon 500 --delta 1e-5]
 
 ``--checkpoint-dir`` is the precompute work directory (``OUT.work``): the PyTorch side loads the
-weights of its last stage, so both sides run the same trained model.
+weights of the stage the bundle was exported from (the one with the bundle's pruned neurons), so both
+sides run the same trained model.
 """
 from __future__ import annotations
 
@@ -20,11 +21,18 @@ import warnings
 from pathlib import Path
 
 
-def _last_checkpoint(work: Path) -> Path:
-    stages = sorted(work.glob("*.json"), key=lambda p: p.stat().st_mtime)
+def _exported_checkpoint(work: Path, pruned) -> Path:
+    """The stage checkpoint the bundle was exported from: the newest whose pruned neurons are the
+    bundle's (a PR run exports the best pruning round, not necessarily the last)."""
+    stages = sorted(work.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     if not stages:
         raise SystemExit(f"no stage checkpoint in {work}")
-    return stages[-1].with_suffix(".pt")
+    want = sorted(int(i) for i in pruned)
+    for stage in stages:
+        state = json.loads(stage.read_text()).get("state", {})
+        if sorted(int(i) for i in state.get("pruned", [])) == want:
+            return stage.with_suffix(".pt")
+    raise SystemExit(f"no stage checkpoint in {work} has the bundle's {len(want)} pruned neurons")
 
 
 def torch_greedy_with_cache(adapter, z, max_len: int) -> list[list[int]]:
@@ -56,7 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--checkpoint-dir", required=True)
     ap.add_argument("--model", default="minilm-bert2bert")
-    ap.add_argument("--public-corpus", default="wiki-sample")
+    ap.add_argument("--public-corpus", default=None,
+                    help="held-out sentences from this corpus (default: the one the bundle was trained on)")
     ap.add_argument("--docs", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
@@ -77,12 +86,17 @@ def main(argv=None) -> int:
     from ldptext_precompute.dpbart.data import load_public_corpus, split_holdout
     from ldptext_precompute.dpbart.model import load_model
 
+    from ldptext import keys
+
     warnings.simplefilter("ignore")
-    b = read_bundle(args.bundle, allow_unsigned=True)
+    # a bundle built here is signed with this machine's developer key: trusted for this run only
+    trusted = [keys.developer_key().public_key()]
+    b = read_bundle(args.bundle, trusted_keys=trusted, allow_unsigned=True)
     seed = b.manifest["build"]["config"].get("seed", 0)
-    corpus = load_public_corpus(args.public_corpus)
+    corpus = load_public_corpus(args.public_corpus or b.manifest["build"]["config"].get("public_corpus",
+                                                                                     "wiki-sample"))
     _, held_out = split_holdout(corpus, b.manifest["build"]["config"].get("eval_sentences", 200), seed)
-    rw = Rewriter.load(args.bundle, allow_unsigned=True, threads=args.threads)
+    rw = Rewriter.load(args.bundle, trusted_keys=trusted, allow_unsigned=True, threads=args.threads)
     cap = rw.config.capacity
     # documents that fit in one release, so both sides do exactly the same work
     docs = [s for s in held_out if len(rw.tokenizer.encode(s)) <= cap][: args.docs]
@@ -90,8 +104,8 @@ def main(argv=None) -> int:
         docs += [" ".join(s.split()[:8]) for s in held_out[: args.docs - len(docs)]]
 
     adapter = load_model(args.model)
-    adapter.model.load_state_dict(torch.load(_last_checkpoint(Path(args.checkpoint_dir)), map_location="cpu",
-                                             weights_only=True))
+    adapter.model.load_state_dict(torch.load(_exported_checkpoint(Path(args.checkpoint_dir), rw.pruned),
+                                             map_location="cpu", weights_only=True))
     adapter.model.eval()
     pruned = np.asarray(rw.pruned)
     calib = calibrate("gaussian", args.epsilon, args.delta, clip=rw.clip, n=rw.n)
