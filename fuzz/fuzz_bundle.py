@@ -295,7 +295,18 @@ def sane_table_arrays(p: Provider, rows: int, k: int, dim: int) -> dict:
         accept_gamma=rng.random((rows, k + 1)) * 3.0,
         tail_floor=np.zeros(rows),
         keep_row=(rng.random(rows) < 0.5).astype(np.uint8),
+        **cluster_arrays(rng, rows),
         dim=dim, head_size=k, epsilon=float(rng.random() * 2 + 0.1), p=float(rng.random()))
+
+
+def cluster_arrays(rng: np.random.Generator, rows: int) -> dict:
+    """Tail clusters for this build's SantextTable (none before they existed): 1-4 clusters with
+    zero bounds, which hold for any table."""
+    if "cluster_gamma" not in TABLE_ARRAY_NAMES:
+        return {}
+    c = int(rng.integers(1, 5))
+    return {"tail_cluster": rng.integers(0, c, rows).astype(np.uint8),
+            "cluster_gamma": np.zeros((rows, c), np.uint8)}
 
 
 def check_ids(ys: np.ndarray, rows: int) -> None:
@@ -367,10 +378,16 @@ class NativeTarget:
             t = _native.SantextTable(**kw)
             if op == 9 and self.hostile:  # mutate the borrowed arrays after validation
                 name = p.choice(["head_ids", "alias_index", "outputs", "accept_gamma",
-                                 "tail_floor", TABLE_ARRAY_NAMES[0]])
+                                 "tail_floor", TABLE_ARRAY_NAMES[0]]
+                                + [n for n in ("tail_cluster", "cluster_gamma") if n in kw])
                 arr = kw[name]
-                arr.reshape(-1)[p.int(0, arr.size - 1)] = p.choice(
-                    [-1, 2**15, 65535, 10**9, -10**9]) if arr.dtype.kind in "iu" else p.float()
+                if arr.dtype == np.uint8:  # a cluster id past C, or a bound that lies
+                    value = p.choice([255, 4, 64])
+                elif arr.dtype.kind in "iu":
+                    value = p.choice([-1, 2**15, 65535, 10**9, -10**9])
+                else:
+                    value = p.float()
+                arr.reshape(-1)[p.int(0, arr.size - 1)] = value
             if op == 10:  # a failed re-initialisation must not leave dangling views
                 try:
                     t.__init__(**dict(kw, dim=-1))
