@@ -32,7 +32,8 @@ __all__ = ["SanTextTables", "STORED_ARRAYS", "OPTIONAL_ARRAYS", "SAMPLER_KEYWORD
 
 #: Most tail clusters a table may have (cluster ids are uint8), as ``LDP_MAX_CLUSTERS`` in C.
 MAX_CLUSTERS = 256
-#: The unit of ``cluster_gamma`` (a power of two: the products are exact), ``LDP_CLUSTER_GAMMA_UNIT``.
+#: The unit of ``cluster_gamma`` (a power of two: q · unit is exact); ``native/cluster_bounds.h``
+#: tabulates the sampler's trial for each q = 0..255 in this unit.
 CLUSTER_GAMMA_UNIT = 1.0 / 32.0
 
 
