@@ -106,19 +106,21 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n) {
     return norm;
 }
 
+uint64_t ldp_realised_mass(const uint32_t *thr, const uint16_t *alias, size_t slots, size_t slot) {
+    /* slot j keeps thr[j] of its 2^32 units and gives the rest to alias[j] (all of them to itself
+     * when alias[j] = j) */
+    uint64_t mass = thr[slot];
+    size_t j;
+    for (j = 0; j < slots; j++) mass += alias[j] == slot ? ((uint64_t)1 << 32) - thr[j] : 0u;
+    return mass;
+}
+
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out) {
     const size_t k = (size_t)t->head_size, slots = k + 1u;
     int32_t x;
-    for (x = 0; x < t->n_rows; x++) {
-        const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
-        const uint16_t *alias = t->alias_index + (size_t)x * slots;
-        /* slot j keeps thr[j] of its 2^32 units and gives the rest to alias[j] */
-        uint64_t mass = thr[k];
-        size_t j;
-        for (j = 0; j < slots; j++)
-            mass += alias[j] == k ? ((uint64_t)1 << 32) - thr[j] : 0u;
-        out[x] = mass;
-    }
+    for (x = 0; x < t->n_rows; x++)
+        out[x] = ldp_realised_mass(t->alias_threshold + (size_t)x * slots,
+                                   t->alias_index + (size_t)x * slots, slots, k);
 }
 
 int ldp_santext_table_check(const ldp_santext_table *t) {
@@ -226,6 +228,12 @@ static int in_sorted(const int32_t *v, int32_t n, int32_t key) {
     }
 }
 
+/* The first of two trials whose probabilities multiply to exp(-e) (cluster_bounds.h): keep with
+ * probability KEEP[q] / 2^32 >= exp(-q/32), one random word; q = 0 keeps without drawing. */
+static int keep_trial(ldp_chacha *g, unsigned q) {
+    return q == 0 || (uint64_t)ldp_next_u32_inline(g) < LDP_CLUSTER_KEEP[q];
+}
+
 /* Row x's bound for tail candidate y's cluster: cluster_gamma[x][cluster of y], q in 0..255. */
 static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) {
     unsigned c = t->tail_cluster[y];
@@ -284,7 +292,6 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
             }
         } else {
             int32_t cand;
-            unsigned q;
             /* at most K of the n_outputs > K candidates are head members: 64 n + 1024 rounds
              * without a tail member have probability below e^-64 unless the table is broken */
             uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
@@ -296,8 +303,7 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
             } while (in_sorted(head, k, cand));
             /* the first trial of the tail acceptance (santext_sampler.h): one random word, no
              * distance; q = 0 (no bound, every older bundle) draws nothing */
-            q = cluster_units(t, x, cand);
-            if (q != 0 && (uint64_t)ldp_next_u32_inline(g) >= LDP_CLUSTER_KEEP[q]) continue;
+            if (!keep_trial(g, cluster_units(t, x, cand))) continue;
             prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
 #if defined(__GNUC__)
             __builtin_prefetch(t->emb_scale + cand, 0, 0);
@@ -321,7 +327,7 @@ static int bernoulli_exp_by_table(ldp_chacha *g, double e) {
     unsigned j;
     if (!(e >= 0.0)) return -1;
     j = e < 255.0 / 32.0 ? (unsigned)(e * 32.0) : 255u; /* exact scaling; truncation = floor */
-    if (j != 0 && (uint64_t)ldp_next_u32_inline(g) >= LDP_CLUSTER_KEEP[j]) return 0;
+    if (!keep_trial(g, j)) return 0;
     return ldp_bernoulli_exp(g, e - LDP_CLUSTER_LOG[j]);
 }
 

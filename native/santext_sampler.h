@@ -72,9 +72,11 @@ enum {
  * libldptext. */
 int ldp_santext_table_check(const ldp_santext_table *t);
 
-/* The realised mass of every row's tail slot (alias.py realised_masses, column K), for
- * t->tail_mass: out[x] = thr[x][K] + sum over j with alias[x][j] = K of (2^32 - thr[x][j]).
- * The table must have passed ldp_santext_table_check. */
+/* Exact proposal mass of slot `slot` of one alias row (alias.py realised_masses), in 2^-32 units of
+ * a slot: thr[slot] + sum over j with alias[j] = slot of (2^32 - thr[j]). */
+uint64_t ldp_realised_mass(const uint32_t *thr, const uint16_t *alias, size_t slots, size_t slot);
+/* The realised mass of every row's tail slot K, for t->tail_mass. The table must have passed
+ * ldp_santext_table_check. */
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
 
 /* Squared norm of n int8 codes, exact in int32 for n <= LDP_SQNORM_INT32_MAX_DIM (128^2 * 131,071

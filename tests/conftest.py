@@ -42,6 +42,22 @@ def build_tiny_bundle(path, *, n=60, dim=8, seed=0, epsilon=2.0, mechanism="sant
                                 progress=False, frequencies=freqs, **kwargs)
 
 
+def bundle_manifest(san) -> dict:
+    """A loaded bundle's manifest without the fields ``write_bundle`` adds itself."""
+    return {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version", "mechanism")}
+
+
+def rewrite_bundle(san, path, arrays, manifest=None):
+    """A loaded SanText bundle's blobs and manifest (or ``manifest``) with other arrays, signed with the
+    build key: a test's own variant of real tables."""
+    from ldptext import bundle as B
+    from ldptext import keys
+    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
+    return B.write_bundle(path, mechanism=san.mechanism, arrays=arrays,
+                          manifest=bundle_manifest(san) if manifest is None else manifest, blobs=blobs,
+                          sign_key=keys.build_signing_key(None))
+
+
 def load_seeded(path, seed=0, **kwargs):
     from ldptext.rng import SeededModeWarning
     from ldptext.santext import Sanitizer

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from conftest import build_tiny_bundle, load_seeded
+from conftest import build_tiny_bundle, bundle_manifest, load_seeded, rewrite_bundle
 
 BACKENDS = ["native", "fallback"]
 
@@ -38,6 +38,23 @@ def max_rel_error(logp, ref):
 def max_log_error(logp, ref):
     finite = np.isfinite(ref)
     return float(np.max(np.abs(logp[finite] - ref[finite])))
+
+
+def assert_sampler_matches_formula(san, x: int, n: int) -> None:
+    """n draws from row x against the float64 reference: no output of probability 0, chi-square
+    (p > 1e-4) and total variation within 1.5× what sampling noise alone gives."""
+    y = san.sample_ids(np.full(n, x))
+    p = np.exp(reference_log_probs(san, x))
+    counts = np.bincount(y, minlength=p.size)
+    assert counts[p == 0].sum() == 0, "an output of probability 0 was produced"
+    big = p * n >= 5
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(p[big], p[~big].sum()) * n
+    keep = exp > 0
+    assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
+    tv = 0.5 * np.abs(counts / n - p).sum()
+    expected_tv = 0.5 * np.sum(np.sqrt(2 * p * (1 - p) / (np.pi * n)))  # sampling noise alone
+    assert tv < 1.5 * expected_tv + 1e-3
 
 
 @pytest.fixture(scope="module", params=[
@@ -74,18 +91,7 @@ def test_sampler_realises_the_distribution_chi_square(tiny, backend, tmp_path):
     if san.mechanism == "santext+":
         rows.append(int(np.flatnonzero(san.valid_input & ~san.sensitive)[0]))
     for x in rows:
-        y = san.sample_ids(np.full(n, x))
-        p = np.exp(reference_log_probs(san, x))
-        counts = np.bincount(y, minlength=p.size)
-        assert counts[p == 0].sum() == 0, "an output of probability 0 was produced"
-        big = p * n >= 5
-        obs = np.append(counts[big], counts[~big].sum())
-        exp = np.append(p[big], p[~big].sum()) * n
-        keep = exp > 0
-        assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
-        tv = 0.5 * np.abs(counts / n - p).sum()
-        expected_tv = 0.5 * np.sum(np.sqrt(2 * p * (1 - p) / (np.pi * n)))  # sampling noise alone
-        assert tv < 1.5 * expected_tv + 1e-3
+        assert_sampler_matches_formula(san, x, n)
 
 
 def test_umldp_ratio_bound_holds_for_all_pairs(tiny):
@@ -337,19 +343,14 @@ def test_schema_refuses_inconsistent_tables(tiny):
 def test_signed_but_inconsistent_bundle_is_refused_on_load(tmp_path):
     """Semantic checks beyond the signed hashes: a validly signed SanText bundle that keeps tokens
     in the clear, or whose manifest head size disagrees with its arrays, is refused."""
-    from ldptext import bundle as B
-    from ldptext import keys
     from ldptext.errors import BundleIntegrityError
     san = load_seeded(build_tiny_bundle(tmp_path / "g.ldpb", n=30, head_size=4))
-    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
-    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
-                                                                 "mechanism")}
+    manifest = bundle_manifest(san)
     arrays = san.tables.stored_arrays()
     bad_keep = dict(arrays, keep_row=np.ones_like(arrays["keep_row"]))
     bad_k = dict(manifest, params=dict(manifest["params"], head_size=5))
     for i, (a, m) in enumerate([(bad_keep, manifest), (arrays, bad_k)]):
-        path = B.write_bundle(tmp_path / f"bad{i}.ldpb", mechanism="santext", arrays=a, manifest=m,
-                              blobs=blobs, sign_key=keys.build_signing_key(None))
+        path = rewrite_bundle(san, tmp_path / f"bad{i}.ldpb", a, m)
         with pytest.raises(BundleIntegrityError):
             load_seeded(path)
 
@@ -374,8 +375,6 @@ def test_compact_bundle_stores_narrow_arrays_and_samples_like_the_wide_one(tmp_p
     the exponents as float32 only when their rounding is within GAMMA32_MAX_ROUNDING (here: a
     small-ε bundle yes; ε = 25, whose far head slots carry exponents up to ~40, no). The same
     tables written wide load to equal arrays and give the same seeded outputs on every backend."""
-    from ldptext import bundle as B
-    from ldptext import keys
     from ldptext_precompute.santext.build import GAMMA32_MAX_ROUNDING
     path = build_tiny_bundle(tmp_path / "c.ldpb", **kw)
     san = load_seeded(path)
@@ -389,11 +388,7 @@ def test_compact_bundle_stores_narrow_arrays_and_samples_like_the_wide_one(tmp_p
     wide = {n: a.astype(np.int32 if n == "head_ids" else np.uint16 if n == "alias_index" else a.dtype)
             for n, a in san.tables.stored_arrays().items()}
     wide["accept_gamma"] = san.tables.accept_gamma  # float64 holding the same values
-    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
-    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
-                                                                 "mechanism")}
-    wide_path = B.write_bundle(tmp_path / "w.ldpb", mechanism=san.mechanism, arrays=wide, manifest=manifest,
-                               blobs=blobs, sign_key=keys.build_signing_key(None))
+    wide_path = rewrite_bundle(san, tmp_path / "w.ldpb", wide)
     assert wide_path.stat().st_size > path.stat().st_size
     rows = np.resize(np.flatnonzero(san.valid_input), 3000).astype(np.int32)
     for backend in ("auto", "fallback"):

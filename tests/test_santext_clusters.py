@@ -8,10 +8,9 @@ from pathlib import Path
 import mpmath
 import numpy as np
 import pytest
-from scipy import stats
 
-from conftest import build_tiny_bundle, load_seeded
-from test_santext import reference_log_probs
+from conftest import build_tiny_bundle, load_seeded, rewrite_bundle
+from test_santext import assert_sampler_matches_formula
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,19 +68,8 @@ def test_clustered_sampler_realises_the_distribution_chi_square(clustered, backe
             int(np.flatnonzero(t.sensitive)[0])]
     assert share[rows[0]] > 0.2 and share[rows[1]] > 0.5
     assert (t.cluster_gamma[rows[:2]] > 0).any(axis=1).all()
-    n = 600_000
     for x in rows:
-        y = san.sample_ids(np.full(n, x))
-        p = np.exp(reference_log_probs(san, x))
-        counts = np.bincount(y, minlength=p.size)
-        assert counts[p == 0].sum() == 0
-        big = p * n >= 5
-        obs = np.append(counts[big], counts[~big].sum())
-        exp = np.append(p[big], p[~big].sum()) * n
-        keep = exp > 0
-        assert stats.chisquare(obs[keep], exp[keep]).pvalue > 1e-4
-        tv = 0.5 * np.abs(counts / n - p).sum()
-        assert tv < 1.5 * 0.5 * np.sum(np.sqrt(2 * p * (1 - p) / (np.pi * n))) + 1e-3
+        assert_sampler_matches_formula(san, x, 600_000)
 
 
 def test_a_false_cluster_bound_is_refused_not_sampled(clustered):
@@ -106,25 +94,15 @@ def test_a_false_cluster_bound_is_refused_not_sampled(clustered):
         g.santext_sample(table, xs, np.empty_like(xs))
 
 
-def _rewrite(san, path, arrays):
-    from ldptext import bundle as B
-    from ldptext import keys
-    blobs = {n: san._bundle.blob(n) for n in ("tokenizer.json", "vocab.json")}
-    manifest = {k: v for k, v in san.manifest.items() if k not in ("arrays", "format", "format_version",
-                                                                 "mechanism")}
-    return B.write_bundle(path, mechanism=san.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
-                          sign_key=keys.build_signing_key(None))
-
-
 def test_bundle_without_clusters_loads_as_one_cluster_and_samples_the_same(clustered, tmp_path):
     """An older bundle (no cluster arrays) is the plain tail: C = 1, all bounds 0; it gives the same
     seeded outputs as the same tables with explicit one-cluster arrays, on every backend, and its
     distribution is still the formula's."""
     arrays = clustered.tables.stored_arrays()
     plain = {k: v for k, v in arrays.items() if k not in ("tail_cluster", "cluster_gamma")}
-    old = _rewrite(clustered, tmp_path / "old.ldpb", plain)
+    old = rewrite_bundle(clustered, tmp_path / "old.ldpb", plain)
     v = arrays["tail_cluster"].size
-    one = _rewrite(clustered, tmp_path / "one.ldpb", dict(plain, tail_cluster=np.zeros(v, np.uint8),
+    one = rewrite_bundle(clustered, tmp_path / "one.ldpb", dict(plain, tail_cluster=np.zeros(v, np.uint8),
                                                          cluster_gamma=np.zeros((v, 1), np.uint8)))
     rows = np.resize(np.flatnonzero(clustered.valid_input), 5000).astype(np.int32)
     for backend in ("auto", "fallback"):
@@ -133,13 +111,7 @@ def test_bundle_without_clusters_loads_as_one_cluster_and_samples_the_same(clust
         assert np.array_equal(a.sample_ids(rows), b.sample_ids(rows))
     san = load_seeded(old, seed=2)
     assert san.backend == "libldptext"
-    x = int(np.flatnonzero(san.sensitive)[0])
-    y = san.sample_ids(np.full(300_000, x))
-    p = np.exp(reference_log_probs(san, x))
-    counts = np.bincount(y, minlength=p.size)
-    big = p * y.size >= 5
-    obs, exp = np.append(counts[big], counts[~big].sum()), np.append(p[big], p[~big].sum()) * y.size
-    assert stats.chisquare(obs[exp > 0], exp[exp > 0]).pvalue > 1e-4
+    assert_sampler_matches_formula(san, int(np.flatnonzero(san.sensitive)[0]), 300_000)
 
 
 def test_cluster_arrays_come_together_and_ids_stay_below_c(clustered, tmp_path):
@@ -147,12 +119,12 @@ def test_cluster_arrays_come_together_and_ids_stay_below_c(clustered, tmp_path):
     arrays = clustered.tables.stored_arrays()
     half = {k: v for k, v in arrays.items() if k != "cluster_gamma"}
     with pytest.raises(BundleFormatError):  # Python and libldptext (LDP_E_MISSING_ARRAY) alike
-        load_seeded(_rewrite(clustered, tmp_path / "half.ldpb", half))
+        load_seeded(rewrite_bundle(clustered, tmp_path / "half.ldpb", half))
     bad = dict(arrays, tail_cluster=np.full_like(arrays["tail_cluster"], 4))  # C = 4
     with pytest.raises(BundleIntegrityError, match="cluster"):
-        load_seeded(_rewrite(clustered, tmp_path / "bad.ldpb", bad))
+        load_seeded(rewrite_bundle(clustered, tmp_path / "bad.ldpb", bad))
     with pytest.raises(BundleIntegrityError, match="cluster"):  # C = 0
-        load_seeded(_rewrite(clustered, tmp_path / "c0.ldpb", dict(
+        load_seeded(rewrite_bundle(clustered, tmp_path / "c0.ldpb", dict(
             arrays, tail_cluster=np.zeros_like(arrays["tail_cluster"]),
             cluster_gamma=np.zeros((arrays["tail_cluster"].size, 0), np.uint8))))
 

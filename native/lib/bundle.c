@@ -603,16 +603,6 @@ static int read_params(ldp_bundle *b) {
     return LDP_OK;
 }
 
-/* alias.py realised_masses: exact proposal mass of slot `slot` of one row */
-static uint64_t realised_mass(const uint32_t *thr, const uint16_t *alias, size_t slots,
-                              size_t slot) {
-    uint64_t mass = alias[slot] == slot ? ((uint64_t)1 << 32) : thr[slot];
-    size_t j;
-    for (j = 0; j < slots; j++)
-        if (j != slot && alias[j] == slot) mass += ((uint64_t)1 << 32) - thr[j];
-    return mass;
-}
-
 /* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
  * C sampler's own table check */
 static int check_tables(ldp_bundle *b) {
@@ -746,7 +736,7 @@ static int check_tables(ldp_bundle *b) {
         if (bad_norm) return LDP_E_TABLE_GAMMA_NORM;
         if (o == k)
             for (i = 0; i < v; i++)
-                if (realised_mass(thr + i * slots, alias + i * slots, slots, (size_t)k) != 0)
+                if (ldp_realised_mass(thr + i * slots, alias + i * slots, slots, (size_t)k) != 0)
                     return LDP_E_TABLE_TAIL_MASS;
         /* _check_tables_match_parameters */
         if (b->head_size != (int64_t)k) return LDP_E_TABLE_HEAD_SIZE;

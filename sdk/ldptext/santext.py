@@ -72,7 +72,7 @@ from .bundle import Bundle, BundleSource, canonical_json
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
-from .santext_tables import OPTIONAL_ARRAYS, STORED_ARRAYS, SanTextTables
+from .santext_tables import SanTextTables, stored_arrays_of
 from .tokenization import TextTokenizer
 
 try:
@@ -265,8 +265,7 @@ class Sanitizer(_runtime.Closable):
         self.manifest: dict = bundle.manifest
         self.mechanism: str = bundle.mechanism
         # a missing array is a format error, except the optional ones of older bundles
-        arrays = {name: bundle.array(name) for name in STORED_ARRAYS
-                  if name not in OPTIONAL_ARRAYS or name in bundle.arrays}
+        arrays = stored_arrays_of(bundle)
         try:
             params = self.manifest["params"]
             self.epsilon: float = float(params["epsilon"])

@@ -28,7 +28,7 @@ from . import alias as _alias
 from .errors import BundleFormatError, BundleIntegrityError
 
 __all__ = ["SanTextTables", "STORED_ARRAYS", "OPTIONAL_ARRAYS", "SAMPLER_KEYWORDS", "MAX_CLUSTERS",
-           "CLUSTER_GAMMA_UNIT", "row_sqnorms", "gamma_float32"]
+           "CLUSTER_GAMMA_UNIT", "row_sqnorms", "gamma_float32", "stored_arrays_of"]
 
 #: Most tail clusters a table may have (cluster ids are uint8), as ``LDP_MAX_CLUSTERS`` in C.
 MAX_CLUSTERS = 256
@@ -326,12 +326,7 @@ class SanTextTables:
         SanTextTables
             The validated tables.
         """
-        if hasattr(arrays, "array"):
-            get, present = arrays.array, (lambda name: name in arrays.arrays)
-        else:
-            get, present = arrays.__getitem__, arrays.__contains__
-        return cls(**{name: get(name) for name in STORED_ARRAYS
-                      if name not in OPTIONAL_ARRAYS or present(name)})
+        return cls(**stored_arrays_of(arrays))
 
     def sampler_arguments(self, *, epsilon: float, p: float) -> dict[str, Any]:
         """Keyword arguments of the C sampler's table (``ldptext._native.SantextTable``).
@@ -352,6 +347,27 @@ class SanTextTables:
         args: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["sampler"]}
         args.update(dim=self.dim, head_size=self.head_size, epsilon=float(epsilon), p=float(p))
         return args
+
+
+def stored_arrays_of(arrays: Any) -> dict[str, np.ndarray]:
+    """The schema's stored arrays of a source, by name: every required one, and the optional ones it has.
+
+    Parameters
+    ----------
+    arrays : object with ``array(name)`` and ``arrays``, or a mapping of str to np.ndarray
+        A verified :class:`ldptext.bundle.Bundle` (whose ``array`` raises ``BundleFormatError`` for
+        a missing name), or a plain dict (``KeyError``).
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        Keyword arguments of :class:`SanTextTables`.
+    """
+    if hasattr(arrays, "array"):
+        get, present = arrays.array, (lambda name: name in arrays.arrays)
+    else:
+        get, present = arrays.__getitem__, arrays.__contains__
+    return {name: get(name) for name in STORED_ARRAYS if name not in OPTIONAL_ARRAYS or present(name)}
 
 
 #: Names of the arrays a SanText(+) bundle stores, in schema order.

@@ -413,6 +413,23 @@ static void test_signed_but_inconsistent_tables_are_refused(void) {
  * from the same seed; narrow arrays keep every table check. */
 static bw_compact_tables C;
 
+/* Two bundles give the same seeded draws for rows 0..6 (7 is <unk>): checked, then the bundles closed. */
+static void check_same_draws(ldp_bundle *a, ldp_bundle *b) {
+    ldp_sanitizer *sa = NULL, *sb = NULL;
+    int32_t xs[400], ya[400], yb[400];
+    size_t i;
+    for (i = 0; i < 400; i++) xs[i] = (int32_t)(i % (BW_V - 1));
+    CHECK_RC(ldp_sanitizer_new_seeded(a, 7, &sa), LDP_OK);
+    CHECK_RC(ldp_sanitizer_new_seeded(b, 7, &sb), LDP_OK);
+    CHECK_RC(ldp_sample_ids(sa, xs, ya, 400), LDP_OK);
+    CHECK_RC(ldp_sample_ids(sb, xs, yb, 400), LDP_OK);
+    CHECK(memcmp(ya, yb, sizeof ya) == 0);
+    ldp_sanitizer_free(sa);
+    ldp_sanitizer_free(sb);
+    ldp_bundle_close(a);
+    ldp_bundle_close(b);
+}
+
 static void test_compact_bundle_equals_wide(void) {
     int plus;
     for (plus = 0; plus <= 1; plus++) {
@@ -421,8 +438,6 @@ static void test_compact_bundle_equals_wide(void) {
         uint8_t *wide = NULL, *compact = NULL;
         size_t wide_len = 0, compact_len = 0, i;
         ldp_bundle *bw = NULL, *bc = NULL;
-        ldp_sanitizer *sw = NULL, *sc = NULL;
-        int32_t xs[400], yw[400], yc[400];
         bw_tiny_tables(&t, plus);
         bw_tiny_spec(&s, &t);
         REQUIRE(bw_write(&s, &wide, &wide_len) == 0);
@@ -437,16 +452,7 @@ static void test_compact_bundle_equals_wide(void) {
             CHECK(bw->table.alias_index[i] == bc->table.alias_index[i]);
             CHECK(bw->table.accept_gamma[i] == bc->table.accept_gamma[i]);
         }
-        for (i = 0; i < 400; i++) xs[i] = (int32_t)(i % (BW_V - 1)); /* rows 0..6 (7 is <unk>) */
-        CHECK_RC(ldp_sanitizer_new_seeded(bw, 7, &sw), LDP_OK);
-        CHECK_RC(ldp_sanitizer_new_seeded(bc, 7, &sc), LDP_OK);
-        CHECK_RC(ldp_sample_ids(sw, xs, yw, 400), LDP_OK);
-        CHECK_RC(ldp_sample_ids(sc, xs, yc, 400), LDP_OK);
-        CHECK(memcmp(yw, yc, sizeof yw) == 0);
-        ldp_sanitizer_free(sw);
-        ldp_sanitizer_free(sc);
-        ldp_bundle_close(bw);
-        ldp_bundle_close(bc);
+        check_same_draws(bw, bc);
         free(wide);
         free(compact);
     }
@@ -487,34 +493,30 @@ static void cluster_id_too_big(bw_tables *t, bw_spec *s) {
     with_clusters(t, s);
     t->tail_cluster[5] = 2;
 }
+static bw_array *array_named(bw_spec *s, const char *name) {
+    size_t i;
+    for (i = 0; i < s->n_arrays; i++)
+        if (strcmp(s->arrays[i].name, name) == 0) return &s->arrays[i];
+    return &s->arrays[0]; /* not reached: every name asked for is in the spec */
+}
 static void cluster_count_zero(bw_tables *t, bw_spec *s) {
     t->n_clusters = 1;
     bw_tiny_spec(s, t);
-    s->arrays[s->n_arrays - 3].shape[1] = 0; /* cluster_gamma (V, 0), before the two blobs */
-    s->arrays[s->n_arrays - 3].nbytes = 0;
+    array_named(s, "cluster_gamma")->shape[1] = 0; /* (V, 0) */
+    array_named(s, "cluster_gamma")->nbytes = 0;
 }
 static void cluster_gamma_missing(bw_tables *t, bw_spec *s) {
-    size_t i;
     with_clusters(t, s);
-    for (i = 0; i < s->n_arrays; i++) /* drop cluster_gamma, keep tail_cluster */
-        if (strcmp(s->arrays[i].name, "cluster_gamma") == 0) {
-            memmove(&s->arrays[i], &s->arrays[i + 1], (s->n_arrays - i - 1) * sizeof s->arrays[0]);
-            s->n_arrays--;
-            break;
-        }
+    drop_array(s, "cluster_gamma"); /* tail_cluster stays */
 }
 static void cluster_gamma_wrong_dtype(bw_tables *t, bw_spec *s) {
     with_clusters(t, s);
     bw_retype(s, "cluster_gamma", "I8", t->cluster_gamma, 1);
 }
 static void tail_cluster_wrong_shape(bw_tables *t, bw_spec *s) {
-    size_t i;
     with_clusters(t, s);
-    for (i = 0; i < s->n_arrays; i++)
-        if (strcmp(s->arrays[i].name, "tail_cluster") == 0) {
-            s->arrays[i].shape[0] = BW_V - 1;
-            s->arrays[i].nbytes = BW_V - 1;
-        }
+    array_named(s, "tail_cluster")->shape[0] = BW_V - 1;
+    array_named(s, "tail_cluster")->nbytes = BW_V - 1;
 }
 
 static void test_tail_clusters_are_optional_and_checked(void) {
@@ -531,10 +533,8 @@ static void test_tail_clusters_are_optional_and_checked(void) {
         bw_tables t;
         bw_spec s;
         uint8_t *plain = NULL, *clustered = NULL;
-        size_t plain_len = 0, clustered_len = 0, i;
+        size_t plain_len = 0, clustered_len = 0;
         ldp_bundle *bp = NULL, *bc = NULL;
-        ldp_sanitizer *sp = NULL, *sc = NULL;
-        int32_t xs[400], yp[400], yc[400];
         bw_tiny_tables(&t, plus);
         bw_tiny_spec(&s, &t);
         REQUIRE(bw_write(&s, &plain, &plain_len) == 0);
@@ -546,16 +546,7 @@ static void test_tail_clusters_are_optional_and_checked(void) {
                  LDP_OK);
         REQUIRE(bp != NULL && bc != NULL);
         CHECK(bp->table.n_clusters == 1 && bc->table.n_clusters == 1);
-        for (i = 0; i < 400; i++) xs[i] = (int32_t)(i % (BW_V - 1));
-        CHECK_RC(ldp_sanitizer_new_seeded(bp, 3, &sp), LDP_OK);
-        CHECK_RC(ldp_sanitizer_new_seeded(bc, 3, &sc), LDP_OK);
-        CHECK_RC(ldp_sample_ids(sp, xs, yp, 400), LDP_OK);
-        CHECK_RC(ldp_sample_ids(sc, xs, yc, 400), LDP_OK);
-        CHECK(memcmp(yp, yc, sizeof yp) == 0);
-        ldp_sanitizer_free(sp);
-        ldp_sanitizer_free(sc);
-        ldp_bundle_close(bp);
-        ldp_bundle_close(bc);
+        check_same_draws(bp, bc);
         free(plain);
         free(clustered);
     }

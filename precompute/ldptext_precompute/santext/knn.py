@@ -274,20 +274,23 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     if bar is not None:
         bar.close()
 
-    # sqrt is correctly rounded: two steps toward 0 keep the bound below the exact root
-    tail_floor = np.where(np.isfinite(tail_d2), np.sqrt(np.maximum(tail_d2, 0.0)), 0.0)
-    tail_floor = np.maximum(np.nextafter(np.nextafter(tail_floor, 0.0), 0.0), 0.0)
-    # the same bound per cluster; +inf (no tail member) stays +inf
-    with np.errstate(invalid="ignore"):
-        cluster_floor = np.sqrt(np.maximum(cluster_d2, 0.0))
-    cluster_floor = np.where(np.isfinite(cluster_floor),
-                             np.maximum(np.nextafter(np.nextafter(cluster_floor, 0.0), 0.0), 0.0), np.inf)
+    tail_floor = np.where(np.isfinite(tail_d2), _root_below(tail_d2), 0.0)
+    cluster_floor = _root_below(cluster_d2)  # the same bound per cluster
     head_dist = exact_distances(vectors, np.arange(n_rows), head_ids)
     d_max = math.sqrt(d2_max + err_coef * 2 * max_sq_valid) * (1.0 + 4 * U)
     return Neighbours(head_ids=head_ids, head_dist=head_dist, tail_floor=tail_floor,
                       tail_cluster=labels, cluster_floor=cluster_floor,
                       d_max=float(np.nextafter(d_max, np.inf)), backend=backend,
                       seconds=time.perf_counter() - t0)
+
+
+def _root_below(d2: np.ndarray) -> np.ndarray:
+    """A value at most √d2 (0 for d2 ≤ 0; +inf stays +inf): sqrt is correctly rounded, so two
+    steps toward 0 keep the bound below the exact root."""
+    root = np.sqrt(np.maximum(d2, 0.0))
+    with np.errstate(invalid="ignore"):
+        below = np.maximum(np.nextafter(np.nextafter(root, 0.0), 0.0), 0.0)
+    return np.where(np.isfinite(root), below, root)
 
 
 def cache_key(vectors: np.ndarray, outputs: np.ndarray, valid_input: np.ndarray,
