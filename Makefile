@@ -11,7 +11,9 @@ DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
 
 setup: $(STAMP)
 
-$(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt
+$(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt scripts/system-deps.sh
+	@bash scripts/system-deps.sh core   # libsodium, libutf8proc, pkg-config, a C compiler (Debian)
+	@echo "ldptext: setting up $(VENV) (torch CPU build, assets, ldptext with its extras; a few minutes)"
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
 	$(VPY) -m pip install -q torch==2.13.0
@@ -33,8 +35,9 @@ test: setup native lint libldptext-test libldptext-wasm
 	$(VPY) -m pytest -q tests
 
 # libldptext, the C library (native/Makefile: native/build/libldptext.a and .so, the example
-# native/build/sanitize). Needs libsodium-dev and libutf8proc-dev (.ci/run installs them).
+# native/build/sanitize). Needs libsodium-dev and libutf8proc-dev (scripts/system-deps.sh core).
 libldptext:
+	@bash scripts/system-deps.sh core
 	$(MAKE) -C native
 
 # its C tests: unit tests, the same under AddressSanitizer + UBSan, a short fuzz run of each
@@ -46,7 +49,7 @@ libldptext-test:
 	elif [ -n "$$LDPTEXT_REQUIRE_ARM64" ]; then \
 	  echo "test-arm64: aarch64-linux-gnu-gcc or qemu-aarch64 missing"; exit 1; \
 	else echo "SKIPPED test-arm64 (Debian: gcc-aarch64-linux-gnu qemu-user libsodium-dev:arm64" \
-	  "libutf8proc-dev:arm64; .ci/run installs them)"; fi
+	  "libutf8proc-dev:arm64; scripts/system-deps.sh arm64)"; fi
 
 # ARM64: cross-compile with Debian's aarch64 toolchain, run the C tests under qemu-user, and check
 # that the draws and outputs are byte-identical to the x86-64 build (native/Makefile)
@@ -71,7 +74,7 @@ libldptext-wasm:
 	@if command -v emcc >/dev/null && command -v node >/dev/null; then \
 	  $(MAKE) -C native/wasm all test; \
 	elif [ -n "$$LDPTEXT_REQUIRE_WASM" ]; then echo "libldptext-wasm: emcc or node missing"; exit 1; \
-	else echo "SKIPPED libldptext-wasm and tests/test_wasm.py (Debian: emscripten chromium; .ci/run" \
+	else echo "SKIPPED libldptext-wasm and tests/test_wasm.py (Debian: emscripten chromium; scripts/system-deps.sh" \
 	  "installs them)"; fi
 
 wasm-test: setup native libldptext-wasm
