@@ -198,3 +198,22 @@ def test_generator_keystream_is_chacha20_blocks_in_counter_order():
     expected = b"".join(_native.chacha20_block(const + key + struct.pack("<QQ", c, stream))
                         for c in range(20))
     assert got == expected
+
+
+def test_auto_backend_without_the_extension_warns_once_that_the_fallback_runs(monkeypatch):
+    monkeypatch.setattr(rng, "_native", None)  # as if ldptext._native had failed to import
+    monkeypatch.setattr(rng, "_fallback_warned", False)
+    with pytest.warns(rng.FallbackBackendWarning, match="900x slower") as caught:
+        assert Generator().backend == "fallback"
+        Generator()  # a second runtime in the same process: no second warning
+    assert len([w for w in caught if issubclass(w.category, rng.FallbackBackendWarning)]) == 1
+    assert rng.available_backend() == "fallback"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Generator(backend="fallback")  # chosen on purpose: silent
+
+
+def test_available_backend_names_what_the_extension_offers():
+    expected = "fallback" if rng._native is None else (
+        "libldptext" if hasattr(rng._native, "Bundle") else "native")
+    assert rng.available_backend() == expected

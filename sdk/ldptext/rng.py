@@ -39,11 +39,46 @@ try:
 except ImportError:  # pragma: no cover - exercised when the extension could not be built
     _native = None
 
-__all__ = ["Generator", "SeededModeWarning", "native_available"]
+__all__ = ["Generator", "SeededModeWarning", "FallbackBackendWarning", "native_available", "available_backend"]
 
 
 class SeededModeWarning(UserWarning):
     """A seeded (deterministic, NOT private) generator was created."""
+
+
+class FallbackBackendWarning(RuntimeWarning):
+    """The C extension was expected (``backend="auto"``) but could not be imported: the numpy
+    fallback runs instead, the same mechanism about 900x slower."""
+
+
+_fallback_warned = False
+
+
+def _warn_fallback_once() -> None:
+    """Say once per process that ``backend="auto"`` found no C extension: nothing else shows that
+    every sample is about 900 times slower than it should be."""
+    global _fallback_warned
+    if _fallback_warned:
+        return
+    _fallback_warned = True
+    warnings.warn("the ldptext C extension (ldptext._native) could not be imported: the numpy fallback "
+                  "runs instead, the same mechanism about 900x slower; reinstall with a C compiler and "
+                  "libsodium + utf8proc headers (Debian: libsodium-dev libutf8proc-dev), or pass "
+                  "backend='fallback' to choose it on purpose", FallbackBackendWarning, stacklevel=3)
+
+
+def available_backend() -> str:
+    """The fastest backend this installation offers, as ``Sanitizer.backend`` names them.
+
+    Returns
+    -------
+    str
+        ``"libldptext"`` (the C extension with the C library: tokenizer, sampler, detokenizer),
+        ``"native"`` (the C extension's sampler only) or ``"fallback"`` (numpy).
+    """
+    if _native is None:
+        return "fallback"
+    return "libldptext" if hasattr(_native, "Bundle") else "native"
 
 
 def native_available() -> bool:
@@ -113,6 +148,8 @@ class Generator:
         else:
             self._key = os.urandom(32)
         self.backend = "native" if (backend != "fallback" and _native is not None) else "fallback"
+        if backend == "auto" and _native is None:
+            _warn_fallback_once()
         self._lock = threading.Lock()
         self._forks = 0
         self._make(self._key)
