@@ -17,12 +17,16 @@ from ldptext import errors as E
 from ldptext.cli import EXIT_MISSING_EXTRA, EXTRAS, main
 
 
-def test_version(capsys):
-    try:
+def test_version_names_the_backend_available(capsys, monkeypatch):
+    from ldptext import rng
+    with pytest.raises(SystemExit) as e:
         main(["--version"])
-    except SystemExit as e:
-        assert e.code == 0
-    assert capsys.readouterr().out.strip() == f"ldptext {ldptext.__version__}"
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ldptext {ldptext.__version__} (backend: {rng.available_backend()})"
+    monkeypatch.setattr(rng, "_native", None)  # an install without the C extension says so
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"ldptext {ldptext.__version__} (backend: fallback)"
 
 
 def _run_without(module: str, args: list[str]) -> subprocess.CompletedProcess:
@@ -180,3 +184,52 @@ def test_every_option_of_every_command_has_help():
     assert {"sanitize", "rewrite", "bundle", "keys", "precompute", "evaluate", "demo"} <= commands
     missing = list(_undocumented(parser, ["ldptext"]))
     assert not missing, "options without help=:\n" + "\n".join(missing)
+
+
+# ---- warnings and Ctrl-C: one line, never a traceback -------------------------------------------------
+def _run_code(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_warnings_are_one_ldptext_warning_line_without_file_and_line():
+    r = _run_code("import sys, warnings\n"
+                  "from ldptext import cli\n"
+                  "from ldptext.commands import keys\n"
+                  "keys.run_list = lambda args: warnings.warn('the bundle is unsigned\\n(development only)')\n"
+                  "sys.exit(cli.main(['keys', 'list']))")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "ldptext: warning: the bundle is unsigned (development only)\n"
+
+
+def test_ctrl_c_while_the_command_is_still_importing_exits_130_quietly():
+    # SIGINT arrives while `ldptext` imports its command modules, as a Ctrl-C in the first half second
+    r = _run_code("import os, signal, sys\n"
+                  "sys.argv = ['ldptext', 'keys', 'list']\n"
+                  "class Interrupt:\n"
+                  "    def find_spec(self, name, path=None, target=None):\n"
+                  "        if name == 'ldptext.commands':\n"
+                  "            os.kill(os.getpid(), signal.SIGINT)\n"
+                  "        return None\n"
+                  "sys.meta_path.insert(0, Interrupt())\n"
+                  "from ldptext.cli import main\n"
+                  "sys.exit(main())")
+    assert r.returncode == 130
+    assert r.stderr == "" and r.stdout == ""
+
+
+def test_ctrl_c_during_a_command_still_reaches_it_as_keyboard_interrupt():
+    # once the parser is built, Python's own handler is back: commands clean up on KeyboardInterrupt
+    r = _run_code("import os, signal, sys\n"
+                  "sys.argv = ['ldptext', 'keys', 'list']\n"
+                  "from ldptext import cli\n"
+                  "from ldptext.commands import keys\n"
+                  "def run(args):\n"
+                  "    try:\n"
+                  "        os.kill(os.getpid(), signal.SIGINT)\n"
+                  "        signal.pause() if hasattr(signal, 'pause') else None\n"
+                  "    except KeyboardInterrupt:\n"
+                  "        print('cleaned up')\n"
+                  "        raise\n"
+                  "keys.run_list = run\n"
+                  "sys.exit(cli.main())")
+    assert r.returncode == 130 and r.stdout == "cleaned up\n" and r.stderr == ""

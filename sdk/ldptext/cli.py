@@ -31,15 +31,41 @@ Every other :class:`~ldptext.errors.LdptextError` exits 1 with its one-line mess
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import pkgutil
+import os
+import signal
 import sys
-from importlib.metadata import entry_points
 
-from . import __version__, commands
-from .errors import (BudgetExceededError, BundleError, InputError, KeyFileError, LdptextError, LedgerError,
-                     ParameterError, SignatureError)
+
+def _quiet_interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C while the command is still importing: exit 130 without an import traceback."""
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _is_the_program() -> bool:
+    """Whether this process is the ``ldptext`` command (console script or ``python -m ldptext.cli``),
+    not an application or test importing the module."""
+    name = os.path.basename(sys.argv[0] if sys.argv else "")
+    return __name__ == "__main__" or name in ("ldptext", "ldptext.exe", "ldptext-script.py")
+
+
+EXIT_INTERRUPTED = 130
+# Installed before the heavy imports below and in main() (numpy, the commands): a Ctrl-C in the
+# first half second used to print a traceback from inside an import instead of exiting 130.
+# main() puts Python's own handler back once the parser is built, so commands see KeyboardInterrupt
+# and clean up (temporary files) as usual.
+if _is_the_program() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _quiet_interrupt)
+
+import argparse  # noqa: E402 - after the SIGINT handler, on purpose
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+import warnings  # noqa: E402
+from importlib.metadata import entry_points  # noqa: E402
+
+from . import __version__, commands  # noqa: E402
+from .errors import (  # noqa: E402
+    BudgetExceededError, BundleError, InputError, KeyFileError, LdptextError, LedgerError, ParameterError,
+    SignatureError)
 
 PLUGIN_GROUP = "ldptext.commands"  # entry points: register(subparsers) functions
 
@@ -52,7 +78,6 @@ EXIT_TRUST = 5
 EXIT_BUDGET = 6
 EXIT_LEDGER = 7
 EXIT_MISSING_EXTRA = 8
-EXIT_INTERRUPTED = 130
 
 # most specific first: SignatureError is a BundleError, but a trust problem has its own code
 _EXIT_BY_ERROR: tuple[tuple[type[LdptextError], int], ...] = (
@@ -140,7 +165,8 @@ def _build_parser() -> tuple[argparse.ArgumentParser, list[ModuleNotFoundError]]
         prog="ldptext", description="Sanitize text on-device with local differential privacy.",
         epilog="exit status: 0 ok, 1 other error, 2 usage, 3 input data, 4 bundle, 5 trust (signature, "
                "keys), 6 privacy budget exhausted, 7 ledger, 8 missing optional extra, 130 interrupted")
-    parser.add_argument("--version", action="version", version=f"ldptext {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="print the version and the sampling backend this installation offers, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -157,6 +183,23 @@ def _build_parser() -> tuple[argparse.ArgumentParser, list[ModuleNotFoundError]]
             continue
         register(sub)
     return parser, missing
+
+
+def version_line() -> str:
+    """``ldptext 0.1.0 (backend: libldptext)``: the version and the fastest backend available here
+    (``fallback`` means the C extension is missing and sampling is about 900x slower)."""
+    from .rng import available_backend
+
+    return f"ldptext {__version__} (backend: {available_backend()})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: computed when asked, so that other commands do not pay for the backend probe."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def _error(message: str, status: int) -> int:
@@ -180,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = _format_warning  # "ldptext: warning: ...", not Python's file:line form
     try:
         parser, missing = _build_parser()
         if command in OFFLINE_COMMANDS and not _has_command(parser, command):
@@ -188,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
             return _error(message or f"the {command!r} command is part of the offline tools: "
                           f"pip install 'ldptext[{OFFLINE_COMMANDS[command]}]'", EXIT_MISSING_EXTRA)
         args = parser.parse_args(argv)
+        if signal.getsignal(signal.SIGINT) is _quiet_interrupt:
+            # the imports are done: commands get KeyboardInterrupt and remove their temporary files
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         return int(args.func(args) or 0)
     except LdptextError as e:
         return _error(str(e), exit_status(e))
@@ -200,6 +248,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        warnings.formatwarning = formatwarning
+
+
+def _format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                    line: str | None = None) -> str:
+    """A warning as the CLI prints it: one ``ldptext: warning: ...`` line, no source location (the
+    user did not write that file; our messages never carry input text)."""
+    text = " ".join(str(message).split())
+    return f"ldptext: warning: {text}\n"
 
 
 def _has_command(parser: argparse.ArgumentParser, name: str) -> bool:
