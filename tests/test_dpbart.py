@@ -63,6 +63,21 @@ def test_rewrite_returns_text_and_a_complete_report(bundles):
     json.dumps(d)
 
 
+def test_report_names_the_backend_and_a_metric_ledger_is_refused_at_load(bundles, tmp_path):
+    import os
+
+    from ldptext.errors import LedgerError
+    from ldptext.ledger import Ledger
+    from ldptext.rng import available_backend
+
+    rw = load(bundles["int8"])
+    rep = rw.rewrite("the cat", epsilon=2.0, mechanism="laplace").report
+    assert rep.backend == rep.to_dict()["backend"] == ("fallback" if available_backend() == "fallback" else "native")
+    metric = Ledger(tmp_path / "m.ledger", budget=10.0, key=os.urandom(32), unit="metric:0123456789abcdef")
+    with pytest.raises(LedgerError, match="unit 'metric:0123456789abcdef'.*'ldp'"):
+        load(bundles["int8"], ledger=metric)  # refused before any text is rewritten
+
+
 def test_long_inputs_split_truncate_refuse_and_compose(bundles):
     from ldptext.errors import InputError
 

@@ -132,3 +132,27 @@ def test_infinite_epsilon_is_refused_with_a_clear_error(tmp_path, capsys, epsilo
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert "not private" in err and "inf" in err
+
+
+def test_a_ledger_of_another_unit_is_refused_at_load_not_at_the_first_release(tmp_path, plus):
+    from ldptext.errors import LedgerError
+    from ldptext.ledger import Ledger
+    from ldptext.santext import Sanitizer
+
+    ldp = Ledger(tmp_path / "ldp.ledger", budget=10.0, key=os.urandom(32))  # unit "ldp"
+    with pytest.raises(LedgerError, match="unit 'ldp'.*" + re.escape(plus.ledger_unit)):
+        Sanitizer.load(plus._bundle.path, ledger=ldp)
+    assert ldp.spent() == (0.0, 0.0)
+    right = Ledger(tmp_path / "m.ledger", budget=10.0, key=os.urandom(32), unit=plus.ledger_unit)
+    assert load_seeded(plus._bundle.path, ledger=right).ledger is right
+
+
+def test_report_names_the_backend_that_sampled(plain):
+    from ldptext.rng import SeededModeWarning
+    from ldptext.santext import Sanitizer
+
+    assert plain.privacy_report(1).backend == plain.backend
+    assert plain.sanitize("w1").report.to_dict()["backend"] == plain.backend
+    with pytest.warns(SeededModeWarning):
+        slow = Sanitizer.load(plain._bundle.path, backend="fallback", seed=1)
+    assert slow.sanitize("w1 w2").report.backend == "fallback"

@@ -277,3 +277,16 @@ def test_tem_is_exported_lazily_and_states_its_guarantee():
     assert ldptext.TEMSanitizer is TEMSanitizer and "TEMSanitizer" in ldptext.__all__
     doc = TEMSanitizer.__doc__
     assert "Guarantee" in doc and "Neighbouring relation" in doc and "Carvalho" in doc
+
+
+def test_tem_refuses_a_ledger_of_another_unit_at_load_and_reports_its_backend(signed, tmp_path):
+    import os
+
+    from ldptext.errors import LedgerError
+    from ldptext.ledger import Ledger
+
+    ldp = Ledger(tmp_path / "ldp.ledger", budget=10.0, key=os.urandom(32))
+    with pytest.raises(LedgerError, match="unit 'ldp'"):
+        TEMSanitizer.load(signed, ledger=ldp)
+    san = TEMSanitizer.load(signed, backend="fallback")
+    assert san.sanitize("w1").report.to_dict()["backend"] == "fallback"

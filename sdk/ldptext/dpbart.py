@@ -140,6 +140,9 @@ class DPBartReport:
     seeded : bool
         True when the noise came from a seeded generator (``seed=``): reproducible and **not
         private** (tests and experiments only).
+    backend : str
+        What drew the noise: ``"native"`` (the C extension) or ``"fallback"`` (numpy, the same
+        distribution, much slower).
     evaluation_only : bool
         True only at ε = ∞ (``allow_infinite_epsilon=True``): no noise, **no privacy**, evaluation only.
     noise_exact : bool
@@ -184,6 +187,7 @@ class DPBartReport:
     private: bool
     beam: int
     max_output_tokens: int
+    backend: str
     notes: tuple[str, ...] = field(default_factory=tuple)
     seeded: bool = False
     evaluation_only: bool = False
@@ -308,6 +312,7 @@ class Rewriter(_runtime.Closable):
 
     def __init__(self, bundle: "Bundle", *, seed: int | None = None, threads: int | None = None,
                  ledger: "Ledger | None" = None) -> None:
+        _runtime.check_ledger_unit(ledger, "ldp")  # at load, not at the first release
         self.ledger = ledger
         self.mechanism: str = bundle.mechanism
         self.manifest: dict = bundle.manifest
@@ -742,7 +747,8 @@ class Rewriter(_runtime.Closable):
             sigma_analytic=calib.sigma_analytic, grid_unit=calib.grid_unit, delta_bound=calib.delta_bound,
             chunks=chunks, truncated=truncated, total_epsilon=calib.epsilon * chunks,
             total_delta=min(1.0, calib.delta * chunks), private=calib.private, beam=beam,
-            max_output_tokens=self.max_output_tokens, notes=tuple(notes), seeded=bool(self._rng.seeded),
+            max_output_tokens=self.max_output_tokens, backend=self._rng.backend, notes=tuple(notes),
+            seeded=bool(self._rng.seeded),
             evaluation_only=not calib.private, noise_exact=calib.noise_exact,
             noise_parameter=calib.noise_parameter, sampler_parameters=calib.sampler_parameters,
             epsilon_bound=calib.epsilon_bound, epsilon_slack=calib.epsilon_slack)

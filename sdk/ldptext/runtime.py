@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, runtime_checkable
 
 from .bundle import MECHANISMS, Bundle, BundleSource, read_bundle
-from .errors import BundleExpectationError, ClosedError, ParameterError
+from .errors import BundleExpectationError, ClosedError, LedgerError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -336,6 +336,23 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
     module, name = TOKEN_RUNTIMES[bundle.mechanism]
     return getattr(importlib.import_module(module), name)(bundle, seed=seed)
+
+
+def check_ledger_unit(ledger: "Ledger | None", unit: str) -> None:
+    """Refuse, when a runtime is loaded, a ledger that counts in another unit than the runtime charges.
+
+    The ledger would refuse every charge anyway (:meth:`ldptext.ledger.Ledger.charge`); checking at
+    load says so before any text is processed, with the same error type.
+
+    Raises
+    ------
+    LedgerError
+        ``ledger.unit`` is not ``unit``.
+    """
+    held = getattr(ledger, "unit", None)
+    if ledger is not None and held != unit:
+        raise LedgerError(f"ledger counts in unit {held!r}; this runtime releases in unit {unit!r}, which "
+                          f"cannot be added to it (use a ledger created with unit={unit!r})")
 
 
 def charge(ledger: "Ledger | None", epsilon: float, delta: float, label: str, *, unit: str = "ldp") -> None:

@@ -456,6 +456,19 @@ class Sanitizer(_runtime.Closable):
         return self._tokenizer
 
     @property
+    def ledger_unit(self) -> str:
+        """``"metric:<id>"`` (:func:`metric_id`): the unit ledger charges are made in."""
+        return self._ledger_unit
+
+    @ledger_unit.setter
+    def ledger_unit(self, unit: str) -> None:
+        # __init__ sets the unit once, as soon as the metric is known: the first point at which the
+        # ledger given to load() can be checked, so a ledger of another unit is refused at load
+        # instead of at the first release
+        self._ledger_unit = unit
+        _runtime.check_ledger_unit(self.ledger, unit)
+
+    @property
     def backend(self) -> str:
         """What samples: ``"libldptext"`` (the C library tokenizes, samples and detokenizes),
         ``"native"`` (the C sampler with the Hugging Face tokenizer: a bundle whose tokenizer the
@@ -666,7 +679,7 @@ class Sanitizer(_runtime.Closable):
             "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token",
             numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
             kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None,
-            seeded=self.seeded)
+            seeded=self.seeded, backend=self.backend)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.

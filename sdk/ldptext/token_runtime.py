@@ -238,6 +238,7 @@ class TokenRuntime(_runtime.Closable):
         self._rng = Generator(seed=seed, backend=backend)
         self.seeded: bool = bool(self._rng.seeded)
         self._vocab: list[str] | None = None
+        _runtime.check_ledger_unit(ledger, self.ledger_unit)  # at load, not at the first release
         self._tokenizer: TextTokenizer | None = None
 
     @classmethod
@@ -409,7 +410,8 @@ class TokenRuntime(_runtime.Closable):
             mechanism=self.mechanism, epsilon=self.epsilon, n_tokens=n,
             per_token_epsilon=self.per_token_epsilon, document_epsilon=self.per_token_epsilon * n,
             ledger_unit=self.ledger_unit, worst_case_token_epsilon=worst,
-            worst_case_document_epsilon=None if worst is None else worst * n, seeded=self.seeded, **g)
+            worst_case_document_epsilon=None if worst is None else worst * n, seeded=self.seeded,
+            backend=self._rng.backend, **g)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.
