@@ -57,6 +57,9 @@ class MechanismReport:
         CusText+: 1.0 for its stop words (released unchanged); ``None`` where nothing is kept.
     seeded : bool
         True when the output came from a seeded generator: reproducible and **not private**.
+    backend : str
+        What sampled: ``"libldptext"`` (the C library), ``"native"`` (the C extension's sampler) or
+        ``"fallback"`` (numpy, the same distribution, much slower).
     parameters : dict
         The mechanism's parameters (ε, γ, β, K, λ, D_max, ...), as the bundle states them.
     """
@@ -78,6 +81,7 @@ class MechanismReport:
     numeric_note: str
     kept_in_clear_probability: float | None
     seeded: bool
+    backend: str                 # "native" or "fallback"
     parameters: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -69,6 +69,9 @@ class PrivacyReport:
         SanText+: 1 − p, the probability a non-sensitive token is released unchanged.
     seeded : bool
         True when the output came from a seeded generator: reproducible and **not private**.
+    backend : str
+        What sampled: ``"libldptext"`` (the C library), ``"native"`` (the C extension's sampler) or
+        ``"fallback"`` (numpy, the same distribution, much slower).
     """
 
     mechanism: str
@@ -88,6 +91,7 @@ class PrivacyReport:
     ratio_slack: float           # 2τ
     kept_in_clear_probability: float | None  # SanText+: 1 - p for non-sensitive tokens
     seeded: bool
+    backend: str                 # "libldptext", "native" or "fallback"
 
     def to_dict(self) -> dict:
         """The report as a JSON-ready dict (no infinities: a missing worst case is ``null``).
