@@ -24,6 +24,7 @@ NATIVE_SOURCES = [
     "native/lib/bundle.c",
     "native/lib/sanitizer.c",
     "native/lib/errors.c",
+    "native/lib/check.c",
     "native/module.c",
 ]
 

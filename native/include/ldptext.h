@@ -154,6 +154,8 @@ enum {
     LDP_E_TABLE_KEEP = -97,          /* keep_row set for SanText, or for a sensitive/invalid row */
     LDP_E_TABLE_DIMS = -98,          /* dimensions outside what the sampler supports */
     LDP_E_TABLE_CLUSTER = -99,       /* tail cluster count outside [1, 256] or a cluster id >= it */
+    LDP_E_PARAMETER_MISMATCH = -100, /* a stated parameter (eps, eps0, p, D_max) is not what the
+                                        tables realise: the signer's numbers are wrong */
     /* tokenizer */
     LDP_E_TOKENIZER_JSON = -110,     /* tokenizer.json is not valid UTF-8 JSON */
     LDP_E_TOKENIZER = -111,          /* tokenizer.json is malformed (missing or mistyped fields) */

@@ -775,6 +775,8 @@ static int check_tables(ldp_bundle *b) {
         if (b->tail_mass == NULL) return LDP_E_NOMEM;
         ldp_santext_tail_masses(&b->table, b->tail_mass);
         b->table.tail_mass = b->tail_mass;
+        /* the signed numbers against the tables (check.c): a trusted signer's wrong eps fails here */
+        return ldp_check_realised(b);
     }
     return LDP_OK;
 }

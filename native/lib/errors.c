@@ -70,6 +70,8 @@ const char *ldp_strerror(int rc) {
     case LDP_E_TABLE_KEEP: return "a row is kept in the clear that may not be (SanText, or a sensitive or invalid row)";
     case LDP_E_TABLE_DIMS: return "table dimensions outside what the sampler supports";
     case LDP_E_TABLE_CLUSTER: return "tail cluster ids are out of range";
+    case LDP_E_PARAMETER_MISMATCH:
+        return "a stated parameter (epsilon, epsilon0, p or D_max) is not what the tables realise";
     case LDP_E_TOKENIZER_JSON: return "bundle tokenizer.json is not valid UTF-8 JSON";
     case LDP_E_TOKENIZER: return "bundle tokenizer.json is malformed";
     case LDP_E_TOKENIZER_UNSUPPORTED: return "bundle tokenizer.json uses a component libldptext does not implement";

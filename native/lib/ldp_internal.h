@@ -62,6 +62,10 @@ const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name);
 size_t ldp_dtype_size(int dtype);
 const char *ldp_dtype_code(int dtype);
 
+/* The stated eps, eps0, p and D_max against what the tables realise (check.c): LDP_OK,
+ * LDP_E_PARAMETER_MISMATCH, or LDP_E_RANDOM. The bundle's table must be complete and checked. */
+int ldp_check_realised(const ldp_bundle *b);
+
 /* Operating-system randomness (getrandom / getentropy / /dev/urandom). 0 on success. */
 int ldp_os_random(uint8_t *out, size_t n);
 

@@ -6,15 +6,10 @@ recomputes what it can from the arrays and refuses a mismatch with
 :class:`~ldptext.errors.ParameterMismatchError`:
 
 SanText / SanText+
-    The full runtime schema and semantic checks (:class:`ldptext.santext.Sanitizer`: array dtypes
-    and shapes, ``head_size`` = K of ``head_ids``, p ∈ (0, 1], ε > 0); ε₀ = ln(1/p) for SanText+;
-    **ε from the tables**: for sampled rows x, the realised log-probabilities of the K head outputs
-    (alias masses and acceptance exponents, :meth:`ldptext.santext.Sanitizer.log_probabilities`) must
-    satisfy log Pr[y₁] − log Pr[y₂] = −ε·(d(x, y₁) − d(x, y₂))/2 for the manifest's ε, within the
-    stated numeric tolerance (the realised ε, a least-squares fit, is named in the error); **D_max**:
-    the distance from sampled rows (the largest-norm rows and an even spread) to every valid input
-    must not exceed the stated D_max (a sampled, one-sided check: it catches an understated D_max
-    whenever a sampled pair exceeds it).
+    The full runtime schema and semantic checks (:class:`ldptext.santext.Sanitizer`, whose
+    construction also runs the load-time check of :mod:`ldptext.santext_check`); then that check's ε,
+    ε₀ and D_max tests on the fixed row sample, with D_max measured from every sampled row (the
+    largest-norm rows and an even spread) to every valid input.
 DP-BART
     The structural fields the noise calibration uses: |P| (``n_pruned``) = length of ``pruned``, its
     indices distinct and in [0, d); the encoder graph, run on one input of length L (``seq_len``),
@@ -33,8 +28,6 @@ is by construction the realised one; it is range-checked.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .bundle import Bundle
@@ -42,7 +35,6 @@ from .errors import BundleError, ParameterMismatchError
 
 __all__ = ["check_parameters"]
 
-_ROWS = 16
 _COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
 
 
@@ -72,76 +64,23 @@ def check_parameters(bundle: Bundle) -> None:
         raise ParameterMismatchError(f"no parameter check for mechanism {bundle.mechanism!r}")
 
 
-def _sample_rows(candidates: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Up to ``_ROWS`` rows: the highest-scoring half, and an even spread for the rest."""
-    if candidates.size <= _ROWS:
-        return candidates
-    top = candidates[np.argsort(-score[candidates], kind="stable")[:_ROWS // 2]]
-    spread = candidates[np.linspace(0, candidates.size - 1, _ROWS // 2).astype(np.int64)]
-    return np.unique(np.concatenate([top, spread]))
-
-
 def _check_santext(bundle: Bundle) -> None:
-    from ._fallback import distance_from_dot
     from .santext import Sanitizer
+    from .santext_check import check_realised, fixed_rows
 
-    params = bundle.manifest.get("params")
-    if bundle.mechanism == "santext" and isinstance(params, dict) and params.get("p") is not None:
-        raise ParameterMismatchError("a SanText bundle states p (SanText+ only)")
     try:
+        # construction runs the load-time check (ldptext.santext_check) on its own sample
         san = Sanitizer(bundle, backend="fallback")
+    except ParameterMismatchError:
+        raise
     except BundleError as e:
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: {e}") from None
     except ValueError:  # the sampler's own parameter check
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of range") from None
-    t, k, eps = san.tables, san.head_size, san.epsilon
-    if san.mechanism == "santext+":
-        if not math.isclose(san.epsilon0, math.log(1.0 / san.p), rel_tol=1e-12, abs_tol=1e-12):
-            raise ParameterMismatchError(f"manifest epsilon0 {san.epsilon0:.12g} is not ln(1/p) = "
-                                         f"{math.log(1.0 / san.p):.12g}")
-    elif san.epsilon0 != 0:
-        raise ParameterMismatchError("a SanText bundle states a non-zero epsilon0")
-    scale = t.emb_scale.astype(np.float64)
-    norms = scale * np.sqrt(t.emb_sqnorm.astype(np.float64))
-    valid = np.flatnonzero(t.valid_input)
-    rows = _sample_rows(valid, norms)
-
-    def dist(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-        dot = t.emb_q[xs].astype(np.float64) @ t.emb_q[ys].astype(np.float64).T
-        return distance_from_dot(scale[xs][:, None], t.emb_sqnorm[xs][:, None].astype(np.float64),
-                                 scale[ys][None, :], t.emb_sqnorm[ys][None, :].astype(np.float64), dot)
-
-    # D_max: no sampled pair of valid inputs may be farther apart than stated
-    far = float(dist(rows, valid).max()) if rows.size and valid.size else 0.0
-    if far > san.d_max * (1 + 1e-9) + 1e-12:
-        raise ParameterMismatchError(f"manifest D_max {san.d_max:.6g} is below a realised distance "
-                                     f"{far:.6g} between two valid inputs")
-    # epsilon: the head's realised log-ratios against the distances
-    # the manifest bounds |log P_realised - log P_formula| by `tolerance` per probability, so a
-    # difference of two log-probabilities by twice that (plus float rounding of eps * d / 2)
-    tol = 2.0 * san.tolerance + 1e-12 * (1.0 + eps * san.d_max)
-    lp = san.log_probabilities(rows)
-    checked = 0
-    slopes = []
-    for i, x in enumerate(rows):
-        head = t.head_ids[x]
-        keep = head != x if t.keep_row[x] else np.ones(k, dtype=bool)
-        realised = lp[i, head]
-        keep &= np.isfinite(realised)
-        d = dist(np.array([x]), head)[0]
-        if keep.sum() < 2 or np.ptp(d[keep]) <= 1e-9:
-            continue
-        r, dd = realised[keep], d[keep]
-        residual = r + eps / 2 * dd
-        slopes.append(-2 * np.polyfit(dd, r, 1)[0])
-        checked += 1
-        if np.ptp(residual) > tol:
-            raise ParameterMismatchError(
-                f"manifest epsilon {eps:.10g} is not what the tables realise (about "
-                f"{float(np.median(slopes)):.10g}: log-probability ratios of head outputs)")
-    if checked == 0:
-        raise ParameterMismatchError("cannot check epsilon against the tables: no sampled row has two "
-                                     "head outputs at different distances")
+    # before signing, D_max from every row of the fixed sample (load reads two)
+    rows = fixed_rows(san.tables)
+    check_realised(san.tables, mechanism=san.mechanism, epsilon=san.epsilon, epsilon0=san.epsilon0,
+                   p=san.p, d_max=san.d_max, tolerance=san.tolerance, rows=rows, dmax_rows=rows)
 
 
 def _check_dpbart(bundle: Bundle) -> None:

@@ -69,10 +69,11 @@ from . import alias as _alias
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource, canonical_json
-from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError
+from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of
+from .santext_check import DMAX_ROWS, check_realised, load_rows
 from .tokenization import TextTokenizer
 
 try:
@@ -100,6 +101,7 @@ _LDP_E_INVALID_UTF8 = -5
 _LDP_E_INPUT_ID = -6
 _LDP_E_SAMPLER = -7
 _LDP_E_TOO_LONG = -8
+_LDP_E_PARAMETER_MISMATCH = -100
 _LDP_TOKENIZER_CODES = (-110, -111, -112)  # tokenizer.json the library cannot read or lacks a part of
 # what kind of bundle error each other code is (ldptext.h groups them; bundle.py's classes)
 _LDP_FORMAT_CODES = range(-54, -29)      # header, metadata and manifest (-30 .. -54)
@@ -132,6 +134,8 @@ def _library_bundle(bundle: Bundle) -> Any:
             raise BundleFormatError(f"libldptext refuses the bundle: {message}") from None
         if code == _LDP_E_NOMEM:
             raise MemoryError("libldptext: out of memory while opening the bundle") from None
+        if code == _LDP_E_PARAMETER_MISMATCH:
+            raise ParameterMismatchError(f"libldptext refuses the bundle: {message}") from None
         if code <= -60:
             raise BundleIntegrityError(f"libldptext refuses the bundle: {message}") from None
         raise BundleError(f"libldptext refuses the bundle: {message}") from None
@@ -284,6 +288,7 @@ class Sanitizer(_runtime.Closable):
         try:
             self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
             self._check_tables_match_parameters()
+            self._check_realised_parameters()
         except BaseException:
             if adoption is not None:
                 adoption._thread.join()  # the Python check's error comes first
@@ -389,6 +394,15 @@ class Sanitizer(_runtime.Closable):
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
         if (t.keep_row.astype(bool) & (t.sensitive | ~t.valid_input)).any():
             raise BundleIntegrityError("a sensitive or invalid row is marked as kept in the clear")
+
+    def _check_realised_parameters(self) -> None:
+        """The stated ε, ε₀, p and D_max against what the tables realise (:mod:`ldptext.santext_check`):
+        a trusted signer's wrong number must not pass a device."""
+        t = self.tables
+        rows = load_rows(t)
+        check_realised(t, mechanism=self.mechanism, epsilon=self.epsilon, epsilon0=self.epsilon0,
+                       p=self.p, d_max=self.d_max, tolerance=self.tolerance, rows=rows,
+                       dmax_rows=rows[:DMAX_ROWS])
 
     @property
     def per_token_epsilon(self) -> float:
