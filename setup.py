@@ -9,6 +9,8 @@ path equals the import path.
 The runtime needs only numpy, tokenizers, safetensors, cryptography and onnxruntime. Everything heavy
 (torch, transformers, embeddings, frequency lists) lives in the ``precompute`` extra.
 """
+import os
+
 from setuptools import Extension, find_packages, setup
 
 NATIVE_SOURCES = [
@@ -69,8 +71,9 @@ native = Extension(
     extra_compile_args=["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-ffp-contract=off",
                         "-fvisibility=hidden"],
     extra_link_args=["-pthread"],
-    # without a compiler or libsodium / libutf8proc the SDK falls back to numpy + OS randomness
-    optional=True,
+    # without a compiler or libsodium / libutf8proc the SDK falls back to numpy + OS randomness;
+    # LDPTEXT_REQUIRE_NATIVE=1 (make wheel) makes a failed build an error instead
+    optional=os.environ.get("LDPTEXT_REQUIRE_NATIVE", "") in ("", "0"),
 )
 
 setup(
