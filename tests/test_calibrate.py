@@ -140,7 +140,7 @@ def test_bundle_family_picks_the_largest_epsilon_that_meets_the_target(emb, tmp_
     domain = CalibrationDomain.from_embeddings(str(emb), mechanism="santext", vocab_size=None)
     by_eps = {eps: exact_metrics(domain, eps) for eps in (0.5, 2.0, 8.0, 32.0)}
     target = (by_eps[2.0].attack_success + by_eps[8.0].attack_success) / 2
-    result = calibrate_family(paths[::-1], metric="attack", target=target)
+    result = calibrate_family(paths[::-1], metric="attack", target=target, allow_unsigned=True)
     assert result.epsilon == 2.0 and result.bundle == str(paths[1])
     # a bundle's own tables give the same numbers as the embeddings they were built from
     for m in result.evaluated:
@@ -149,7 +149,7 @@ def test_bundle_family_picks_the_largest_epsilon_that_meets_the_target(emb, tmp_
     from ldptext.errors import ParameterError
     other, _ = _bundle(emb, tmp_path, "santext+", 2.0)
     with pytest.raises(ParameterError, match="same family"):
-        calibrate_family([paths[0], other], metric="attack", target=0.5)
+        calibrate_family([paths[0], other], metric="attack", target=0.5, allow_unsigned=True)
 
 
 def test_cli_prints_the_choice_writes_json_and_reports_expected_utility(emb, tmp_path, capsys):
@@ -170,7 +170,23 @@ def test_cli_prints_the_choice_writes_json_and_reports_expected_utility(emb, tmp
     assert saved["achieved"]["attack_success"] <= 0.3
     assert set(saved["expected_utility"]["sanitized"]) == {"tfidf"}
     assert (tmp_path / "eval" / "report.md").is_file()
-    # an unreachable target: exit status 1, the floor printed
+
+
+
+def test_cli_an_unreachable_target_exits_with_its_documented_status_not_1(emb, capsys):
+    from ldptext.cli import EXIT_TARGET_UNMET, main
     rc = main(["calibrate", "--embeddings", str(emb), "--vocab-size", "0", "--mechanism", "santext+", "--w", "0.5",
                "--max-verbatim-rate", "0.01", "--epsilon-range", "0.1,10", "--quiet"])
-    assert rc == 1 and "chosen epsilon: none" in capsys.readouterr().out
+    assert rc == EXIT_TARGET_UNMET == 9 and "chosen epsilon: none" in capsys.readouterr().out  # 1 means a bug
+
+
+def test_cli_bundle_family_refuses_unsigned_bundles_unless_allowed_and_then_warns(emb, tmp_path, capsys):
+    from ldptext.bundle import UnsignedBundleWarning
+    from ldptext.cli import main
+    paths = [str(_bundle(emb, tmp_path, "santext", eps)[0]) for eps in (0.5, 2.0)]
+    args = ["calibrate", "--bundles", *paths, "--max-attack-success", "0.99", "--quiet"]
+    assert main(args) == 5  # trust: unsigned, as `ldptext sanitize` refuses it
+    assert "unsigned" in capsys.readouterr().err
+    with pytest.warns(UnsignedBundleWarning):
+        assert main(args + ["--allow-unsigned"]) == 0
+    assert main(["calibrate", "--allow-unsigned", "--max-attack-success", "0.5"]) == 2  # only with --bundles

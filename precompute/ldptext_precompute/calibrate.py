@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ldptext.cli import EXIT_OK, EXIT_TARGET_UNMET
 from ldptext.errors import ParameterError
 
 __all__ = ["CalibrationDomain", "ExactMetrics", "Calibration", "exact_metrics", "calibrate", "calibrate_family",
@@ -441,20 +442,25 @@ def _verbatim_note(result: Calibration) -> None:
 
 
 def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
-                     progress: bool = False) -> Calibration:
+                     progress: bool = False, trusted_keys: Sequence[Any] | None = None,
+                     allow_unsigned: bool = False) -> Calibration:
     """The largest-ε bundle of a family that meets the target (exact metrics of each bundle).
 
     Parameters
     ----------
     paths : sequence of path
-        SanText(+) bundles of one vocabulary, metric embedding, split and p (unsigned ones accepted:
-        they are only read).
+        SanText(+) bundles of one vocabulary, metric embedding, split and p, verified as a runtime
+        verifies them: the chosen ε is only as trustworthy as the tables it was computed from.
     metric : str
         ``attack`` or ``verbatim``.
     target : float
         Largest acceptable value, in (0, 1].
     progress : bool
         One line per bundle on stderr.
+    trusted_keys : sequence or None
+        Keys to trust (``None``: the local trust store).
+    allow_unsigned : bool
+        Accept unsigned development bundles, with the runtime's ``UnsignedBundleWarning``.
 
     Returns
     -------
@@ -465,6 +471,8 @@ def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
     ------
     ParameterError
         On an empty list, a bad target, or bundles that are not one family.
+    SignatureError
+        An unsigned bundle (without ``allow_unsigned``) or one not signed by a trusted key.
     """
     from ldptext.santext import Sanitizer
 
@@ -477,9 +485,8 @@ def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
     rows = []
     reference = None
     for path in paths:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            san = Sanitizer.load(path, allow_unsigned=True)
+        # verified like any runtime load: an unsigned bundle is refused unless allowed, and then warns
+        san = Sanitizer.load(path, trusted_keys=trusted_keys, allow_unsigned=allow_unsigned)
         domain = CalibrationDomain.from_bundle(san)
         signature = (domain.mechanism, domain.p, domain.embeddings.shape, domain.outputs.tobytes(),
                      domain.sensitive.tobytes(), domain.embeddings.tobytes())
@@ -560,8 +567,11 @@ def _expected_utility_from_bundle(args, path: str) -> dict:
         san_acc, orig_acc = [], []
         for seed in range(args.seeds):
             with warnings.catch_warnings():
+                # seeded on purpose (a reproducible estimate); the bundle was verified and any unsigned
+                # warning shown when calibrate_family loaded it
                 warnings.simplefilter("ignore")
-                san = Sanitizer.load(path, allow_unsigned=True, seed=seed)
+                san = Sanitizer.load(path, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                                     seed=seed)
             corpus = _Corpus(ds, san)
             train_txt, test_txt = corpus.decode(san.sample_ids(corpus.flat).astype(np.int64))
             run = fit_and_score(train_txt, ds.train_labels, {"s": test_txt, "o": ds.test_texts}, ds.test_labels,
@@ -597,14 +607,18 @@ def register(sub) -> None:
         description="Search epsilon so that the exact Bayes inversion success (public wordfreq prior) or "
                     "the expected verbatim-release rate, both averaged over public word frequencies, stays "
                     "at or below a target; print the chosen epsilon, the metrics it achieves and, with "
-                    "--data, the accuracy to expect. Exit status 1 when no epsilon meets the target.")
+                    "--data, the accuracy to expect. Exit status 9 when no epsilon meets the target.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--embeddings", default="glove-6b-50d",
                      help="glove-6b-50d (default) | minilm-wordpiece | PATH: calibrate the bundles these "
                           "would give")
     src.add_argument("--bundles", nargs="+", metavar="BUNDLE",
                      help="an existing family of bundles (one vocabulary, split and p; several epsilon): "
-                          "choose among them")
+                          "choose among them (verified: signed by a trusted key)")
+    p.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
+                   help="with --bundles: public key to trust (repeatable); default: the local trust store")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="with --bundles: accept unsigned development bundles (with a warning)")
     p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+",
                    help="with --embeddings: santext or santext+ (default)")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
@@ -652,7 +666,7 @@ def run(args) -> int:
     Returns
     -------
     int
-        0 when an ε was chosen, 1 when none meets the target.
+        0 when an ε was chosen, 9 (``ldptext.cli.EXIT_TARGET_UNMET``) when none meets the target.
 
     Raises
     ------
@@ -664,8 +678,11 @@ def run(args) -> int:
     from .evaluation.utility import CLASSIFIERS
     if any(c not in CLASSIFIERS for c in args.classifier):
         raise ParameterError(f"--classifier: choose from {', '.join(CLASSIFIERS)} or both")
+    if not args.bundles and (args.trusted_key or args.allow_unsigned):
+        raise ParameterError("--trusted-key and --allow-unsigned apply to --bundles")
     if args.bundles:
-        result = calibrate_family(args.bundles, metric=metric, target=target, progress=not args.quiet)
+        result = calibrate_family(args.bundles, metric=metric, target=target, progress=not args.quiet,
+                                  trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned)
     else:
         domain = CalibrationDomain.from_embeddings(args.embeddings, mechanism=args.mechanism, p=args.p,
                                                    w=args.w, vocab_size=args.vocab_size or None)
@@ -679,7 +696,7 @@ def run(args) -> int:
     _print(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-    return 0 if result.epsilon is not None else 1
+    return EXIT_OK if result.epsilon is not None else EXIT_TARGET_UNMET
 
 
 def _print(result: Calibration) -> None:

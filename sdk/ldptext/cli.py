@@ -24,6 +24,8 @@ code  meaning
       (:class:`~ldptext.errors.BudgetExceededError`)
 7     ledger unusable: unreadable, tampered with, or not writable (:class:`~ldptext.errors.LedgerError`)
 8     a missing optional extra: one line naming the extra to install (``pip install 'ldptext[...]'``)
+9     no result: ``ldptext calibrate`` found no ε (or bundle) that meets the target; the output says
+      the best value reached
 130   interrupted (Ctrl-C)
 ====  ==========================================================================================
 
@@ -78,6 +80,7 @@ EXIT_TRUST = 5
 EXIT_BUDGET = 6
 EXIT_LEDGER = 7
 EXIT_MISSING_EXTRA = 8
+EXIT_TARGET_UNMET = 9  # a search that ran correctly and found nothing (not a bug: 1 stays for bugs)
 
 # most specific first: SignatureError is a BundleError, but a trust problem has its own code
 _EXIT_BY_ERROR: tuple[tuple[type[LdptextError], int], ...] = (
@@ -164,7 +167,8 @@ def _build_parser() -> tuple[argparse.ArgumentParser, list[ModuleNotFoundError]]
     parser = argparse.ArgumentParser(
         prog="ldptext", description="Sanitize text on-device with local differential privacy.",
         epilog="exit status: 0 ok, 1 other error, 2 usage, 3 input data, 4 bundle, 5 trust (signature, "
-               "keys), 6 privacy budget exhausted, 7 ledger, 8 missing optional extra, 130 interrupted")
+               "keys), 6 privacy budget exhausted, 7 ledger, 8 missing optional extra, 9 target not met "
+               "(calibrate), 130 interrupted")
     parser.add_argument("--version", action=_VersionAction, nargs=0,
                         help="print the version and the sampling backend this installation offers, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
