@@ -253,3 +253,39 @@ def test_stdin_stops_at_a_bad_line_after_writing_every_earlier_line(bundle):
     r = run_cli(["sanitize", "--bundle", str(bundle), "-"], data + b"w1\n")
     assert r.returncode == 3 and b"line 301" in r.stderr and MARKER.encode() not in r.stderr
     assert r.stdout.decode().endswith("\n") and len(r.stdout.decode().splitlines()) == 300
+
+
+def test_sanitize_ledger_charges_each_batch_and_exits_6_and_7(bundle, tmp_path, monkeypatch, capsys):
+    from ldptext.ledger import Ledger
+
+    monkeypatch.setenv("LEDGER_PASS", "correct horse")
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    one.write_text("w1\n", encoding="utf-8")           # 1 token at epsilon 2: charge 2
+    two.write_text("w1 w2\n", encoding="utf-8")        # charge 4
+    ledger = tmp_path / "budget.ledger"
+    base = ["sanitize", "--bundle", str(bundle), "--ledger", str(ledger), "--ledger-passphrase-env", "LEDGER_PASS"]
+    assert main(base + [str(one)]) == 2                 # a new ledger needs --budget: usage, nothing opened
+    assert "--budget" in capsys.readouterr().err and not ledger.exists()
+    assert main(base + ["--budget", "6", str(one)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(base + [str(two)]) == 0                 # the recorded budget: --budget not needed again
+    assert main(base + [str(one)]) == 6                 # 2 + 4 + 2 > 6: refused, nothing written
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1 and err.startswith("ldptext: error: release of epsilon=2")
+    assert Ledger(ledger, passphrase="correct horse").spent() == (6.0, 0.0)
+    monkeypatch.setenv("LEDGER_PASS", "wrong")
+    assert main(base + [str(one)]) == 7                 # unusable ledger: fails authentication
+    assert main(["sanitize", "--bundle", str(bundle), "--budget", "5", str(one)]) == 2  # --budget needs --ledger
+    assert capsys.readouterr().out == ""
+
+
+def test_sanitize_ledger_of_another_unit_exits_7_before_any_output(bundle, tmp_path, capsys):
+    from ldptext.ledger import Ledger
+
+    Ledger(tmp_path / "ldp.ledger", budget=100.0, passphrase="pw")  # unit "ldp" (DP-BART)
+    (tmp_path / "pw").write_text("pw\n")
+    (tmp_path / "in.txt").write_text("w1\n")
+    assert main(["sanitize", "--bundle", str(bundle), "--ledger", str(tmp_path / "ldp.ledger"),
+                 "--ledger-passphrase-file", str(tmp_path / "pw"), str(tmp_path / "in.txt")]) == 7
+    out, err = capsys.readouterr()
+    assert out == "" and "unit 'ldp'" in err

@@ -339,6 +339,32 @@ def test_cli_rewrite_streams_lines_in_order_with_json_reports(bundles, tmp_path)
     assert r2.returncode == 0 and len(r2.stdout.decode().splitlines()) == 2
 
 
+def test_cli_rewrite_checks_its_options_before_opening_the_bundle(tmp_path, capsys):
+    from ldptext.cli import main
+
+    missing = str(tmp_path / "missing.ldpb")
+    for bad in (["--epsilon", "1", "--delta", "2"], ["--epsilon", "1", "--mechanism", "laplace", "--delta", "1.5"],
+                ["--epsilon", "1", "--delta", "1e-5", "--beam", "0"],
+                ["--epsilon", "1", "--delta", "1e-5", "--budget", "3"]):
+        assert main(["rewrite", "--bundle", missing, *bad, "-"]) == 2, bad  # usage, not "bundle not found"
+        assert "missing.ldpb" not in capsys.readouterr().err
+
+
+def test_cli_rewrite_charges_the_ledger_and_exits_6_when_it_refuses(bundles, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEDGER_PASS", "pw")
+    f = tmp_path / "in.txt"
+    f.write_text("the cat\nthe dog\n", encoding="utf-8")  # one batch: 2 releases of epsilon 3
+    ledger = tmp_path / "dp.ledger"
+    args = ["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "3", "--mechanism",
+            "laplace", "--threads", "1", "--ledger", str(ledger), "--ledger-passphrase-env", "LEDGER_PASS"]
+    r = _cli(args + ["--budget", "10", str(f)])
+    assert r.returncode == 0 and len(r.stdout.decode().splitlines()) == 2, r.stderr.decode()[-800:]
+    r = _cli(args + [str(f)])
+    assert r.returncode == 6 and r.stdout == b""  # 6 + 6 > 10: the batch is refused and not written
+    monkeypatch.setenv("LEDGER_PASS", "other")
+    assert _cli(args + [str(f)]).returncode == 7
+
+
 def test_cli_rewrite_reports_bad_utf8_line_number_without_echoing_text(bundles):
     data = b"the cat sat\n" + MARKER.encode() + b" \xff\xfe cat\n"
     r = _cli(["rewrite", "--bundle", str(bundles["int8"]), "--allow-unsigned", "--epsilon", "5",

@@ -97,6 +97,9 @@ def check_options(args: argparse.Namespace) -> tuple[Path, Path]:
         raise ParameterError("--json is for line output; Parquet output always carries the report columns")
     if args.seed is not None:
         raise ParameterError("--seed is not available for Parquet output (no seeded corpus releases)")
+    if getattr(args, "ledger", None) is not None and args.engine == "spark":
+        raise ParameterError("--ledger is one device's budget record and cannot be shared by Spark tasks; "
+                             "use --engine local")
     source, target = Path(args.input), Path(args.output)
     if not source.is_file():
         raise InputError(f"cannot open input file {source}: not a file")
@@ -171,6 +174,7 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     from ..bundle import canonical_json
     from ..fileio import atomic_path
     from ..spark import BatchStats, ColumnLayout, JobSummary, sanitize_record_batch
+    from ._ledger import attach_ledger
     from .sanitize import load_runtime
 
     pa, pq = _pyarrow()
@@ -183,6 +187,7 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     # any token-level mechanism: the runtime of the verified bundle's mechanism (sanitize.load_runtime)
     with load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                       expect=expect) as san:
+        attach_ledger(san, args, san.ledger_unit)
         bundle_id = hashlib.sha256(canonical_json(san.manifest)).hexdigest()
         with atomic_path(target, mode=0o644) as tmp:
             writer = pq.ParquetWriter(tmp, schema)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ParameterError
 from ._io import process
+from ._ledger import add_ledger_options, attach_ledger, check_ledger_options
 from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 16
@@ -75,6 +76,7 @@ def register(sub: Any) -> None:
                         "refuse): no output line for them, their numbers on stderr; each line is still "
                         "rewritten (released) at most once")
     add_pinning_options(p, epsilon=False)  # a DP-BART bundle fixes no ε: it is chosen per call
+    add_ledger_options(p, delta=True)
     p.set_defaults(func=run)
 
 
@@ -97,17 +99,29 @@ def run(args: argparse.Namespace) -> int:
     under Local Differential Privacy* (Findings of ACL), as presented in Igamberdiev 2023,
     *Differentially Private Methods in NLP* (PhD thesis, TU Darmstadt), §6.3.3–6.3.5).
     """
-    from ..dpbart import Rewriter
+    from .. import noise as _noise
+    from ..dpbart import LONG_POLICIES, Rewriter
 
+    # every option value is checked before the bundle is opened: a usage error is reported as one
     eps = _epsilon(args.epsilon, args.allow_infinite_epsilon)
+    _noise.validate_privacy_parameters(eps, args.delta, args.mechanism)
+    if not 1 <= args.beam <= 64:
+        raise ParameterError(f"--beam must be between 1 and 64, got {args.beam}")
+    if args.long not in LONG_POLICIES:  # pragma: no cover - argparse's choices
+        raise ParameterError(f"--long must be one of {LONG_POLICIES}")
+    check_ledger_options(args)
+    if math.isinf(eps) and args.ledger is not None:
+        raise ParameterError("--allow-infinite-epsilon releases are not private and cannot be charged to "
+                             "--ledger")
     if math.isinf(eps):
-        print("ldptext rewrite: WARNING: epsilon = inf adds no noise; the output is NOT private "
+        print("ldptext: warning: epsilon = inf adds no noise; the output is NOT private "
               "(evaluation only)", file=sys.stderr)
     rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                        seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long,
                 allow_infinite_epsilon=args.allow_infinite_epsilon)
-    rw.rewrite_batch([], **opts)  # validate the parameters before reading any input
+    rw.rewrite_batch([], **opts)  # the checks that need the bundle, before reading any input
+    attach_ledger(rw, args, "ldp")
     process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH,
             skip_bad_lines=args.skip_bad_lines)
     return 0

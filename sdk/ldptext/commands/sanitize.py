@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import ParameterError
 from ..runtime import TOKEN_RUNTIMES, load_token_runtime
 from ._io import process
+from ._ledger import add_ledger_options, attach_ledger, check_ledger_options
 from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
@@ -56,6 +57,7 @@ def register(sub: Any) -> None:
                         "their count and line numbers (never their text) on stderr; default: stop with an "
                         "error naming the line (a file: before any output)")
     add_pinning_options(p)
+    add_ledger_options(p, delta=False)
     _add_parquet_options(p)
     p.set_defaults(func=run)
 
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if args.input != "-":
             raise ParameterError("give the input once: as INPUT or as --input")
         args.input = args.input_file
+    check_ledger_options(args)
     if args.column is not None or args.output is not None or args.engine != "local":
         from ._parquet import run_parquet
 
@@ -126,5 +129,6 @@ def run(args: argparse.Namespace) -> int:
     san = load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                        seed=args.seed, expect=expectation_from_args(args))
     with san:
+        attach_ledger(san, args, san.ledger_unit)
         process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines)
     return 0
