@@ -59,9 +59,12 @@ void bw_tiny_manifest(bw_tables *t) {
 }
 
 void bw_tiny_tables(bw_tables *t, int plus) {
-    static const int8_t codes[BW_V][BW_M] = {{10, 0, 0, 0},  {9, 2, 0, 0},  {0, 10, 0, 0},
-                                             {0, 0, 10, 0},  {0, 0, 9, 3},  {-5, 5, 0, 0},
-                                             {0, -7, 0, 7},  {2, 1, 2, 1}};
+    /* the rows lie on one axis, so every distance is a multiple of the scale 1/8, exactly, and so
+     * is eps/2 * d for eps = 2: the head exponents below realise eps exactly (libldptext checks the
+     * stated eps against them at open) and are float32 values (the compact bundle is the same) */
+    static const int8_t codes[BW_V][BW_M] = {{10, 0, 0, 0},  {9, 0, 0, 0},  {0, 0, 0, 0},
+                                             {-4, 0, 0, 0},  {6, 0, 0, 0},  {-7, 0, 0, 0},
+                                             {-10, 0, 0, 0}, {3, 0, 0, 0}};
     int x, j, n = 0;
     size_t off;
     memset(t, 0, sizeof *t);
@@ -86,9 +89,16 @@ void bw_tiny_tables(bw_tables *t, int plus) {
             t->alias_threshold[x][j] = 0xFFFFFFFFu; /* uniform proposal: full columns */
             t->alias_index[x][j] = (uint16_t)j;
         }
-        t->accept_gamma[x][0] = 0.0;
-        t->accept_gamma[x][1] = 0.5 + 0.125 * x;
-        t->accept_gamma[x][2] = 0.25;
+        {
+            /* head exponents eps/2 * d(x, y) (uniform proposal), the tail's 0.25, row minimum 0 */
+            double lo;
+            for (j = 0; j < BW_K; j++)
+                t->accept_gamma[x][j] = t->epsilon / 2 * 0.125 *
+                                        fabs((double)codes[x][0] - codes[t->head_ids[x][j]][0]);
+            t->accept_gamma[x][BW_K] = 0.25;
+            for (lo = INFINITY, j = 0; j <= BW_K; j++) lo = fmin(lo, t->accept_gamma[x][j]);
+            for (j = 0; j <= BW_K; j++) t->accept_gamma[x][j] -= lo;
+        }
         t->tail_floor[x] = 0.0;
     }
     off = (size_t)snprintf(t->tokenizer_json, sizeof t->tokenizer_json,

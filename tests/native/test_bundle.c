@@ -361,6 +361,7 @@ static void empty_tail_with_mass(bw_tables *t, bw_spec *s) {
         t->head_ids[x][1] = 1;
     }
     for (i = 0; i < s->n_arrays; i++)
+        t->accept_gamma[x][0] = t->accept_gamma[x][1] = 0.0; /* still normalised */
         if (strcmp(s->arrays[i].name, "outputs") == 0) {
             s->arrays[i].shape[0] = BW_K;
             s->arrays[i].nbytes = 4 * BW_K;
@@ -379,6 +380,42 @@ static void bpe_tokenizer(bw_tables *t, bw_spec *s) {
 
 static void test_signed_but_inconsistent_tables_are_refused(void) {
     CHECK_RC(open_mutated(0, gamma_negative), LDP_E_TABLE_GAMMA);
+/* a trusted signer's wrong numbers over honest tables (the tables realise eps = 2, p = 0.3) */
+static void epsilon_relabelled(bw_tables *t, bw_spec *s) {
+    (void)s;
+    t->epsilon = 3.0; /* the exponents stay those of eps = 2 */
+    bw_tiny_manifest(t);
+}
+static void epsilon_nudged(bw_tables *t, bw_spec *s) {
+    (void)s;
+    t->epsilon = 2.0 * (1 + 1e-6);
+    bw_tiny_manifest(t);
+}
+static void d_max_understated(bw_tables *t, bw_spec *s) {
+    char *at = strstr(t->manifest_extra, "\"d_max\":10.0");
+    (void)s;
+    memcpy(at + strlen("\"d_max\":"), "1.00", 4); /* 10.0 -> 1.00 (the distances reach 2.5) */
+}
+static void epsilon0_wrong(bw_tables *t, bw_spec *s) {
+    char *at = strstr(t->manifest_extra, "\"epsilon0\":");
+    (void)s;
+    at[strlen("\"epsilon0\":")] = '2'; /* ln(1/0.3) = 1.20... -> 2.20... */
+}
+static void p_stated_on_santext(bw_tables *t, bw_spec *s) {
+    char *at = strstr(t->manifest_extra, "\"p\":null");
+    (void)s;
+    memcpy(at, "\"p\":0.50", 8); /* "p":null -> "p":0.50, the same length */
+}
+
+static void test_stated_parameters_must_be_what_the_tables_realise(void) {
+    CHECK_RC(open_mutated(0, epsilon_relabelled), LDP_E_PARAMETER_MISMATCH);
+    CHECK_RC(open_mutated(1, epsilon_relabelled), LDP_E_PARAMETER_MISMATCH);
+    CHECK_RC(open_mutated(0, epsilon_nudged), LDP_E_PARAMETER_MISMATCH);
+    CHECK_RC(open_mutated(0, d_max_understated), LDP_E_PARAMETER_MISMATCH);
+    CHECK_RC(open_mutated(1, epsilon0_wrong), LDP_E_PARAMETER_MISMATCH);
+    CHECK_RC(open_mutated(0, p_stated_on_santext), LDP_E_PARAMETER_MISMATCH);
+}
+
     CHECK_RC(open_mutated(0, gamma_nan), LDP_E_TABLE_GAMMA);
     CHECK_RC(open_mutated(0, gamma_not_normalised), LDP_E_TABLE_GAMMA_NORM);
     CHECK_RC(open_mutated(0, head_unsorted), LDP_E_TABLE_HEAD);
@@ -631,3 +668,4 @@ int main(void) {
     }
     DONE();
 }
+    RUN(test_stated_parameters_must_be_what_the_tables_realise);
