@@ -9,8 +9,10 @@ import stat
 import numpy as np
 import pytest
 
+from conftest import build_tiny_bundle
 from ldptext import bundle as B
 from ldptext import cli
+from ldptext.rng import available_backend
 
 ARRAYS = {"embeddings": np.arange(12, dtype=np.float32).reshape(4, 3),
           "outputs": np.arange(4, dtype=np.int32)}
@@ -56,12 +58,17 @@ def test_generate_trust_sign_verify_inspect(tmp_path, capsys, monkeypatch):
                           sign_key=load_private_key(key, b"hunter2"))
     rc, _, err = run(capsys, "bundle", "verify", str(path))
     assert rc == 5 and "untrusted key" in err
-    rc, out, _ = run(capsys, "bundle", "verify", str(path), "--trusted-key", str(pub))
-    assert rc == 0 and out.startswith("OK")
-    assert f"bundle id {B.read_bundle(path, trusted_keys=[str(pub)]).bundle_id}" in out
+    # trusted signer, but these arrays are no SanText+ tables: verify checks the parameters too
+    rc, out, err = run(capsys, "bundle", "verify", str(path), "--trusted-key", str(pub))
+    assert rc == 4 and "not a loadable santext+ bundle" in err and out == ""
+    real = build_tiny_bundle(tmp_path / "real.ldpb", mechanism="santext+", n=30,
+                             sign_key=load_private_key(key, b"hunter2"))
+    rc, out, _ = run(capsys, "bundle", "verify", str(real), "--trusted-key", str(pub))
+    assert rc == 0 and out.startswith("OK") and "parameters verified" in out
+    assert f"bundle id {B.read_bundle(real, trusted_keys=[str(pub)]).bundle_id}" in out
     rc, out, _ = run(capsys, "keys", "trust", str(pub))
     assert rc == 0
-    rc, out, _ = run(capsys, "bundle", "verify", str(path))
+    rc, out, _ = run(capsys, "bundle", "verify", str(real))
     assert rc == 0
 
     rc, out, _ = run(capsys, "bundle", "inspect", str(path))
@@ -74,6 +81,7 @@ def test_generate_trust_sign_verify_inspect(tmp_path, capsys, monkeypatch):
     rc, out, _ = run(capsys, "bundle", "inspect", "--json", str(path))
     data = json.loads(out)
     assert data["signature"]["valid"] and data["signature"]["trusted"]
+    assert data["backend"] == available_backend()
     assert {a["name"] for a in data["arrays"]} == set(ARRAYS)
 
 
@@ -173,7 +181,7 @@ def test_verify_json_states_id_key_trust_and_verified(tmp_path, capsys):
     key = Ed25519PrivateKey.generate()
     pub = tmp_path / "k.pub"
     pub.write_text(base64_pub(key))
-    path = B.write_bundle(tmp_path / "b.ldpb", mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST, sign_key=key)
+    path = build_tiny_bundle(tmp_path / "b.ldpb", mechanism="santext+", n=30, sign_key=key)
     expected_id = B.read_bundle(path, trusted_keys=[str(pub)]).bundle_id
 
     rc, out, err = run(capsys, "bundle", "verify", "--json", str(path), "--trusted-key", str(pub))
@@ -181,7 +189,7 @@ def test_verify_json_states_id_key_trust_and_verified(tmp_path, capsys):
     assert rc == 0 and err == ""
     assert data == {"path": str(path), "verified": True, "error": None, "bundle_id": expected_id,
                     "key_id": keys.key_id(key.public_key()), "signed": True, "trusted": True,
-                    "mechanism": "santext+", "format_version": 1}
+                    "mechanism": "santext+", "format_version": 1, "backend": available_backend()}
 
     rc, out, err = run(capsys, "bundle", "verify", "--json", str(path))  # signer not trusted here
     data = json.loads(out)
@@ -189,7 +197,7 @@ def test_verify_json_states_id_key_trust_and_verified(tmp_path, capsys):
     assert data["verified"] is False and data["trusted"] is False and "untrusted key" in data["error"]
     assert data["bundle_id"] == expected_id and data["key_id"] == keys.key_id(key.public_key())
 
-    unsigned = B.write_bundle(tmp_path / "u.ldpb", mechanism="santext", arrays=ARRAYS, manifest=MANIFEST)
+    unsigned = build_tiny_bundle(tmp_path / "u.ldpb", n=30, sign_key=False)
     with pytest.warns(B.UnsignedBundleWarning):
         rc, out, _ = run(capsys, "bundle", "verify", "--json", "--allow-unsigned", str(unsigned))
     data = json.loads(out)
@@ -201,6 +209,33 @@ def test_verify_json_states_id_key_trust_and_verified(tmp_path, capsys):
     data = json.loads(out)
     assert rc == 4 and err.startswith("ldptext: error:")
     assert data["verified"] is False and data["bundle_id"] is None and data["mechanism"] is None
+
+
+def test_verify_json_names_the_signer_of_a_damaged_untrusted_bundle(tmp_path, capsys):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from ldptext import keys
+    key = Ed25519PrivateKey.generate()
+    path = B.write_bundle(tmp_path / "b.ldpb", mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST, sign_key=key)
+    blob = bytearray(path.read_bytes())
+    blob[-1] ^= 0xFF  # an array byte: its hash no longer matches
+    path.write_bytes(bytes(blob))
+    rc, out, err = run(capsys, "bundle", "verify", "--json", str(path))
+    data = json.loads(out)
+    assert rc == 5 and keys.key_id(key.public_key()) in err  # the message names the key ...
+    assert data["key_id"] == keys.key_id(key.public_key())    # ... and so does the JSON
+    assert data["signed"] is True and data["trusted"] is False and data["verified"] is False
+
+
+def test_verify_json_reports_a_parameter_mismatch(tmp_path, capsys):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    key = Ed25519PrivateKey.generate()
+    pub = tmp_path / "k.pub"
+    pub.write_text(base64_pub(key))
+    path = B.write_bundle(tmp_path / "b.ldpb", mechanism="santext+", arrays=ARRAYS, manifest=MANIFEST, sign_key=key)
+    rc, out, err = run(capsys, "bundle", "verify", "--json", str(path), "--trusted-key", str(pub))
+    data = json.loads(out)
+    assert rc == 4 and err.count("\n") == 1
+    assert data["verified"] is False and data["trusted"] is True and "santext+" in data["error"]
 
 
 def base64_pub(key) -> str:

@@ -64,7 +64,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 from cryptography.exceptions import InvalidSignature
@@ -643,10 +643,14 @@ def read_bundle(path: BundleSource, *, trusted_keys=None, allow_unsigned: bool =
                   signed=info.signed)
 
 
-def open_unverified(path: BundleSource) -> tuple[Bundle, SignatureInfo]:
+def open_unverified(path: BundleSource, *, on_signature: Callable[[SignatureInfo], None] | None = None
+                    ) -> tuple[Bundle, SignatureInfo]:
     """Open a bundle (file or bytes) with every structural and hash check but **no trust decision**:
-    for ``ldptext bundle inspect`` and ``sign``. Never use the result to sanitize text."""
-    path, manifest, arrays, info = _load(path)
+    for ``ldptext bundle inspect`` and ``sign``. Never use the result to sanitize text.
+
+    ``on_signature(info)`` is called as soon as the signature is read, before the array hashes: a
+    caller that reports on a damaged bundle still learns who signed it."""
+    path, manifest, arrays, info = _load(path, trust_check=on_signature)
     return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=info.key_id,
                   signed=info.signed), info
 

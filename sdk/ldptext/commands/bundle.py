@@ -88,9 +88,13 @@ def run_verify(args) -> int:
         the JSON object with ``"verified": false`` and the reason) and the CLI maps it to its exit
         status.
     """
+    from ..bundle_check import check_parameters
+
     try:
         b = _bundle.read_bundle(args.file, trusted_keys=args.trusted_key,
                                 allow_unsigned=args.allow_unsigned)
+        # a trusted signature vouches for the manifest, not that the tables realise its numbers
+        check_parameters(b)
     except _errors.BundleError as e:
         if args.json:
             print(json.dumps(verify_data(args.file, None, args.trusted_key, str(e)), indent=2, ensure_ascii=True))
@@ -99,7 +103,8 @@ def run_verify(args) -> int:
         print(json.dumps(verify_data(args.file, b, args.trusted_key), indent=2, ensure_ascii=True))
         return 0
     who = f"signed by trusted key {b.key_id}" if b.signed else "UNSIGNED (allowed explicitly)"
-    print(f"OK: {b.mechanism} bundle, {who}, {len(b.arrays)} arrays and the header verified")
+    print(f"OK: {b.mechanism} bundle, {who}, {len(b.arrays)} arrays, the header and the parameters "
+          f"verified")
     print(f"bundle id {b.bundle_id}")
     return 0
 
@@ -122,7 +127,8 @@ def verify_data(path, verified: "_bundle.Bundle | None", trusted_keys=None, erro
     -------
     dict
         ``path``, ``verified`` (bool), ``error`` (str or None), and what is known of the bundle:
-        ``bundle_id``, ``key_id``, ``signed``, ``trusted``, ``mechanism``, ``format_version``. For a
+        ``bundle_id``, ``key_id``, ``signed``, ``trusted``, ``mechanism``, ``format_version`` and, for a
+        verified bundle, ``backend`` (:func:`runtime_backend`). For a
         bundle that failed verification they come from the structural and hash checks alone
         (:func:`ldptext.bundle.open_unverified`), or are ``None`` when even those fail.
     """
@@ -131,20 +137,42 @@ def verify_data(path, verified: "_bundle.Bundle | None", trusted_keys=None, erro
     if verified is not None:
         data.update(bundle_id=verified.bundle_id, key_id=verified.key_id, signed=verified.signed,
                      trusted=verified.signed, mechanism=verified.mechanism,
-                     format_version=verified.manifest["format_version"])
+                     format_version=verified.manifest["format_version"], backend=runtime_backend(verified.mechanism))
         return data
+    signatures: list = []  # the signature is read before the hashes: known even when they fail
     try:
-        b, info = _bundle.open_unverified(path)
+        b, info = _bundle.open_unverified(path, on_signature=signatures.append)
     except _errors.BundleError:
+        if signatures:
+            info = signatures[0]
+            data.update(key_id=info.key_id, signed=info.signed, trusted=_is_trusted(info, trusted_keys))
         return data
-    try:
-        trusted = info.signed and any(_keys.public_bytes(k) == info.public_key
-                                      for k in _bundle._trusted(trusted_keys))
-    except Exception:  # a broken trust store: not trusted
-        trusted = False
-    data.update(bundle_id=b.bundle_id, key_id=info.key_id, signed=info.signed, trusted=bool(trusted),
-                mechanism=b.mechanism, format_version=b.manifest["format_version"])
+    data.update(bundle_id=b.bundle_id, key_id=info.key_id, signed=info.signed,
+                trusted=_is_trusted(info, trusted_keys), mechanism=b.mechanism,
+                format_version=b.manifest["format_version"])
     return data
+
+
+def runtime_backend(mechanism: str) -> str:
+    """What would sample this bundle's mechanism in this installation: ``"libldptext"`` (SanText(+) on
+    the C library), ``"native"`` (the C extension) or ``"fallback"`` (numpy, about 900x slower).
+
+    A SanText bundle whose tokenizer the library lacks runs ``"native"``; ``Sanitizer.backend`` of the
+    loaded runtime is the exact answer."""
+    from ..rng import available_backend
+
+    backend = available_backend()
+    if backend == "libldptext" and mechanism not in ("santext", "santext+"):
+        return "native"  # the other runtimes use the C extension's generator, not the library
+    return backend
+
+
+def _is_trusted(info: "_bundle.SignatureInfo", trusted_keys) -> bool:
+    try:
+        return bool(info.signed and any(_keys.public_bytes(k) == info.public_key
+                                        for k in _bundle._trusted(trusted_keys)))
+    except Exception:  # a broken trust store: not trusted
+        return False
 
 
 # ---- inspect ---------------------------------------------------------------------------------
@@ -378,7 +406,8 @@ def inspect_data(path, trusted_keys=None) -> dict:
     -------
     dict
         Path, mechanism, signature, manifest, the privacy report (:func:`privacy_summary`, plus for
-        SanText+ the size and first words of the non-sensitive set V_N) and the array table.
+        SanText+ the size and first words of the non-sensitive set V_N), the backend a runtime of it
+        would use here (:func:`runtime_backend`) and the array table.
     """
     b, info = _bundle.open_unverified(path)
     try:
@@ -398,6 +427,7 @@ def inspect_data(path, trusted_keys=None) -> dict:
                       "trusted": bool(trusted), "trust_error": trust_error},
         "manifest": {k: v for k, v in b.manifest.items() if k not in _HIDDEN},
         "privacy_report": dict(privacy_summary(b.manifest) + _non_sensitive_rows(b)),
+        "backend": runtime_backend(b.mechanism),
         "arrays": arrays,
     }
 
@@ -456,6 +486,7 @@ def run_inspect(args) -> int:
     print(f"bundle     {_safe(data['path'])}")
     print(f"mechanism  {_safe(data['mechanism'])} (format version {data['format_version']})")
     print(f"signature  {sig_line}")
+    print(f"backend    {data['backend']} (what would sample it in this installation)")
     if data["privacy_report"]:
         print("\nprivacy report (what a user of this bundle gets)")
         for key, value in data["privacy_report"].items():
