@@ -233,3 +233,23 @@ def test_ctrl_c_during_a_command_still_reaches_it_as_keyboard_interrupt():
                   "keys.run_list = run\n"
                   "sys.exit(cli.main())")
     assert r.returncode == 130 and r.stdout == "cleaned up\n" and r.stderr == ""
+
+
+def test_parquet_and_spark_runs_without_their_extra_name_it(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": ["a b"]}), src)
+    common = ["sanitize", "--bundle", str(tmp_path / "b.ldpb"), "--input", str(src), "--column", "text",
+              "--output", str(tmp_path / "out.parquet")]
+    r = _run_without("pyarrow", common)
+    assert r.returncode == EXIT_MISSING_EXTRA, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "ldptext: error: this command needs the optional dependency 'pyarrow': pip install 'ldptext[parquet]'"]
+    r = _run_without("pyarrow", common + ["--engine", "spark"])
+    assert r.returncode == EXIT_MISSING_EXTRA and "pip install 'ldptext[spark]'" in r.stderr
+    r = _run_without("pyspark", common + ["--engine", "spark"])
+    assert r.returncode == EXIT_MISSING_EXTRA, r.stderr
+    assert "pip install 'ldptext[spark]'" in r.stderr and "Traceback" not in r.stderr
+    assert cli.missing_extra_message(ModuleNotFoundError(name="pyarrow"), "precompute").endswith(
+        "'ldptext[precompute]'")

