@@ -86,6 +86,7 @@ class LibLdptext:
         lib.ldp_strerror.argtypes = [ctypes.c_int]
         lib.ldp_strerror.restype = ctypes.c_char_p
         lib.ldp_version.restype = ctypes.c_char_p
+        lib.ldp_abi_version.restype = ctypes.c_int
         self.lib = lib
 
     @staticmethod
@@ -496,6 +497,19 @@ def test_os_seeded_sanitizers_differ(clib, tiny, dev_key):
         clib.free_sanitizer(s1)
         clib.free_sanitizer(s2)
         clib.close(b)
+
+
+# ---- the ABI --------------------------------------------------------------------------------------
+
+def test_abi_version_is_the_header_s_and_the_soname_s(clib):
+    header = (NATIVE / "include" / "ldptext.h").read_text()
+    abi = int(header.split("#define LDP_ABI_VERSION ")[1].split()[0])
+    assert clib.lib.ldp_abi_version() == abi
+    # build/libldptext.so -> libldptext.so.N.M.P, whose SONAME is libldptext.so.N
+    assert LIB_PATH.resolve().name.startswith(f"libldptext.so.{abi}.")
+    dynamic = subprocess.run(["readelf", "-d", str(LIB_PATH)], capture_output=True, text=True,
+                             check=True).stdout
+    assert f"Library soname: [libldptext.so.{abi}]" in dynamic
 
 
 # ---- the example program ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* Messages of the return codes; ldp_version. */
+/* Messages of the return codes; ldp_version and ldp_abi_version. */
 #include "ldptext.h"
 
 const char *ldp_strerror(int rc) {
@@ -80,3 +80,4 @@ const char *ldp_strerror(int rc) {
 }
 
 const char *ldp_version(void) { return LDP_VERSION; }
+int ldp_abi_version(void) { return LDP_ABI_VERSION; }
