@@ -134,6 +134,17 @@ def test_infinite_epsilon_is_refused_with_a_clear_error(tmp_path, capsys, epsilo
     assert "not private" in err and "inf" in err
 
 
+@pytest.mark.parametrize("epsilon", ["1e308", "1e7"])
+def test_a_huge_finite_epsilon_is_a_clear_argument_error_not_a_traceback(tmp_path, capsys, epsilon):
+    from ldptext.cli import main
+    out = tmp_path / "x.ldpb"
+    code = main(["precompute", "santext", "--embeddings", "glove-6b-50d", "--vocab-size", "50",
+                 "--epsilon", epsilon, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.startswith("ldptext: error: epsilon must be at most 1e+06") and err.count("\n") == 1
+
+
 def test_a_ledger_of_another_unit_is_refused_at_load_not_at_the_first_release(tmp_path, plus):
     from ldptext.errors import LedgerError
     from ldptext.ledger import Ledger

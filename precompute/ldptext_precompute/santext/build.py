@@ -107,6 +107,13 @@ def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return scale.astype(np.float64)[:, None] * q.astype(np.float64)
 
 
+#: the largest metric ε accepted. Far beyond any private setting (at ε = 1e6 a distance gap of 1e-4
+#: already makes the nearest output e^50 times likelier). Below it, a too large ε is refused by the
+#: tolerance check (ε·D_max enters the stated tolerance); above it ε·d/2 can overflow float64 to inf
+#: (every weight 0) before that check is reached, which ended in a traceback.
+MAX_EPSILON = 1e6
+
+
 def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float | None) -> None:
     """Refuse mechanism parameters outside their domain.
 
@@ -137,6 +144,10 @@ def check_parameters(epsilon: float, mechanism: str, p: float | None, w: float |
                              "bundles need a finite epsilon > 0")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ParameterError("epsilon must be a finite number > 0")
+    if epsilon > MAX_EPSILON:
+        raise ParameterError(f"epsilon must be at most {MAX_EPSILON:g}, got {epsilon:g}: beyond it every token "
+                             f"is released as its nearest output (no privacy) and the tables' exponents "
+                             f"leave the tested float range")
     if mechanism == "santext+":
         if p is None or not (0.0 < p <= 1.0):
             raise ParameterError("p must be in (0, 1]")
