@@ -58,9 +58,15 @@ CODES_OF = {
 
 
 class Report(ctypes.Structure):
-    _fields_ = [("epsilon", ctypes.c_double), ("epsilon0", ctypes.c_double),
+    """ldp_report; the library reads `size` to know which fields this caller has."""
+    _fields_ = [("size", ctypes.c_size_t),
+                ("epsilon", ctypes.c_double), ("epsilon0", ctypes.c_double),
                 ("p", ctypes.c_double), ("n_tokens", ctypes.c_size_t),
-                ("mechanism", ctypes.c_int), ("seeded", ctypes.c_int)]
+                ("mechanism", ctypes.c_int), ("seeded", ctypes.c_int),
+                ("d_max", ctypes.c_double), ("tolerance", ctypes.c_double)]
+
+    def __init__(self) -> None:
+        super().__init__(size=ctypes.sizeof(Report))
 
 
 class LibLdptext:
@@ -360,6 +366,8 @@ def test_seeded_c_output_is_the_python_seeded_output(clib, tiny, dev_key, mechan
             assert rep.epsilon == expected.report.epsilon
             assert rep.p == (1.0 if expected.report.p is None else expected.report.p)
             assert rep.epsilon0 == expected.report.epsilon0
+            assert rep.d_max == expected.report.d_max
+            assert rep.tolerance == expected.report.numeric_tolerance
         ids = np.tile(np.arange(san.n_rows), 20)[:1000]
         ids = ids[san.valid_input[ids]]
         rc, ys = clib.sample(s, ids)

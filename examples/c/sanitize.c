@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
         int c;
         char *out = NULL;
         size_t out_len = 0;
-        ldp_report rep;
+        ldp_report rep = LDP_REPORT_INIT;
         /* one line, any length, without the newline */
         while ((c = getchar()) != EOF && c != '\n') {
             if (len + 1 >= cap) {

@@ -55,7 +55,8 @@
  * ABI: LDP_ABI_VERSION changes only when a change breaks callers compiled against an earlier
  * header (a removed or changed function, a struct field moved); it is the N of the SONAME
  * libldptext.so.N, so such a library never replaces an older one silently. New functions and new
- * trailing fields of structs that carry their size keep it. */
+ * trailing fields of size-prefixed structs (ldp_report) keep it: a caller compiled against an
+ * older header states its struct's size and the library writes only the fields that fit. */
 #ifndef LDPTEXT_H
 #define LDPTEXT_H
 
@@ -90,13 +91,27 @@ enum { LDP_MECH_SANTEXT = 1, LDP_MECH_SANTEXT_PLUS = 2 };
  * where every token is sanitized); n_tokens: tokens released (not hidden by the mechanism); a
  * document of n tokens is eps * sum_i d(x_i, x'_i)-indistinguishable from any other of n tokens.
  * seeded: 1 if the sanitizer was created with ldp_sanitizer_new_seeded: the output is then
- * reproducible and NOT private. */
+ * reproducible and NOT private. d_max: the bound on distances the bundle states (SanText's worst
+ * case is eps * d_max per token); tolerance: the bound on |log P^ - log P| of every realised
+ * probability against the formula.
+ *
+ * size: set by the caller to sizeof(ldp_report) before the call (LDP_REPORT_INIT does). The
+ * library writes only the fields that lie within `size` bytes and leaves the rest as they were,
+ * so new fields are added only at the end and a caller compiled against an older, shorter
+ * ldp_report keeps working; a size below LDP_REPORT_V1_SIZE (the first layout: size through
+ * seeded) is refused with LDP_E_ARG. */
 typedef struct {
+    size_t size;
+    /* layout 1 */
     double epsilon, epsilon0, p;
     size_t n_tokens;
     int mechanism;
     int seeded;
+    /* layout 2 */
+    double d_max, tolerance;
 } ldp_report;
+#define LDP_REPORT_V1_SIZE (offsetof(ldp_report, seeded) + sizeof(int))
+#define LDP_REPORT_INIT {sizeof(ldp_report), 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Return codes: LDP_OK, or one negative code per failure. */
 enum {
@@ -222,7 +237,8 @@ LDP_API int ldp_detokenize(ldp_sanitizer *sanitizer, const int32_t *ids, size_t 
  * of range or not a valid input (a special token). */
 LDP_API int ldp_sample_ids(ldp_sanitizer *sanitizer, const int32_t *ids, int32_t *out, size_t n);
 /* Tokenize, sample every token, detokenize. *out (NUL-terminated, *out_len bytes) may leave the
- * device; rep (may be NULL) says what was released. Nothing is returned on failure. */
+ * device; rep (may be NULL; else rep->size set, see ldp_report) says what was released. Nothing is
+ * returned on failure. */
 LDP_API int ldp_sanitize(ldp_sanitizer *sanitizer, const char *utf8, size_t len, char **out,
                          size_t *out_len, ldp_report *rep);
 

@@ -328,6 +328,23 @@ int ldp_sample_ids(ldp_sanitizer *s, const int32_t *ids, int32_t *out, size_t n)
     return sample(s, xs, out, n);
 }
 
+/* 1 if the caller's report, rep->size bytes long, holds the field at offset off of n bytes */
+static int report_has(const ldp_report *rep, size_t off, size_t n) { return off + n <= rep->size; }
+#define REPORT_HAS(rep, field) report_has(rep, offsetof(ldp_report, field), sizeof (rep)->field)
+
+/* The fields of layout 1 always fit (ldp_sanitize refused a smaller size); later fields are
+ * written only into callers compiled with them: an older caller's struct ends before them. */
+static void fill_report(ldp_report *rep, const ldp_bundle *b, size_t n, int seeded) {
+    rep->epsilon = b->epsilon;
+    rep->epsilon0 = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->epsilon0 : 0.0;
+    rep->p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
+    rep->n_tokens = n;
+    rep->mechanism = b->mechanism;
+    rep->seeded = seeded;
+    if (REPORT_HAS(rep, d_max)) rep->d_max = b->d_max;
+    if (REPORT_HAS(rep, tolerance)) rep->tolerance = b->tolerance;
+}
+
 int ldp_sanitize(ldp_sanitizer *s, const char *utf8, size_t len, char **out, size_t *out_len,
                  ldp_report *rep) {
     const ldp_bundle *b;
@@ -337,6 +354,7 @@ int ldp_sanitize(ldp_sanitizer *s, const char *utf8, size_t len, char **out, siz
     if (out != NULL) *out = NULL;
     if (out_len != NULL) *out_len = 0;
     if (s == NULL || out == NULL || (utf8 == NULL && len > 0)) return LDP_E_ARG;
+    if (rep != NULL && rep->size < LDP_REPORT_V1_SIZE) return LDP_E_ARG; /* size not set */
     b = s->bundle;
     /* tokens: usually fewer than bytes; grow once if not */
     if (!scratch(s, len + 16)) return LDP_E_NOMEM;
@@ -360,14 +378,7 @@ int ldp_sanitize(ldp_sanitizer *s, const char *utf8, size_t len, char **out, siz
     }
     *out = buf.data;
     if (out_len != NULL) *out_len = buf.len;
-    if (rep != NULL) {
-        rep->epsilon = b->epsilon;
-        rep->epsilon0 = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->epsilon0 : 0.0;
-        rep->p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
-        rep->n_tokens = n;
-        rep->mechanism = b->mechanism;
-        rep->seeded = s->seeded;
-    }
+    if (rep != NULL) fill_report(rep, b, n, s->seeded);
     return LDP_OK;
 }
 

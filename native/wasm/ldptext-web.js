@@ -84,9 +84,10 @@ async function instantiate(options) {
   }
   const mod = await createLdptextModule(settings);
   const layout = [];
-  for (let f = 0; f <= 6; f++) layout.push(mod._ldp_wasm_report_layout(f));
+  for (let f = 0; f <= 9; f++) layout.push(mod._ldp_wasm_report_layout(f));
   return { mod, report: { size: layout[0], epsilon: layout[1], epsilon0: layout[2], p: layout[3],
-    nTokens: layout[4], mechanism: layout[5], seeded: layout[6] } };
+    nTokens: layout[4], mechanism: layout[5], seeded: layout[6], sizeField: layout[7],
+    dMax: layout[8], tolerance: layout[9] } };
 }
 
 /* The WebAssembly module, instantiated once per page (options only matter on the first call). */
@@ -316,6 +317,7 @@ export class LdpText {
     const s = this.#scratch;
     const rep = s + 8;
     return this.#withBytes(utf8, (ptr) => {
+      mod.HEAPU32[(rep + this.#layout.sizeField) >> 2] = this.#layout.size; // ldp_report.size
       check(mod, mod._ldp_sanitize(this.#sanitizer, ptr, utf8.length, s, s + 4, rep));
       const out = this.#takeOutput();
       return { text: out, report: this.#report(rep) };

@@ -162,7 +162,7 @@ int main(void) {
         const char *d = docs[i % (sizeof docs / sizeof docs[0])];
         char *out = NULL;
         size_t n = 0;
-        ldp_report rep;
+        ldp_report rep = LDP_REPORT_INIT;
         rc = ldp_sanitize(s, d, strlen(d), &out, &n, &rep);
         printf("\nsanitize rc %d n_tokens %zu eps %a p %a: %s", rc, rep.n_tokens, rep.epsilon, rep.p,
                out ? out : "");

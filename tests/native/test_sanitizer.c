@@ -164,7 +164,7 @@ static void test_seeded_streams_are_reproducible_and_marked(void) {
     int32_t a[256], c[256], d[256];
     char *out = NULL;
     size_t len;
-    ldp_report rep;
+    ldp_report rep = LDP_REPORT_INIT;
     REQUIRE(b != NULL);
     REQUIRE(ldp_sanitizer_new_seeded(b, 1, &s1) == LDP_OK);
     REQUIRE(ldp_sanitizer_new_seeded(b, 1, &s2) == LDP_OK);
@@ -189,7 +189,7 @@ static void test_os_seeded_streams_differ(void) {
     int32_t a[256], c[256];
     char *out = NULL;
     size_t len;
-    ldp_report rep;
+    ldp_report rep = LDP_REPORT_INIT;
     REQUIRE(b != NULL);
     REQUIRE(ldp_sanitizer_new(b, &s1) == LDP_OK);
     REQUIRE(ldp_sanitizer_new(b, &s2) == LDP_OK);
@@ -305,7 +305,7 @@ static void test_public_tokenize_and_detokenize(void) {
     int32_t ids[8];
     size_t n = 0, len = 0;
     char *text = NULL, *out = NULL;
-    ldp_report rep;
+    ldp_report rep = LDP_REPORT_INIT;
     REQUIRE(b != NULL);
     REQUIRE(ldp_sanitizer_new_seeded(b, 5, &s) == LDP_OK);
     CHECK_RC(ldp_tokenize(s, "Gamma, delta!", 13, ids, 8, &n), LDP_OK);
@@ -338,7 +338,7 @@ static void *worker(void *p) {
     for (i = 0; i < 2000 && a->ok; i++) {
         char *out = NULL;
         size_t len;
-        ldp_report rep;
+        ldp_report rep = LDP_REPORT_INIT;
         a->ok = ldp_sanitize(s, "Alpha beta, GAMMA delta epsilon zeta eta", 40, &out, &len, &rep) ==
                     LDP_OK &&
                 rep.n_tokens == 8;
