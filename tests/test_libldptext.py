@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import json
 import os
 import subprocess
 import warnings
@@ -93,6 +94,7 @@ class LibLdptext:
         lib.ldp_strerror.restype = ctypes.c_char_p
         lib.ldp_version.restype = ctypes.c_char_p
         lib.ldp_abi_version.restype = ctypes.c_int
+        lib.ldp_bundle_info.argtypes = [vp, ctypes.POINTER(ctypes.c_void_p)]
         self.lib = lib
 
     @staticmethod
@@ -120,6 +122,16 @@ class LibLdptext:
 
     def close(self, bundle) -> None:
         self.lib.ldp_bundle_close(bundle)
+
+    def bundle_info(self, bundle) -> dict:
+        """ldp_bundle_info, parsed."""
+        out = ctypes.c_void_p()
+        rc = self.lib.ldp_bundle_info(bundle, ctypes.byref(out))
+        assert rc == OK, self.strerror(rc)
+        try:
+            return json.loads(ctypes.string_at(out.value).decode())
+        finally:
+            self.lib.ldp_free(out)
 
     def sanitizer(self, bundle, seed: int | None = None):
         handle = ctypes.c_void_p()
@@ -507,7 +519,7 @@ def test_os_seeded_sanitizers_differ(clib, tiny, dev_key):
         clib.close(b)
 
 
-# ---- the ABI --------------------------------------------------------------------------------------
+# ---- the ABI and the bundle's public facts ----------------------------------------------------
 
 def test_abi_version_is_the_header_s_and_the_soname_s(clib):
     header = (NATIVE / "include" / "ldptext.h").read_text()
@@ -518,6 +530,51 @@ def test_abi_version_is_the_header_s_and_the_soname_s(clib):
     dynamic = subprocess.run(["readelf", "-d", str(LIB_PATH)], capture_output=True, text=True,
                              check=True).stdout
     assert f"Library soname: [libldptext.so.{abi}]" in dynamic
+
+
+def python_bundle_facts(path: Path, key: bytes) -> dict:
+    """What the Python runtime reports for a bundle, under ldp_bundle_info's names."""
+    from ldptext import keys
+    from ldptext.runtime import open_bundle
+    from ldptext.santext import Sanitizer
+    bundle = open_bundle(path, mechanisms=("santext", "santext+"),
+                         trusted_keys=[keys.load_public_key(key)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        san = Sanitizer(bundle, backend="fallback")
+    report = san.privacy_report(1)
+    return {"format_version": san.manifest["format_version"], "mechanism": san.mechanism,
+            "epsilon": san.epsilon, "epsilon0": san.epsilon0, "p": san.p, "d_max": san.d_max,
+            "tolerance": san.tolerance, "ledger_unit": san.ledger_unit,
+            "worst_case_token_epsilon": san.worst_case_token_epsilon,
+            "worst_case_note": report.worst_case_note, "bundle_id": bundle.bundle_id,
+            "key_id": san.key_id, "manifest": san.manifest}
+
+
+@pytest.mark.parametrize("which", ["santext", "santext+", "glove"])
+def test_bundle_info_is_what_python_reports(clib, tiny, glove, dev_key, which):
+    path = glove if which == "glove" else tiny[which]
+    expected = python_bundle_facts(path, dev_key)
+    rc, b = clib.open(path, [dev_key])
+    assert rc == OK, clib.strerror(rc)
+    try:
+        info = clib.bundle_info(b)
+    finally:
+        clib.close(b)
+    assert set(info) == set(expected)
+    for name, value in expected.items():  # exact: the numbers are written as Python's repr
+        assert info[name] == value, name
+    assert info["ledger_unit"].startswith("metric:") and len(info["ledger_unit"]) == 7 + 16
+    assert (info["worst_case_token_epsilon"] is None) == (info["mechanism"] == "santext+")
+
+
+def test_bundle_info_refuses_null_arguments(clib, tiny, dev_key):
+    out = ctypes.c_void_p(1)
+    assert clib.lib.ldp_bundle_info(None, ctypes.byref(out)) == -1 and not out.value
+    rc, b = clib.open(tiny["santext"], [dev_key])
+    assert rc == OK
+    assert clib.lib.ldp_bundle_info(b, None) == -1
+    clib.close(b)
 
 
 # ---- the example program ----------------------------------------------------------------------

@@ -210,6 +210,20 @@ LDP_API int ldp_bundle_open_memory(const uint8_t *data, size_t len,
                                    ldp_bundle **out);
 /* Releases a bundle; every sanitizer made from it must be freed first. NULL is ignored. */
 LDP_API void ldp_bundle_close(ldp_bundle *bundle);
+/* The verified bundle's public facts as one JSON object (UTF-8, NUL-terminated; release with
+ * ldp_free), the same values the Python runtime reports for the bundle:
+ *   format_version   the manifest's format version
+ *   mechanism        "santext" or "santext+"
+ *   epsilon, epsilon0, p, d_max, tolerance   as stated and checked (p: null where the manifest
+ *                    states none, as for SanText)
+ *   ledger_unit      "metric:<16 hex>", the unit ledger charges are made in (santext.py metric_id)
+ *   worst_case_token_epsilon   SanText: epsilon * d_max; SanText+: null, and
+ *   worst_case_note  what the worst case is, or why SanText+ has none
+ *   bundle_id        SHA-256 (64 hex) of the signed manifest (bundle.py Bundle.bundle_id)
+ *   key_id           16 hex digits naming the signer's key (keys.py key_id)
+ *   manifest         the verified manifest itself
+ * Numbers are written as Python's repr writes them, so they read back to the same doubles. */
+LDP_API int ldp_bundle_info(const ldp_bundle *bundle, char **json_out);
 
 /* A sanitizer over a verified bundle, keyed from the operating system's CSPRNG; rekeys itself
  * after a fork. One per thread. */

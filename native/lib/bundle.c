@@ -491,6 +491,8 @@ static int verify_container(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_k
                                         man_str->str_len, pub_raw) == 0;
     if (!trusted(pub_raw, keys, n_keys)) return LDP_E_UNTRUSTED_KEY;
     if (!valid) return LDP_E_BAD_SIGNATURE;
+    memcpy(b->signer, pub_raw, 32);
+    b->has_signer = 1;
 
     rc = check_manifest(b, man_str->str, man_str->str_len, &declared);
     if (rc != LDP_OK) return rc;
@@ -1081,3 +1083,129 @@ done:
 }
 
 const ldp_santext_table *ldp_host_bundle_table(const ldp_bundle *b) { return &b->table; }
+
+/* ---- the bundle's public facts (ldp_bundle_info) --------------------------------------------- */
+
+/* santext.py NO_WORST_CASE and the note of Sanitizer.privacy_report: the same sentences, so a
+ * report built from this library reads as the Python runtime's */
+static const char NO_WORST_CASE[] =
+    "SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: "
+    "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
+    "holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, "
+    "+eps0 across the split)";
+static const char WORST_CASE[] =
+    "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token";
+
+/* the first n_hex (<= 64) lowercase hex digits of SHA-256(data), NUL-terminated. libsodium's
+ * SHA-256 whatever the array hashing uses: these inputs are a few hundred bytes. */
+static void sha256_hex(const void *data, size_t len, char *hex, size_t n_hex) {
+    uint8_t digest[32];
+    char full[2 * 32 + 1];
+    crypto_hash_sha256(digest, (const unsigned char *)data, (unsigned long long)len);
+    sodium_bin2hex(full, sizeof full, digest, 32);
+    memcpy(hex, full, n_hex);
+    hex[n_hex] = '\0';
+}
+
+/* santext.py metric_id: the metric's id from the manifest's hashes of emb_q, emb_scale and
+ * blob/vocab.json (16 hex digits); LDP_E_PARAMS if one is not a string (a verified bundle has
+ * all three) */
+static int metric_id(const ldp_json *manifest, char id[17]) {
+    static const char *const names[3] = {"emb_q", "emb_scale", "blob/vocab.json"};
+    const ldp_json *arrays = ldp_json_get(manifest, "arrays");
+    ldp_buf text;
+    size_t i;
+    int rc = LDP_OK;
+    ldp_buf_init(&text);
+    ldp_buf_puts(&text, "ldptext santext metric v1:");
+    for (i = 0; i < 3 && rc == LDP_OK; i++) {
+        const ldp_json *hash = ldp_json_get(ldp_json_get(arrays, names[i]), "sha256");
+        if (hash == NULL || hash->type != LDP_JSON_STRING) rc = LDP_E_PARAMS;
+        else {
+            if (i) ldp_buf_putc(&text, ':');
+            ldp_buf_put(&text, hash->str, hash->str_len);
+        }
+    }
+    if (rc == LDP_OK && text.failed) rc = LDP_E_NOMEM;
+    if (rc == LDP_OK) sha256_hex(text.data, text.len, id, 16);
+    ldp_buf_free(&text);
+    return rc;
+}
+
+/* ,"key": (keys are written in sorted order by the caller) */
+static void put_key(ldp_buf *out, const char *key) {
+    if (out->len > 1) ldp_buf_putc(out, ',');
+    ldp_buf_putc(out, '"');
+    ldp_buf_puts(out, key);
+    ldp_buf_puts(out, "\":");
+}
+
+/* a double as Python's repr; null where JSON has no spelling (an infinite eps * d_max) */
+static void put_number(ldp_buf *out, const char *key, double x) {
+    put_key(out, key);
+    if (isfinite(x)) ldp_json_write_double(out, x);
+    else ldp_buf_puts(out, "null");
+}
+
+static void put_string(ldp_buf *out, const char *key, const char *s) {
+    put_key(out, key);
+    ldp_json_write_string(out, s, strlen(s), 1);
+}
+
+int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
+    const int plus = b != NULL && b->mechanism == LDP_MECH_SANTEXT_PLUS;
+    char unit[7 + 16 + 1] = "metric:", bundle_id[65], key_id[17];
+    const ldp_json *version;
+    ldp_buf manifest, out;
+    int rc;
+    if (json_out != NULL) *json_out = NULL;
+    if (b == NULL || json_out == NULL) return LDP_E_ARG;
+    rc = metric_id(b->manifest, unit + 7);
+    if (rc != LDP_OK) return rc;
+    /* the canonical manifest is the signed text (check_manifest compared them): its hash is
+     * bundle.py's bundle_id, and it is the "manifest" member as it is */
+    ldp_buf_init(&manifest);
+    if (ldp_json_write_canonical(&manifest, b->manifest) != LDP_JSON_OK) {
+        ldp_buf_free(&manifest);
+        return LDP_E_NOMEM;
+    }
+    sha256_hex(manifest.data, manifest.len, bundle_id, 64);
+    if (b->has_signer) sha256_hex(b->signer, 32, key_id, 16);
+    version = ldp_json_get(b->manifest, "format_version");
+    /* members in sorted key order, as json.dumps(sort_keys=True) would write them */
+    ldp_buf_init(&out);
+    ldp_buf_putc(&out, '{');
+    put_string(&out, "bundle_id", bundle_id);
+    put_number(&out, "d_max", b->d_max);
+    put_number(&out, "epsilon", b->epsilon);
+    put_number(&out, "epsilon0", b->epsilon0);
+    put_key(&out, "format_version");
+    ldp_buf_put_u64(&out, (uint64_t)version->int_value); /* check_manifest: exactly 1 */
+    if (b->has_signer) put_string(&out, "key_id", key_id);
+    else {
+        put_key(&out, "key_id");
+        ldp_buf_puts(&out, "null");
+    }
+    put_string(&out, "ledger_unit", unit);
+    put_key(&out, "manifest");
+    ldp_buf_put(&out, manifest.data, manifest.len);
+    put_string(&out, "mechanism", plus ? "santext+" : "santext");
+    if (isnan(b->p)) { /* no p stated (SanText): santext.py's Sanitizer.p is None */
+        put_key(&out, "p");
+        ldp_buf_puts(&out, "null");
+    } else put_number(&out, "p", b->p);
+    put_number(&out, "tolerance", b->tolerance);
+    put_string(&out, "worst_case_note", plus ? NO_WORST_CASE : WORST_CASE);
+    if (plus) { /* V_N words in the clear: no finite worst case (santext.py) */
+        put_key(&out, "worst_case_token_epsilon");
+        ldp_buf_puts(&out, "null");
+    } else put_number(&out, "worst_case_token_epsilon", b->epsilon * b->d_max);
+    ldp_buf_putc(&out, '}');
+    ldp_buf_free(&manifest);
+    if (out.failed) {
+        ldp_buf_free(&out);
+        return LDP_E_NOMEM;
+    }
+    *json_out = out.data;
+    return LDP_OK;
+}

@@ -55,6 +55,10 @@ struct ldp_bundle {
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     const uint8_t *valid_input, *sensitive;
     ldp_tokenizer *tokenizer;
+    /* the trusted key that signed the manifest (ldp_bundle_info's key_id); has_signer is 0 for a
+     * bundle adopted from the Python runtime, which verified the signature itself */
+    uint8_t signer[32];
+    int has_signer;
 };
 
 /* The first array named `name`, or NULL. */

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "bundle_writer.h"
 #include "ldp_internal.h"
 #include "ldptext.h"
@@ -642,6 +644,72 @@ static void test_every_code_has_a_message(void) {
     CHECK(strcmp(ldp_version(), LDP_VERSION) == 0);
 }
 
+/* first n hex digits of SHA-256(data) */
+static void hex_digest(const void *data, size_t len, char *hex, size_t n) {
+    uint8_t d[32];
+    char full[65];
+    crypto_hash_sha256(d, (const unsigned char *)data, (unsigned long long)len);
+    sodium_bin2hex(full, sizeof full, d, 32);
+    memcpy(hex, full, n);
+    hex[n] = '\0';
+}
+
+/* ldp_bundle_info: one JSON object of the facts (tests/test_libldptext.py compares every value
+ * with the Python runtime's); here its shape, the ids, the manifest, and no leak under ASan */
+static void test_bundle_info(void) {
+    int plus;
+    char *json = (char *)&plus;
+    CHECK_RC(ldp_bundle_info(NULL, &json), LDP_E_ARG);
+    CHECK(json == NULL);
+    for (plus = 0; plus <= 1; plus++) {
+        uint8_t *data;
+        size_t len;
+        ldp_bundle *b = NULL;
+        ldp_json_doc *doc = NULL;
+        const ldp_json *info = NULL, *v;
+        ldp_buf manifest, member;
+        char key_id[17], bundle_id[65];
+        REQUIRE(bw_tiny_bundle(plus, &data, &len) == 0);
+        CHECK_RC(ldp_bundle_open_memory(data, len, (const uint8_t (*)[32])PK, 1, &b), LDP_OK);
+        free(data);
+        REQUIRE(b != NULL);
+        CHECK_RC(ldp_bundle_info(b, NULL), LDP_E_ARG);
+        CHECK_RC(ldp_bundle_info(b, &json), LDP_OK);
+        REQUIRE(json != NULL);
+        CHECK(ldp_json_parse(json, strlen(json), &doc, &info) == LDP_JSON_OK);
+        REQUIRE(info != NULL && info->type == LDP_JSON_OBJECT && info->n == 13);
+        v = ldp_json_get(info, "mechanism");
+        CHECK(v != NULL && strcmp(v->str, plus ? "santext+" : "santext") == 0);
+        v = ldp_json_get(info, "epsilon");
+        CHECK(v != NULL && ldp_json_number(v) == 2.0);
+        v = ldp_json_get(info, "format_version");
+        CHECK(v != NULL && v->type == LDP_JSON_INT && v->int_value == 1);
+        CHECK(ldp_json_get(info, "p")->type == (plus ? LDP_JSON_FLOAT : LDP_JSON_NULL));
+        CHECK(ldp_json_get(info, "worst_case_token_epsilon")->type ==
+              (plus ? LDP_JSON_NULL : LDP_JSON_FLOAT));
+        hex_digest(PK, 32, key_id, 16); /* keys.py key_id */
+        v = ldp_json_get(info, "key_id");
+        CHECK(v != NULL && v->type == LDP_JSON_STRING && strcmp(v->str, key_id) == 0);
+        v = ldp_json_get(info, "ledger_unit");
+        CHECK(v != NULL && v->str_len == 7 + 16 && strncmp(v->str, "metric:", 7) == 0);
+        /* the manifest member is the signed manifest, and bundle_id its SHA-256 */
+        ldp_buf_init(&manifest);
+        ldp_buf_init(&member);
+        CHECK(ldp_json_write_canonical(&manifest, b->manifest) == LDP_JSON_OK);
+        CHECK(ldp_json_write_canonical(&member, ldp_json_get(info, "manifest")) == LDP_JSON_OK);
+        CHECK(manifest.len == member.len && memcmp(manifest.data, member.data, member.len) == 0);
+        hex_digest(manifest.data, manifest.len, bundle_id, 64);
+        v = ldp_json_get(info, "bundle_id");
+        CHECK(v != NULL && strcmp(v->str, bundle_id) == 0);
+        ldp_buf_free(&manifest);
+        ldp_buf_free(&member);
+        ldp_json_free(doc);
+        ldp_free(json);
+        json = NULL;
+        ldp_bundle_close(b);
+    }
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ldp_test_bundle_XXXXXX");
     if (mkdtemp(tmpdir) == NULL) return 1;
@@ -662,6 +730,7 @@ int main(void) {
     RUN(test_files);
     RUN(test_memory_bundle_is_a_private_copy);
     RUN(test_every_code_has_a_message);
+    RUN(test_bundle_info);
     {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
