@@ -36,12 +36,6 @@ export const LDP_E_BAD_SIGNATURE = -44;
 export const LDP_E_ARRAY_HASH = -68;
 
 const MECHANISMS = { 1: 'santext', 2: 'santext+' };
-// the same sentences as sdk/ldptext/santext.py (NO_WORST_CASE, privacy_report)
-const NO_WORST_CASE = 'SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: ' +
-  'Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level ' +
-  'holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, ' +
-  '+eps0 across the split)';
-const WORST_CASE = "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token";
 
 /** An error of the C library (`code`: its LDP_E_* value, `message`: ldp_strerror) or of this module. */
 export class LdpTextError extends Error {
@@ -151,17 +145,16 @@ function utf8Of(text) {
   return encoder.encode(text);
 }
 
-/* The verified manifest (the C library has checked the header, manifest and signature of exactly
- * these bytes): safetensors length prefix, header JSON, __metadata__["ldptext.manifest"]. */
-function readManifest(bytes) {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = Number(view.getBigUint64(0, true));
-  const header = JSON.parse(decoder.decode(bytes.subarray(8, 8 + n)));
-  return JSON.parse(header.__metadata__['ldptext.manifest']);
-}
-
-function hex(bytes) {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+/* ldp_bundle_info of a verified bundle: the C library's facts (ids, ledger unit, worst case) and
+ * the verified manifest, so nothing here parses the container or re-derives an id. */
+function bundleInfo(mod, bundle, scratch) {
+  check(mod, mod._ldp_bundle_info(bundle, scratch));
+  const ptr = mod.HEAPU32[scratch >> 2];
+  try {
+    return JSON.parse(mod.UTF8ToString(ptr));
+  } finally {
+    mod._ldp_free(ptr);
+  }
 }
 
 /* Frees what an LdpText holds if it is garbage-collected without close(). */
@@ -190,7 +183,7 @@ export class LdpText {
    */
   static async open(bundle, trustedKeys, options = {}) {
     const { mod, report } = await runtime(options);
-    const own = bytesOf(bundle, 'bundle').slice(); // private copy: parsed below, after verification
+    const own = bytesOf(bundle, 'bundle'); // copied into the wasm heap below, then verified there
     if (!Array.isArray(trustedKeys)) throw new TypeError('trustedKeys must be an array');
     const keys = trustedKeys.map(keyBytes);
     let seed = null;
@@ -207,6 +200,7 @@ export class LdpText {
     const keyBuf = mod._malloc(Math.max(1, 32 * keys.length));
     let bundlePtr = 0;
     let sanitizer = 0;
+    let info;
     try {
       if (!scratch || !data || !keyBuf) throw new LdpTextError(-2, 'out of memory');
       mod.HEAPU8.set(own, data);
@@ -220,7 +214,9 @@ export class LdpText {
           Number(seed >> 32n), scratch));
       }
       sanitizer = mod.HEAPU32[scratch >> 2];
+      info = bundleInfo(mod, bundlePtr, scratch);
     } catch (e) {
+      mod._ldp_sanitizer_free(sanitizer);
       mod._ldp_bundle_close(bundlePtr);
       mod._free(scratch);
       throw e;
@@ -228,46 +224,31 @@ export class LdpText {
       mod._free(data);
       mod._free(keyBuf);
     }
-    const manifest = readManifest(own);
-    const san = new LdpText(mod, report, bundlePtr, sanitizer, scratch, manifest, seed !== null);
-    san.ledgerUnit = 'metric:' + san.#metricId();
-    return san;
+    return new LdpText(mod, report, bundlePtr, sanitizer, scratch, info, seed !== null);
   }
 
   #mod; #layout; #bundle; #sanitizer; #scratch; #token;
 
   /** @private use LdpText.open */
-  constructor(mod, layout, bundle, sanitizer, scratch, manifest, seeded) {
+  constructor(mod, layout, bundle, sanitizer, scratch, info, seeded) {
     this.#mod = mod;
     this.#layout = layout;
     this.#bundle = bundle;
     this.#sanitizer = sanitizer;
     this.#scratch = scratch;
+    /** the bundle's facts from the C library (ldp_bundle_info: bundle_id, key_id, d_max, ...) */
+    this.info = info;
     /** the verified manifest (parameters, provenance, array hashes) */
-    this.manifest = manifest;
+    this.manifest = info.manifest;
     /** 'santext' or 'santext+' */
-    this.mechanism = manifest.mechanism;
-    this.epsilon = manifest.params.epsilon;
-    this.p = this.mechanism === 'santext+' ? manifest.params.p : null;
+    this.mechanism = info.mechanism;
+    this.epsilon = info.epsilon;
+    this.p = this.mechanism === 'santext+' ? info.p : null;
+    /** "metric:<id>": the unit ledger charges are made in (sdk/ldptext/santext.py metric_id) */
+    this.ledgerUnit = info.ledger_unit;
     this.seeded = seeded;
     this.#token = {};
     if (finalizer) finalizer.register(this, { mod, sanitizer, bundle, scratch }, this.#token);
-  }
-
-  /* sdk/ldptext/santext.py metric_id: the ledger unit's id, from emb_q, emb_scale, vocab.json */
-  #metricId() {
-    const arrays = this.manifest.arrays;
-    const parts = ['emb_q', 'emb_scale', 'blob/vocab.json'].map((n) => String(arrays[n].sha256));
-    const text = encoder.encode('ldptext santext metric v1:' + parts.join(':'));
-    const mod = this.#mod;
-    const buf = mod._malloc(text.length + 32);
-    try {
-      mod.HEAPU8.set(text, buf);
-      mod._ldp_wasm_sha256(buf, text.length, buf + text.length);
-      return hex(mod.HEAPU8.slice(buf + text.length, buf + text.length + 8)); // 16 hex digits
-    } finally {
-      mod._free(buf);
-    }
   }
 
   /** true after close() */
@@ -333,8 +314,8 @@ export class LdpText {
     const n = mod.HEAPU32[(ptr + L.nTokens) >> 2];
     const plus = mechanism === 'santext+';
     const p = plus ? f64(L.p) : null;
-    const dMax = this.manifest.privacy.d_max;
-    const tolerance = this.manifest.numeric.max_relative_error;
+    const dMax = f64(L.dMax);
+    const tolerance = f64(L.tolerance);
     const worst = plus ? null : epsilon * dMax;
     return {
       mechanism,
@@ -349,7 +330,7 @@ export class LdpText {
       ledger_unit: this.ledgerUnit,
       worst_case_token_epsilon: worst,
       worst_case_document_epsilon: worst === null ? null : worst * n,
-      worst_case_note: plus ? NO_WORST_CASE : WORST_CASE,
+      worst_case_note: this.info.worst_case_note,
       numeric_tolerance: tolerance,
       ratio_slack: 2 * tolerance,
       kept_in_clear_probability: plus ? 1.0 - p : null,

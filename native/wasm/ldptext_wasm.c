@@ -6,8 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sodium.h>
-
 #include "ldptext.h"
 
 /* ldp_sanitizer_new_seeded with the 64-bit seed as two 32-bit halves: a JavaScript number holds 53
@@ -36,13 +34,6 @@ LDP_API size_t ldp_wasm_report_layout(int field) {
     case 9: return offsetof(ldp_report, tolerance);
     default: return 0;
     }
-}
-
-/* SHA-256 (libsodium, already linked for bundle verification): the JS module derives the report's
- * ledger unit from the verified manifest's hashes with it, as sdk/ldptext/santext.py metric_id
- * does, without depending on WebCrypto (absent from insecure origins). */
-LDP_API void ldp_wasm_sha256(const uint8_t *data, size_t len, uint8_t out[32]) {
-    crypto_hash_sha256(out, data, (unsigned long long)len);
 }
 
 /* Bytes of the wasm heap in use (dlmalloc's mallinfo): lets the tests check that opening, using and
