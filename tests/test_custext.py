@@ -310,3 +310,12 @@ def test_custext_is_exported_lazily_and_states_its_guarantee():
     assert ldptext.CusTextSanitizer is CusTextSanitizer and "CusTextSanitizer" in ldptext.__all__
     doc = CusTextSanitizer.__doc__
     assert "Guarantee" in doc and "Neighbouring" in doc and "Chen et al. 2023" in doc and "§3" in doc
+
+
+def test_probabilities_of_an_id_outside_the_bundle_is_an_input_error(bundle):
+    from ldptext.errors import InputError
+
+    san = CusTextSanitizer.load(bundle)
+    for bad in ([10 ** 9], [-1]):
+        with pytest.raises(InputError, match="position 0"):
+            san.probabilities(bad)

@@ -440,3 +440,14 @@ def test_batch_errors_name_the_document_index_never_the_text(tiny, monkeypatch):
     with pytest.raises(InputError) as e:
         tiny.sanitize_batch(["w1 w2", "w3 w4", "w5"])
     assert str(e.value).startswith("document 1: token 2 is not a valid input")
+
+
+@pytest.mark.parametrize("bad", [[10 ** 9], [0, -1], [1.5]])
+def test_probabilities_of_an_id_outside_the_bundle_is_an_input_error(tmp_path_factory, bad):
+    from conftest import build_tiny_bundle, load_seeded
+    from ldptext.errors import InputError
+
+    san = load_seeded(build_tiny_bundle(tmp_path_factory.mktemp("ids") / "b.ldpb", n=30))
+    with pytest.raises(InputError, match="position|integers") as e:
+        san.probabilities(bad)
+    assert "1000000000" not in str(e.value)  # the position is named, never the id

@@ -290,3 +290,12 @@ def test_tem_refuses_a_ledger_of_another_unit_at_load_and_reports_its_backend(si
         TEMSanitizer.load(signed, ledger=ldp)
     san = TEMSanitizer.load(signed, backend="fallback")
     assert san.sanitize("w1").report.to_dict()["backend"] == "fallback"
+
+
+def test_probabilities_of_an_id_outside_the_bundle_is_an_input_error(signed):
+    from ldptext.errors import InputError
+
+    san = TEMSanitizer.load(signed)
+    for bad in ([10 ** 9], [0, -1]):
+        with pytest.raises(InputError, match="position"):
+            san.probabilities(bad)

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from . import runtime as _runtime
 from .engine_rows import engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .santext_tables import SanTextTables
@@ -251,7 +252,8 @@ class CusTextSanitizer(TokenRuntime):
             ``-inf`` outside the output set (and, for a CusText+ stop word, everywhere but itself).
         """
         self._check_open()
-        return engine_log_probabilities(self.tables, np.atleast_1d(np.asarray(xs, dtype=np.int64)),
+        # an id out of range: InputError, not numpy's IndexError
+        return engine_log_probabilities(self.tables, _runtime.row_ids(xs, self.tables.n_rows),
                                         engine_epsilon=self.epsilon, p=self._p)
 
     def probabilities(self, xs: Any) -> np.ndarray:

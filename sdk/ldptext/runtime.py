@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 import re
+
+import numpy as np
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, runtime_checkable
 
 from .bundle import MECHANISMS, Bundle, BundleSource, read_bundle
-from .errors import BundleExpectationError, ClosedError, LedgerError, ParameterError
+from .errors import BundleExpectationError, ClosedError, InputError, LedgerError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -336,6 +338,26 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
     module, name = TOKEN_RUNTIMES[bundle.mechanism]
     return getattr(importlib.import_module(module), name)(bundle, seed=seed)
+
+
+def row_ids(xs: Any, n_rows: int) -> np.ndarray:
+    """``xs`` as a 1-d int64 array of row ids of a bundle with ``n_rows`` rows, for the exact
+    ``probabilities`` / ``log_probabilities`` of the runtimes.
+
+    Raises
+    ------
+    InputError
+        An id that is not an integer or lies outside [0, n_rows) (a negative one would silently index
+        from the end); the message names its position, never the id (an id can reveal the word).
+    """
+    arr = np.atleast_1d(np.asarray(xs))
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise InputError("row ids must be integers")
+    flat = arr.reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= n_rows))
+    if bad.size:
+        raise InputError(f"row id at position {int(bad[0])} is outside this bundle's {n_rows} rows")
+    return flat.astype(np.int64)
 
 
 def check_ledger_unit(ledger: "Ledger | None", unit: str) -> None:

@@ -854,7 +854,7 @@ class Sanitizer(_runtime.Closable):
         and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
         self._check_open()
-        xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
+        xs = _runtime.row_ids(xs, self.n_rows)  # an id out of range: InputError, not IndexError
         out = np.empty((xs.size, self.n_rows))
         for start in range(0, xs.size, chunk):
             out[start:start + chunk] = self._log_probabilities(xs[start:start + chunk])

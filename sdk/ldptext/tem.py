@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from . import runtime as _runtime
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .santext import metric_id
@@ -270,7 +271,7 @@ class TEMSanitizer(TokenRuntime):
         """
         self._check_open()
         t = self.tables
-        xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
+        xs = _runtime.row_ids(xs, t.n_rows)  # an id out of range: InputError, not IndexError
         outs = t.outputs.astype(np.int64)
         santext = engine_log_probabilities(t, xs, engine_epsilon=self.epsilon, p=1.0)[:, outs]
         near = engine_distance_rows(t, xs, outs) <= self.gamma
