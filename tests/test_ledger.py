@@ -436,3 +436,33 @@ def test_an_infinite_epsilon_release_is_never_charged(path):
         runtime.charge(led, math.inf, 0.0, "dpbart")
     assert len(led) == 0 and led.spent() == (0.0, 0.0)
     runtime.charge(None, math.inf, 0.0, "dpbart")  # no ledger: nothing to charge, nothing refused
+
+
+def test_a_ledger_reached_through_a_symlinked_directory_is_the_same_ledger(tmp_path):
+    real = tmp_path / "private" / "var"
+    real.mkdir(parents=True)
+    (tmp_path / "var").symlink_to(real)          # as macOS's /var -> /private/var
+    via_link = tmp_path / "var" / "budget.ledger"
+    Ledger(via_link, budget=5.0, key=KEY).charge(1.0)
+    led = Ledger(real / "budget.ledger", key=KEY)  # the same file by its real path: not "copied"
+    assert led.spent()[0] == 1.0
+    led.charge(2.0)
+    assert Ledger(via_link, key=KEY).spent()[0] == 3.0
+    copy = tmp_path / "elsewhere.ledger"
+    copy.write_bytes((real / "budget.ledger").read_bytes())
+    with pytest.raises(LedgerError, match="fails authentication"):  # a copy is still refused
+        Ledger(copy, key=KEY)
+
+
+def test_a_file_bound_to_the_unresolved_path_is_still_read_and_rebound(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    via_link = tmp_path / "link" / "budget.ledger"
+    monkeypatch.setattr(L.os.path, "realpath", lambda p: p)  # as written before real paths were bound
+    Ledger(via_link, budget=5.0, key=KEY).charge(1.0)
+    monkeypatch.undo()
+    led = Ledger(via_link, key=KEY)
+    assert led.spent()[0] == 1.0
+    led.charge(1.0)                                           # rewritten, now bound to the real path
+    assert Ledger(real / "budget.ledger", key=KEY).spent()[0] == 2.0

@@ -33,12 +33,15 @@ would allow more releases; basic composition is the conservative choice that nee
 Storage (format 2): one file, ``MAGIC || header length (4 bytes, LE) || header || nonce (12 bytes) ||
 AES-256-GCM(state JSON)``. The header is canonical JSON in the clear: the ledger id and, for a
 passphrase ledger, the key derivation (Scrypt, its parameters and the ledger's random 16-byte salt).
-The associated data binds the magic, the whole header **and the ledger's absolute path** (as given,
-``~`` expanded, not resolving symlinks): a ledger file copied over another ledger's path, another
+The associated data binds the magic, the whole header **and the ledger's real path** (``~`` expanded,
+symlinks resolved, so the same file reached through a symlinked directory, e.g. macOS's ``/var`` →
+``/private/var``, is the same ledger): a ledger file copied over another ledger's path, another
 ledger's file, or a header with an edited id or salt fails authentication. So a ledger cannot be
-moved by copying its file; keep its path stable. The state repeats the ledger id (checked against the
-header). Files of format 1 (:data:`MAGIC_V1`, bound to nothing but the magic) are still read,
-and rewritten in format 2 by the first charge (migration); until then they carry no path binding.
+moved by copying its file; keep its path stable. Files written before real paths were bound (bound to
+the absolute path as given) are still read through that path and re-bound by their next write. The
+state repeats the ledger id (checked against the header). Files of format 1 (:data:`MAGIC_V1`, bound
+to nothing but the magic) are still read, and rewritten in format 2 by the first charge (migration);
+until then they carry no path binding.
 
 Keys, exactly one source:
 
@@ -195,8 +198,9 @@ class Receipt:
         return max(0.0, _round_down(Fraction(self.budget_epsilon) - Fraction(self.spent_epsilon)))
 
 
-def _keyring_key(path: Path, create: bool) -> bytes:
-    """The ledger's key from the OS keyring (optional dependency), created when ``create``."""
+def _keyring_key(path: Path, create: bool, given: Path | None = None) -> bytes:
+    """The ledger's key from the OS keyring (optional dependency), created when ``create``; stored under
+    the real ``path`` (a key stored under the path as ``given``, before real paths, is still found)."""
     try:
         import keyring
         from keyring.backends import fail
@@ -208,6 +212,8 @@ def _keyring_key(path: Path, create: bool) -> bytes:
             raise LedgerError(f"the OS keyring has no usable backend: {KEYRING_HINT}")
         user = f"ledger:{path}"
         stored = keyring.get_password(KEYRING_SERVICE, user)
+        if stored is None and given is not None and given != path:
+            stored = keyring.get_password(KEYRING_SERVICE, f"ledger:{given}")
         if stored is None:
             if not create:
                 raise LedgerError("the OS keyring holds no key for this ledger")
@@ -281,7 +287,10 @@ class Ledger:
                  delta_budget: float | None = None, unit: str | None = None,
                  key: bytes | None = None, passphrase: bytes | str | None = None, create: bool = True,
                  timeout: float = 60.0) -> None:
-        self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        given = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        # bound by its real path: one ledger, however a symlinked directory spells it
+        self.path = Path(os.path.realpath(given))
+        self._given_path = Path(given)  # what older files were bound to (before real paths)
         if key is not None and passphrase is not None:
             raise ParameterError("pass key= or passphrase=, not both")
         if isinstance(passphrase, str):
@@ -289,7 +298,7 @@ class Ledger:
         if passphrase is not None and (not isinstance(passphrase, (bytes, bytearray)) or not passphrase):
             raise ParameterError("passphrase must be non-empty text or bytes")
         if key is None and passphrase is None:
-            key = _keyring_key(self.path, create and not self.path.exists())
+            key = _keyring_key(self.path, create and not self.path.exists(), self._given_path)
         if key is not None and (not isinstance(key, (bytes, bytearray)) or len(key) != 32):
             raise LedgerError("ledger key must be exactly 32 bytes")
         self._kdf: dict | None = None
@@ -488,8 +497,8 @@ class Ledger:
         Ledger._compact(state)
         return state
 
-    def _associated_data(self, framed_header: bytes) -> bytes:
-        return MAGIC + framed_header + b"\0" + os.fsencode(str(self.path))
+    def _associated_data(self, framed_header: bytes, path: Path | None = None) -> bytes:
+        return MAGIC + framed_header + b"\0" + os.fsencode(str(self.path if path is None else path))
 
     def _read_blob(self) -> bytes:
         try:
@@ -535,7 +544,7 @@ class Ledger:
             framed, header, body = self._split(blob)
             aad = self._associated_data(framed)
         try:
-            plain = self._aead.decrypt(body[:NONCE_SIZE], body[NONCE_SIZE:], aad)
+            plain = self._decrypt(body, aad, None if legacy else framed)
         except InvalidTag:
             hint = ("it was created with a passphrase: pass passphrase="
                     if header is not None and header.get("kdf") is not None and self._kdf is None else
@@ -554,6 +563,17 @@ class Ledger:
         except (ValueError, KeyError, TypeError):
             raise LedgerError(f"ledger {self.path} has an invalid structure") from None
         return state
+
+    def _decrypt(self, body: bytes, aad: bytes, framed: bytes | None) -> bytes:
+        """The state's plaintext; a file bound to the path as given (written before real paths were
+        bound, through a symlinked directory) is still accepted, and re-bound by the next write."""
+        try:
+            return self._aead.decrypt(body[:NONCE_SIZE], body[NONCE_SIZE:], aad)
+        except InvalidTag:
+            if framed is None or self._given_path == self.path:
+                raise
+            return self._aead.decrypt(body[:NONCE_SIZE], body[NONCE_SIZE:],
+                                      self._associated_data(framed, self._given_path))
 
     @staticmethod
     def _validate(state: dict) -> None:
