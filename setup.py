@@ -27,6 +27,7 @@ NATIVE_SOURCES = [
     "native/lib/sanitizer.c",
     "native/lib/errors.c",
     "native/lib/check.c",
+    "native/lib/expect.c",
     "native/module.c",
 ]
 

@@ -1,7 +1,12 @@
 /* Sanitize text line by line with libldptext: stdin (one document per line) -> stdout.
  *
  *   make -C native
- *   native/build/sanitize BUNDLE.ldpb TRUSTED.pub [MORE.pub ...] < in.txt > out.txt
+ *   native/build/sanitize [--report] [--epsilon-max E] [--bundle-id ID] BUNDLE.ldpb TRUSTED.pub
+ *                         [MORE.pub ...] < in.txt > out.txt
+ *
+ * --epsilon-max and --bundle-id are pins (ldp_expect): a bundle of the same trusted publisher with
+ * a larger epsilon, or another bundle than the pinned one, is refused. An app pins what it promises
+ * its users.
  *
  * Each TRUSTED.pub is a public key file as `ldptext keys generate` writes it (the base64 of the
  * raw 32-byte Ed25519 key, one line); the bundle must be signed by one of them. Every output line
@@ -54,12 +59,23 @@ int main(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0, line_no = 0;
     const char *path = NULL;
+    ldp_expect expect = LDP_EXPECT_INIT;
 
     keys = (uint8_t (*)[32])calloc((size_t)(argc > 1 ? argc : 1), 32);
     if (keys == NULL) return 1;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--report") == 0) {
             report = 1;
+        } else if (strcmp(argv[i], "--epsilon-max") == 0 && i + 1 < argc) {
+            char *end;
+            expect.epsilon_max = strtod(argv[++i], &end);
+            if (*end != '\0' || !(expect.epsilon_max > 0)) {
+                fprintf(stderr, "sanitize: --epsilon-max takes a positive number\n");
+                free(keys);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--bundle-id") == 0 && i + 1 < argc) {
+            expect.bundle_id = argv[++i];
         } else if (path == NULL) {
             path = argv[i];
         } else if (read_key_file(argv[i], keys[n_keys]) == 0) {
@@ -71,12 +87,12 @@ int main(int argc, char **argv) {
         }
     }
     if (path == NULL || n_keys == 0) {
-        fprintf(stderr, "usage: %s [--report] BUNDLE TRUSTED.pub [MORE.pub ...] < in > out\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s [--report] [--epsilon-max E] [--bundle-id ID] BUNDLE TRUSTED.pub "
+                "[MORE.pub ...] < in > out\n", argv[0]);
         free(keys);
         return 1;
     }
-    rc = ldp_bundle_open(path, (const uint8_t (*)[32])keys, (size_t)n_keys, &bundle);
+    rc = ldp_bundle_open_expect(path, (const uint8_t (*)[32])keys, (size_t)n_keys, &expect, &bundle);
     free(keys);
     if (rc != LDP_OK) {
         fprintf(stderr, "sanitize: %s: %s\n", path, ldp_strerror(rc));

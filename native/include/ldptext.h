@@ -191,6 +191,11 @@ enum {
     LDP_E_TABLE_CLUSTER = -99,       /* tail cluster count outside [1, 256] or a cluster id >= it */
     LDP_E_PARAMETER_MISMATCH = -100, /* a stated parameter (eps, eps0, p, D_max) is not what the
                                         tables realise: the signer's numbers are wrong */
+    /* the application's pins (ldp_expect), checked after verification */
+    LDP_E_EXPECT_MECHANISM = -101,   /* the bundle's mechanism is not one the application pinned */
+    LDP_E_EXPECT_FORMAT = -102,      /* the bundle's format version is below the pinned minimum */
+    LDP_E_EXPECT_BUNDLE_ID = -103,   /* the bundle is not the pinned bundle id */
+    LDP_E_EXPECT_EPSILON = -104,     /* the bundle's epsilon is outside the pinned range */
     /* tokenizer */
     LDP_E_TOKENIZER_JSON = -110,     /* tokenizer.json is not valid UTF-8 JSON */
     LDP_E_TOKENIZER = -111,          /* tokenizer.json is malformed (missing or mistyped fields) */
@@ -224,6 +229,35 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
  *   manifest         the verified manifest itself
  * Numbers are written as Python's repr writes them, so they read back to the same doubles. */
 LDP_API int ldp_bundle_info(const ldp_bundle *bundle, char **json_out);
+
+/* Pins: what an application requires of the bundles it opens, beyond a trusted signature (the
+ * Python runtime's BundleExpectation, same semantics). A validly signed bundle of the same publisher
+ * may still be another mechanism, a larger epsilon or an older format: pin what the app promises.
+ * Start from LDP_EXPECT_INIT (it sets size; every pin off) and set the pins wanted:
+ *   mechanisms          bit set of LDP_EXPECT_SANTEXT / LDP_EXPECT_SANTEXT_PLUS; 0: any
+ *   epsilon_min/_max    the stated per-token epsilon must lie in [min, max]; 0: no bound
+ *   bundle_id           exactly this bundle (64 lowercase hex digits, ldp_bundle_info); NULL: any
+ *   min_format_version  refuse older formats; 0: any
+ * size: sizeof(ldp_expect) of the caller's header, so fields added later stay optional. */
+typedef struct {
+    size_t size;
+    unsigned mechanisms;
+    double epsilon_min, epsilon_max;
+    const char *bundle_id;
+    int64_t min_format_version;
+} ldp_expect;
+#define LDP_EXPECT_SANTEXT (1u << LDP_MECH_SANTEXT)
+#define LDP_EXPECT_SANTEXT_PLUS (1u << LDP_MECH_SANTEXT_PLUS)
+#define LDP_EXPECT_INIT {sizeof(ldp_expect), 0u, 0.0, 0.0, NULL, 0}
+/* Checks a verified bundle against the pins, in the Python order (mechanism, format version,
+ * bundle id, epsilon): LDP_OK or the LDP_E_EXPECT_* code of the first unmet pin; LDP_E_ARG for a
+ * malformed expectation (size too small, unknown mechanism bits, a bound not positive and finite,
+ * min > max, a bundle id that is not 64 lowercase hex digits, a negative version). */
+LDP_API int ldp_bundle_expect(const ldp_bundle *bundle, const ldp_expect *expect);
+/* ldp_bundle_open, then ldp_bundle_expect: *out is set only when both pass (the bundle is closed
+ * otherwise). expect may be NULL (no pins). */
+LDP_API int ldp_bundle_open_expect(const char *path, const uint8_t (*trusted_keys)[32],
+                                   size_t n_keys, const ldp_expect *expect, ldp_bundle **out);
 
 /* A sanitizer over a verified bundle, keyed from the operating system's CSPRNG; rekeys itself
  * after a fork. One per thread. */

@@ -1107,6 +1107,18 @@ static void sha256_hex(const void *data, size_t len, char *hex, size_t n_hex) {
     hex[n_hex] = '\0';
 }
 
+int ldp_bundle_id(const ldp_bundle *b, char hex[65]) {
+    ldp_buf manifest;
+    ldp_buf_init(&manifest);
+    if (ldp_json_write_canonical(&manifest, b->manifest) != LDP_JSON_OK) {
+        ldp_buf_free(&manifest);
+        return LDP_E_NOMEM;
+    }
+    sha256_hex(manifest.data, manifest.len, hex, 64);
+    ldp_buf_free(&manifest);
+    return LDP_OK;
+}
+
 /* santext.py metric_id: the metric's id from the manifest's hashes of emb_q, emb_scale and
  * blob/vocab.json (16 hex digits); LDP_E_PARAMS if one is not a string (a verified bundle has
  * all three) */

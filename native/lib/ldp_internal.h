@@ -70,6 +70,9 @@ const char *ldp_dtype_code(int dtype);
  * LDP_E_PARAMETER_MISMATCH, or LDP_E_RANDOM. The bundle's table must be complete and checked. */
 int ldp_check_realised(const ldp_bundle *b);
 
+/* bundle.py's bundle_id: SHA-256 of the canonical signed manifest, 64 hex digits + NUL. */
+int ldp_bundle_id(const ldp_bundle *b, char hex[65]);
+
 /* Operating-system randomness (getrandom / getentropy / /dev/urandom). 0 on success. */
 int ldp_os_random(uint8_t *out, size_t n);
 

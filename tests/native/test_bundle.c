@@ -620,6 +620,72 @@ static void test_files(void) {
     free(data);
 }
 
+/* ldp_expect: each pin refuses with its own code, in the Python order; malformed pins are LDP_E_ARG */
+static void test_pins(void) {
+    char path[512], id[65];
+    uint8_t *data;
+    size_t len;
+    ldp_bundle *b = NULL;
+    ldp_expect e = LDP_EXPECT_INIT, bad;
+    REQUIRE(bw_tiny_bundle(1, &data, &len) == 0); /* SanText+, eps = 2, format version 1 */
+    snprintf(path, sizeof path, "%s/pins.ldpb", tmpdir);
+    REQUIRE(bw_save(path, data, len) == 0);
+    free(data);
+    CHECK_RC(ldp_bundle_open_expect(path, (const uint8_t (*)[32])PK, 1, &e, &b), LDP_OK);
+    REQUIRE(b != NULL);
+    REQUIRE(ldp_bundle_id(b, id) == LDP_OK);
+    e.mechanisms = LDP_EXPECT_SANTEXT_PLUS;
+    e.epsilon_min = 2.0;
+    e.epsilon_max = 2.0;
+    e.bundle_id = id;
+    e.min_format_version = 1;
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_OK);
+    e.mechanisms = LDP_EXPECT_SANTEXT;
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_E_EXPECT_MECHANISM);
+    e.mechanisms = LDP_EXPECT_SANTEXT | LDP_EXPECT_SANTEXT_PLUS;
+    e.min_format_version = 2;
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_E_EXPECT_FORMAT);
+    e.min_format_version = 0;
+    e.bundle_id = "0000000000000000000000000000000000000000000000000000000000000000";
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_E_EXPECT_BUNDLE_ID);
+    e.bundle_id = NULL;
+    e.epsilon_max = 1.5;
+    e.epsilon_min = 0.0;
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_E_EXPECT_EPSILON);
+    e.epsilon_max = 0.0;
+    e.epsilon_min = 2.5;
+    CHECK_RC(ldp_bundle_expect(b, &e), LDP_E_EXPECT_EPSILON);
+    /* malformed pins */
+    bad = e; bad.epsilon_min = 3.0; bad.epsilon_max = 2.0;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.epsilon_min = NAN;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.epsilon_max = -1.0;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.mechanisms = 1u << 7;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.bundle_id = "ABCDEF";
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.min_format_version = -1;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    bad = e; bad.size = 0;
+    CHECK_RC(ldp_bundle_expect(b, &bad), LDP_E_ARG);
+    CHECK_RC(ldp_bundle_expect(NULL, &e), LDP_E_ARG);
+    ldp_bundle_close(b);
+    /* open_expect: nothing is returned for an unmet pin or a malformed one */
+    b = (ldp_bundle *)&e;
+    e.epsilon_min = 0.0;
+    e.epsilon_max = 1.0;
+    CHECK_RC(ldp_bundle_open_expect(path, (const uint8_t (*)[32])PK, 1, &e, &b), LDP_E_EXPECT_EPSILON);
+    CHECK(b == NULL);
+    bad.size = 0;
+    b = (ldp_bundle *)&e;
+    CHECK_RC(ldp_bundle_open_expect(path, (const uint8_t (*)[32])PK, 1, &bad, &b), LDP_E_ARG);
+    CHECK(b == NULL);
+    CHECK_RC(ldp_bundle_open_expect(path, (const uint8_t (*)[32])PK, 1, NULL, &b), LDP_OK);
+    ldp_bundle_close(b);
+}
+
 static void test_memory_bundle_is_a_private_copy(void) {
     uint8_t *data;
     size_t len;
@@ -724,6 +790,7 @@ int main(void) {
     RUN(test_random_multi_byte_corruptions_are_refused);
     RUN(test_signed_but_inconsistent_tables_are_refused);
     RUN(test_stated_parameters_must_be_what_the_tables_realise);
+    RUN(test_pins);
     RUN(test_compact_bundle_equals_wide);
     RUN(test_compact_tables_keep_every_check);
     RUN(test_tail_clusters_are_optional_and_checked);
