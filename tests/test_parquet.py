@@ -193,3 +193,47 @@ def test_summary_line_states_a_second_sample():
     assert not retried.sampled_once and "RETRIED partitions [1]" in retried.summary()
     assert "RESAMPLED partitions [0, 1]" in JobSummary(**base, resampled_partitions=(0, 1)).summary()
     assert np.isclose(json.loads(json.dumps(retried.to_dict()))["total_charge"], 60.0)
+
+
+def _invalid_utf8_source(tmp_path):
+    texts = pa.array([b"w1 w2", b"w3 \xff\xfe " + MARKER.encode(), None, b"w4"], pa.binary()).view(pa.string())
+    path = tmp_path / "bad_utf8.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(4), pa.int64()), "text": texts}), path)
+    return path
+
+
+def test_a_row_that_is_not_utf8_is_refused_by_row_index_or_skipped(bundle, tmp_path, capsys):
+    source, out = _invalid_utf8_source(tmp_path), tmp_path / "out.parquet"
+    assert sanitize(bundle, source, out) == 3  # input data, not a traceback (exit 1)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "row index 1" in err and "UTF-8" in err and MARKER not in err
+    assert not out.exists() and list(tmp_path.glob("*.tmp")) == [] and list(tmp_path.glob(".out*")) == []
+    assert sanitize(bundle, source, out, "--skip-bad-lines") == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 rows" in err and "row index 1" in err and MARKER not in err
+    table = pq.read_table(out)
+    assert table.column("id").to_pylist() == [0, 2, 3]           # no output row for the bad one
+    assert table.column("text").to_pylist()[1] is None            # a null stays null
+
+
+def test_sigterm_while_writing_removes_the_temporary_output(bundle, source, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    out = tmp_path / "out.parquet"
+    code = ("import os, signal, sys\n"
+            "from ldptext import spark\n"
+            "step, calls = spark.sanitize_record_batch, []\n"
+            "def slow(*a, **k):\n"
+            "    calls.append(1)\n"
+            "    if len(calls) == 3:\n"  # mid-file: two batches written to the temporary output
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return step(*a, **k)\n"
+            "spark.sanitize_record_batch = slow\n"
+            "from ldptext.cli import main\n"
+            f"sys.exit(main(['sanitize', '--bundle', {str(bundle)!r}, '--input', {str(source)!r}, "
+            f"'--column', 'text', '--output', {str(out)!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]

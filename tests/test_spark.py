@@ -321,3 +321,22 @@ def test_no_row_text_reaches_spark_logs(spark_log):
     log = spark_log.read_text(encoding="utf-8", errors="replace")
     assert "[ldptext:" in log  # the failures above were logged, with the SDK's messages
     assert MARKER not in log
+
+
+def test_cli_spark_engine_refuses_or_skips_a_row_that_is_not_utf8(spark, bundle, tmp_path, capsys):
+    texts = pa.array([b"w1 w2", b"w3 \xff\xfe " + MARKER.encode(), b"w4"], pa.binary()).view(pa.string())
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(3), pa.int64()), "text": texts}), source)
+    out = tmp_path / "out.parquet"
+    args = ["sanitize", "--bundle", str(bundle), "--input", str(source), "--column", "text",
+            "--output", str(out), "--engine", "spark"]
+    # one ldptext line, no JVM stack (Spark retries the failed task, and the retry guard's refusal is
+    # what reaches the driver, as for any refused row)
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("ldptext: error:") and err.count("\n") == 1 and "at org.apache" not in err
+    assert "Traceback" not in err and MARKER not in err
+    assert not out.exists()
+    assert main(args + ["--skip-bad-lines"]) == 0
+    assert pq.read_table(out).column("id").to_pylist() == [0, 2]
+    assert MARKER not in capsys.readouterr().err

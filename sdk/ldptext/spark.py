@@ -224,6 +224,27 @@ def _name_row(error: InputError, rows: list[int], row_name: Callable[[int], str]
     return InputError(f"{row_name(rows[0])} .. {row_name(rows[-1])}: {message}")
 
 
+def _decode_texts(array: Any) -> tuple[list[str | None], list[int]]:
+    """The column's values as text (``None`` for nulls) and the rows that are not valid UTF-8.
+
+    A Parquet string column may hold bytes that are not UTF-8 (nothing checks them when the file is
+    written); Arrow's ``to_pylist`` then raises a ``UnicodeDecodeError`` for the whole batch. Decoding
+    row by row lets a bad row be refused by its index (or skipped) like any other refused row."""
+    binary = pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary()
+    texts: list[str | None] = []
+    bad: list[int] = []
+    for i, raw in enumerate(array.view(binary).to_pylist()):
+        if raw is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(None)
+            bad.append(i)
+    return texts, bad
+
+
 def sanitize_record_batch(san: "Sanitizer", batch: pa.RecordBatch, layout: ColumnLayout, *,
                           attempt: int = 0, chunk: int = 1024, skip_bad_rows: bool = False,
                           row_name: Callable[[int], str] = lambda i: f"row {i}",
@@ -257,7 +278,8 @@ def sanitize_record_batch(san: "Sanitizer", batch: pa.RecordBatch, layout: Colum
     Raises
     ------
     InputError
-        Without ``skip_bad_rows``, a row the runtime refuses; the message names the row, never its
+        Without ``skip_bad_rows``, a row the runtime refuses or whose text is not valid UTF-8 (with
+        it, such a row is skipped like a refused one); the message names the row, never its
         text. Nothing of that chunk was released (the runtime returns nothing for a refused batch).
 
     Notes
@@ -269,10 +291,12 @@ def sanitize_record_batch(san: "Sanitizer", batch: pa.RecordBatch, layout: Colum
     thesis, Ohio State), §2.4, Theorems 1–2.
     """
     text_array = batch.column(batch.schema.get_field_index(layout.column))
-    texts = text_array.to_pylist()
+    texts, not_utf8 = _decode_texts(text_array)
+    if not_utf8 and not skip_bad_rows:  # named by row, never echoed
+        raise InputError(f"{row_name(not_utf8[0])}: the text is not valid UTF-8")
     present = [i for i, t in enumerate(texts) if t is not None]
     results: dict[int, Any] = {}
-    refused: list[int] = []
+    refused: list[int] = list(not_utf8)  # skipped: no output row, counted with the refused rows
     for start in range(0, len(present), chunk):
         rows = present[start:start + chunk]
         try:
@@ -287,7 +311,8 @@ def sanitize_record_batch(san: "Sanitizer", batch: pa.RecordBatch, layout: Colum
             except InputError:
                 refused.append(i)
     del texts
-    stats = BatchStats(null_rows=batch.num_rows - len(present), skipped_rows=len(refused),
+    refused.sort()
+    stats = BatchStats(null_rows=batch.num_rows - len(present) - len(not_utf8), skipped_rows=len(refused),
                        skipped=[row_name(i) for i in refused[:_LISTED]])
     if refused:
         skip = set(refused)
