@@ -27,6 +27,7 @@ code  meaning
 9     no result: ``ldptext calibrate`` found no ε (or bundle) that meets the target; the output says
       the best value reached
 130   interrupted (Ctrl-C)
+143   terminated (SIGTERM); temporary files (a Parquet output being written) are removed first
 ====  ==========================================================================================
 
 Every other :class:`~ldptext.errors.LdptextError` exits 1 with its one-line message.
@@ -81,6 +82,7 @@ EXIT_BUDGET = 6
 EXIT_LEDGER = 7
 EXIT_MISSING_EXTRA = 8
 EXIT_TARGET_UNMET = 9  # a search that ran correctly and found nothing (not a bug: 1 stays for bugs)
+EXIT_TERMINATED = 143  # 128 + SIGTERM, the shell's convention
 
 # most specific first: SignatureError is a BundleError, but a trust problem has its own code
 _EXIT_BY_ERROR: tuple[tuple[type[LdptextError], int], ...] = (
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _format_warning  # "ldptext: warning: ...", not Python's file:line form
+    sigterm = _catch_sigterm()
     try:
         parser, missing = _build_parser()
         if command in OFFLINE_COMMANDS and not _has_command(parser, command):
@@ -271,6 +274,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     finally:
         warnings.formatwarning = formatwarning
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    # an exception, not Python's default of dying on the spot: context managers and finally blocks
+    # run, so the temporary file of an output being written (fileio.atomic_path) is removed
+    raise SystemExit(EXIT_TERMINATED)
+
+
+def _catch_sigterm() -> object:
+    """Make SIGTERM unwind the command (exit 143) where nobody else handles it; the previous handler,
+    to restore, or None when it was left alone (another handler, or not the main thread)."""
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _terminated)
+    except (ValueError, AttributeError):  # not the main thread, or no SIGTERM on this platform
+        return None
 
 
 def _format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
