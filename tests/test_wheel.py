@@ -2,14 +2,17 @@
 so on a machine without them and without a C compiler ``pip install ldptext-*.whl`` runs libldptext
 (``Sanitizer.backend == "libldptext"``), not the numpy fallback.
 
-The test builds the wheel from the working tree with the same script as ``make wheel`` (sdist first,
-the wheel from the sdist, then ``auditwheel repair``), installs it with its runtime dependencies in a
-new venv and runs a quick start there, all inside a mount namespace (``unshare --mount``, root only)
-where every system copy of libsodium and libutf8proc, and every C compiler, is covered by /dev/null.
-Controls in the same namespace show that the covering works: loading a covered library fails, the
-compiler does not run, and the plain (not repaired) wheel's extension fails to import there while it
-imports outside. About 25 s on two cores with pip's cache warm. Skipped where unshare or root is
-missing, unless LDPTEXT_REQUIRE_WHEEL=1 (CI), which makes that a failure.
+Each test builds the wheel from the working tree with the same script as ``make wheel`` (sdist first,
+the wheel from the sdist, then ``auditwheel repair``), installs it with its runtime dependencies and
+runs a quick start, all inside a mount namespace (``unshare --mount``, root only) where every system
+copy of libsodium and libutf8proc (both architectures), and every C compiler, is covered by /dev/null.
+Controls in the same namespace show that the covering works: loading a covered library fails, no
+compiler runs, and the plain (not repaired) wheel's extension fails to import there while it imports
+outside. The x86-64 test installs into a new venv with pip; the aarch64 one (``make wheel-aarch64``)
+installs with this pip's ``--platform`` into a folder and runs Debian's aarch64 Python under
+qemu-aarch64. About 25 s each on two cores with pip's cache warm. Skipped where unshare, root (or for
+aarch64 the cross toolchain and qemu) are missing, unless LDPTEXT_REQUIRE_WHEEL=1 (or, for aarch64,
+LDPTEXT_REQUIRE_ARM64=1, which CI sets), which makes that a failure.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import base64
 import glob
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -27,12 +31,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("libsodium.so", "libutf8proc.so")
-COMPILERS = ("cc", "gcc", "c99", "clang", "x86_64-linux-gnu-gcc", "tcc")
+COMPILERS = ("cc", "gcc", "c99", "clang", "tcc", "x86_64-linux-gnu-gcc", "aarch64-linux-gnu-gcc")
 TEXT = "w1 w2 w3 w4 w5 w6 w7 w8"
+PYVER = f"{sys.version_info[0]}.{sys.version_info[1]}"
+# Debian's aarch64 Python and what its standard library's extension modules link (unpacked, not installed)
+ARM64_RUNTIME_DEBS = [f"python{PYVER}-minimal:arm64", f"libpython{PYVER}-minimal:arm64",
+                      f"libpython{PYVER}-stdlib:arm64", "libffi8:arm64", "libssl3:arm64", "zlib1g:arm64",
+                      "libexpat1:arm64", "libbz2-1.0:arm64", "liblzma5:arm64", "libstdc++6:arm64",
+                      "libgcc-s1:arm64"]
 
-# runs with the venv's python -I (no PYTHONPATH, no user site, not the checkout): prints one JSON line
+# the quick start, run with the installed wheel: prints one JSON line, with the files of libsodium and
+# libutf8proc that the process mapped (what the dynamic loader really loaded)
 QUICKSTART = r"""
-import json, subprocess, sys
+import json, sys
 import ldptext, ldptext._native as native
 
 bundle, pub = sys.argv[1], sys.argv[2]
@@ -43,7 +54,8 @@ with ldptext.Sanitizer.load(bundle, trusted_keys=[pub]) as san:
            "sampled": [int(i) for i in san.sample_ids(ids)]}
 out["ldptext"] = ldptext.__file__
 out["native"] = native.__file__
-out["ldd"] = subprocess.run(["ldd", native.__file__], capture_output=True, text=True, check=True).stdout
+with open("/proc/self/maps") as maps:
+    out["mapped"] = sorted({line.split()[-1] for line in maps if "libsodium" in line or "libutf8proc" in line})
 print(json.dumps(out))
 """
 
@@ -55,15 +67,16 @@ exec "$@"
 """
 
 
-def _require(reason: str):
-    if os.environ.get("LDPTEXT_REQUIRE_WHEEL"):
-        pytest.fail(f"LDPTEXT_REQUIRE_WHEEL=1 but {reason}")
+def _require(reason: str, *variables: str):
+    for var in ("LDPTEXT_REQUIRE_WHEEL",) + variables:
+        if os.environ.get(var):
+            pytest.fail(f"{var}=1 but {reason}")
     pytest.skip(reason)
 
 
 def system_library_files() -> list[str]:
-    """Every file the dynamic loader could take for libsodium or libutf8proc: the entries of
-    ldconfig's cache and of the usual library folders, resolved through their symbolic links."""
+    """Every file the dynamic loader could take for libsodium or libutf8proc, of any architecture: the
+    entries of ldconfig's cache and of the usual library folders, resolved through their symbolic links."""
     found = set()
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     cache = subprocess.run([ldconfig, "-p"], capture_output=True, text=True).stdout if os.path.exists(ldconfig) else ""
@@ -81,108 +94,196 @@ def compiler_files() -> list[str]:
 
 
 def run(cmd, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
 
 
-def test_manylinux_wheel_runs_libldptext_without_system_libraries(tmp_path):
-    if not sys.platform.startswith("linux"):
-        _require("manylinux wheels are built on Linux")
-    if os.geteuid() != 0:
-        _require("covering the system libraries needs root (mount --bind in a mount namespace)")
-    if not shutil.which("unshare") or not shutil.which("mount"):
-        _require("unshare or mount missing (Debian: util-linux, mount)")
-    probe = run(["unshare", "--mount", "--propagation", "private", "true"])
-    if probe.returncode != 0:
-        _require(f"unshare --mount is refused here: {probe.stderr.strip()}")
+def tail(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    from ldptext.keys import developer_public_key
-    from cryptography.hazmat.primitives import serialization
 
-    from conftest import build_tiny_bundle
+class Covered:
+    """Runs commands in a mount namespace where the system libraries and the compilers are /dev/null,
+    in an environment of its own: no PYTHONPATH or LD_LIBRARY_PATH, an empty LDPTEXT_HOME (a bundle is
+    trusted only through the key passed to the quick start), no LDPTEXT_DEV."""
 
-    # the wheel, exactly as make wheel builds it
+    def __init__(self, tmp_path: Path):
+        if os.geteuid() != 0:
+            _require("covering the system libraries needs root (mount --bind in a mount namespace)")
+        if not shutil.which("unshare") or not shutil.which("mount"):
+            _require("unshare or mount missing (Debian: util-linux, mount)")
+        probe = run(["unshare", "--mount", "--propagation", "private", "true"])
+        if probe.returncode != 0:
+            _require(f"unshare --mount is refused here: {probe.stderr.strip()}")
+        self.tmp = tmp_path
+        self.libraries, self.compilers = system_library_files(), compiler_files()
+        assert self.libraries, "no system libsodium / libutf8proc found: nothing would show the wheel carries them"
+        home = tmp_path / "home"
+        home.mkdir()
+        (tmp_path / "hide_and_run.sh").write_text(HIDE_AND_RUN)
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LDPTEXT_HOME": str(home),
+                    "LANG": "C.UTF-8", "HIDE": " ".join(self.libraries + self.compilers),
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                    # pip's own cache (reruns install the dependencies without downloading them)
+                    "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")}
+        for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CERT", "PIP_CONFIG_FILE",
+                    "PIP_DEFAULT_TIMEOUT", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+            if key in os.environ:
+                self.env[key] = os.environ[key]
+
+    def inside(self, *cmd, timeout=300, **env) -> subprocess.CompletedProcess:
+        return run(["unshare", "--mount", "--propagation", "private", "sh", self.tmp / "hide_and_run.sh", *cmd],
+                   env={**self.env, **env}, cwd=self.tmp, timeout=timeout)
+
+    def outside(self, *cmd, timeout=300, **env) -> subprocess.CompletedProcess:
+        return run(cmd, env={**self.env, **env}, cwd=self.tmp, timeout=timeout)
+
+    def check_controls(self, python: list):
+        """In the namespace the system libraries do not load (``python``: a command running Python)
+        and no compiler runs."""
+        for lib in self.libraries:
+            if not _same_machine(lib, python):  # it would fail to load anyway: no control
+                continue
+            control = self.inside(*python, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", lib)
+            assert control.returncode != 0 and "OSError" in control.stderr, (lib, tail(control))
+        for compiler in self.compilers:
+            control = self.inside(compiler, "--version")
+            assert control.returncode != 0, (compiler, control.stdout)
+
+
+def _same_machine(lib: str, python: list) -> bool:
+    """Whether the shared library ``lib`` is for the architecture ``python`` runs (ELF e_machine)."""
+    with open(lib, "rb") as f:
+        machine = int.from_bytes(f.read(20)[18:20], "little")
+    return machine == (183 if any("aarch64" in str(p) for p in python) else 62)  # EM_AARCH64, EM_X86_64
+
+
+def build_wheel(tmp_path: Path, what: str) -> tuple[Path, Path]:
+    """The repaired and the plain wheel, exactly as make wheel / make wheel-aarch64 build them."""
     dist, work = tmp_path / "dist", tmp_path / "work"
-    built = run(["bash", str(ROOT / "scripts/build-wheel.sh"), "wheel", str(dist), str(work)],
+    built = run(["bash", ROOT / "scripts/build-wheel.sh", what, dist, work],
                 env={**os.environ, "PY": sys.executable}, timeout=600)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert built.returncode == 0, tail(built)
     wheels, raws = sorted(dist.glob("ldptext-*-manylinux*.whl")), sorted((work / "raw").glob("ldptext-*-linux_*.whl"))
     assert len(wheels) == 1 and len(raws) == 1, (wheels, raws, built.stdout[-2000:])
-    wheel, raw = wheels[0], raws[0]
-    members = zipfile.ZipFile(wheel).namelist()
+    members = zipfile.ZipFile(wheels[0]).namelist()
     for name in ("libsodium", "libutf8proc"):
         assert any(m.startswith("ldptext.libs/" + name) for m in members), (name, members)
+    return wheels[0], raws[0]
+
+
+def quickstart_inputs(tmp_path: Path) -> tuple[Path, str]:
+    """A tiny signed SanText+ bundle and its signer's public key (base64), and quickstart.py."""
+    from cryptography.hazmat.primitives import serialization
+    from ldptext.keys import developer_public_key
+
+    from conftest import build_tiny_bundle
 
     bundle = build_tiny_bundle(tmp_path / "tiny.ldpb", mechanism="santext+")
     pub = base64.b64encode(developer_public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw)).decode()
     (tmp_path / "quickstart.py").write_text(QUICKSTART)
-    (tmp_path / "hide_and_run.sh").write_text(HIDE_AND_RUN)
+    return bundle, pub
 
-    hidden_libraries, compilers = system_library_files(), compiler_files()
-    assert hidden_libraries, "no system libsodium / libutf8proc found: nothing would prove the wheel carries them"
-    venv = tmp_path / "venv"
-    vpy = str(venv / "bin" / "python")
-    # an environment of its own: no PYTHONPATH or LD_LIBRARY_PATH, an empty LDPTEXT_HOME (the bundle is
-    # trusted only through the key passed to quickstart.py), no LDPTEXT_DEV
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LDPTEXT_HOME": str(home),
-           "LANG": "C.UTF-8", "HIDE": " ".join(hidden_libraries + compilers),
-           "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-           # pip's own cache (reruns install the dependencies without downloading them)
-           "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")}
-    for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CERT", "PIP_CONFIG_FILE",
-                "PIP_DEFAULT_TIMEOUT", "SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
-        if key in os.environ:
-            env[key] = os.environ[key]
 
-    def in_namespace(*cmd, timeout=300):
-        return run(["unshare", "--mount", "--propagation", "private", "sh", str(tmp_path / "hide_and_run.sh"),
-                    *map(str, cmd)], env=env, cwd=tmp_path, timeout=timeout)
-
-    # controls: in the namespace the system libraries do not load and no compiler runs
-    for lib in hidden_libraries:
-        control = in_namespace(sys.executable, "-I", "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", lib)
-        assert control.returncode != 0 and "OSError" in control.stderr, (lib, control.stderr)
-    for compiler in compilers:
-        control = in_namespace(compiler, "--version")
-        assert control.returncode != 0, (compiler, control.stdout)
-
-    # pip install of the wheel in the namespace: a machine without the libraries and without a compiler
-    made = run([sys.executable, "-m", "venv", str(venv)], env=env, timeout=120)
-    assert made.returncode == 0, made.stderr
-    installed = in_namespace(vpy, "-m", "pip", "install", "-q", "--only-binary", ":all:", wheel, timeout=600)
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-
-    ran = in_namespace(vpy, "-I", tmp_path / "quickstart.py", bundle, pub, TEXT)
-    assert ran.returncode == 0, ran.stderr[-3000:]
+def check_quickstart(ran: subprocess.CompletedProcess, site: Path) -> dict:
+    """The quick start ran libldptext from the wheel installed under ``site``, and the process loaded
+    libsodium and libutf8proc from the wheel's ldptext.libs/, nothing else."""
+    assert ran.returncode == 0, tail(ran)
     out = json.loads(ran.stdout.strip().splitlines()[-1])
-    site = Path(out["ldptext"]).resolve().parents[1]
-    assert site.is_relative_to(venv.resolve()), out["ldptext"]  # the wheel's copy, not the checkout's
+    assert Path(out["ldptext"]).resolve().is_relative_to(site.resolve()), out["ldptext"]  # not the checkout's
     assert out["backend"] == "libldptext", out
     words = out["text"].split()
     assert len(words) == len(TEXT.split()) and all(w.startswith("w") for w in words), out["text"]
     assert out["sampled"] and all(0 <= i < out["vocab"] for i in out["sampled"]), out
-    # the extension resolves both libraries from the wheel's own folder (auditwheel's RPATH)
-    libs_dir = site / "ldptext.libs"
-    resolved = {}
-    for line in out["ldd"].splitlines():
-        if "=>" in line:
-            name, target = (part.strip() for part in line.split("=>", 1))
-            resolved[name] = target.split(" (")[0].strip()
-    assert "not found" not in out["ldd"], out["ldd"]
+    libs_dir = (Path(out["ldptext"]).parents[1] / "ldptext.libs").resolve()  # beside the installed package
     for name in ("libsodium", "libutf8proc"):
-        (target,) = [t for n, t in resolved.items() if n.startswith(name)] or [None]
-        assert target and Path(target).resolve().parent == libs_dir.resolve(), (name, out["ldd"])
+        mapped = [m for m in out["mapped"] if name in Path(m).name]
+        assert mapped and all(Path(m).resolve().parent == libs_dir for m in mapped), (name, out["mapped"])
+    return out
 
-    # the plain wheel's extension links the system libraries: it imports outside the namespace,
-    # and fails inside it, where they are covered
-    plain = tmp_path / "plain"
+
+def check_plain_wheel(covered: Covered, raw: Path, python: list, **env):
+    """The plain wheel's extension links the system libraries: it imports outside the namespace, and
+    fails inside it, where they are covered (so the covering is what the repaired wheel survived)."""
+    plain = covered.tmp / "plain"
     zipfile.ZipFile(raw).extractall(plain)
-    import_plain = ["-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import ldptext._native as m; "
-                    "assert m.__file__.startswith(sys.argv[1]), m.__file__", plain]
-    outside = run([vpy, *map(str, import_plain)], env=env, timeout=120)
-    assert outside.returncode == 0, outside.stderr[-2000:]
-    inside = in_namespace(vpy, *import_plain, timeout=120)
+    code = ["-c", "import sys; sys.path.insert(0, sys.argv[1]); import ldptext._native as m; "
+            "assert m.__file__.startswith(sys.argv[1]), m.__file__", plain]
+    outside = covered.outside(*python, *code, **env)
+    assert outside.returncode == 0, tail(outside)
+    inside = covered.inside(*python, *code, **env)
     assert inside.returncode != 0, "the plain wheel's extension imported with the system libraries covered"
-    assert "libsodium" in inside.stderr or "libutf8proc" in inside.stderr, inside.stderr[-2000:]
+    assert "libsodium" in inside.stderr or "libutf8proc" in inside.stderr, tail(inside)
+
+
+def test_manylinux_wheel_runs_libldptext_without_system_libraries(tmp_path):
+    if not sys.platform.startswith("linux"):
+        _require("manylinux wheels are built on Linux")
+    covered = Covered(tmp_path)
+    wheel, raw = build_wheel(tmp_path, "wheel")
+    bundle, pub = quickstart_inputs(tmp_path)
+    covered.check_controls([sys.executable, "-I"])
+
+    # pip install of the wheel in the namespace: a machine without the libraries and without a compiler
+    venv = tmp_path / "venv"
+    vpy = [venv / "bin" / "python", "-I"]  # -I: no PYTHONPATH, no user site, not the checkout
+    made = covered.outside(sys.executable, "-m", "venv", venv, timeout=120)
+    assert made.returncode == 0, tail(made)
+    installed = covered.inside(*vpy, "-m", "pip", "install", "-q", "--only-binary", ":all:", wheel, timeout=600)
+    assert installed.returncode == 0, tail(installed)
+
+    ran = covered.inside(*vpy, tmp_path / "quickstart.py", bundle, pub, TEXT)
+    out = check_quickstart(ran, venv)
+    # and ldd, in the namespace, resolves both libraries to the wheel's folder (auditwheel's RPATH)
+    ldd = covered.inside("ldd", out["native"])
+    assert ldd.returncode == 0 and "not found" not in ldd.stdout, tail(ldd)
+    libs_dir = (Path(out["native"]).parents[1] / "ldptext.libs").resolve()
+    for name in ("libsodium", "libutf8proc"):
+        targets = [line.split("=>", 1)[1].split(" (")[0].strip() for line in ldd.stdout.splitlines()
+                   if "=>" in line and line.strip().startswith(name)]
+        assert len(targets) == 1 and Path(targets[0]).resolve().parent == libs_dir, (name, ldd.stdout)
+
+    check_plain_wheel(covered, raw, vpy)
+
+
+def test_aarch64_wheel_runs_libldptext_under_qemu(tmp_path):
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        _require("make wheel-aarch64 cross-compiles on an x86-64 Linux host", "LDPTEXT_REQUIRE_ARM64")
+    missing = [t for t in ("aarch64-linux-gnu-gcc", "qemu-aarch64", "apt-get", "dpkg-deb") if not shutil.which(t)]
+    if missing or not glob.glob("/usr/lib/aarch64-linux-gnu/libsodium.so*") \
+            or not glob.glob("/usr/lib/aarch64-linux-gnu/libutf8proc.so*"):
+        _require(f"the aarch64 toolchain or libraries are missing ({', '.join(missing) or 'arm64 libsodium'}; "
+                 "scripts/system-deps.sh arm64)", "LDPTEXT_REQUIRE_ARM64")
+    if run(["apt-cache", "show", f"libpython{PYVER}-dev:arm64"]).returncode != 0:
+        _require(f"apt has no libpython{PYVER}-dev:arm64 (the wheel is for this Python, {PYVER})",
+                 "LDPTEXT_REQUIRE_ARM64")
+    covered = Covered(tmp_path)
+    wheel, raw = build_wheel(tmp_path, "wheel-aarch64")
+    assert wheel.name.endswith("_aarch64.whl"), wheel.name
+    bundle, pub = quickstart_inputs(tmp_path)
+
+    # Debian's aarch64 Python, run by qemu-aarch64 with the unpacked packages as its root (-L)
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "debs").mkdir(parents=True)
+    got = run(["apt-get", "download", "-q", *ARM64_RUNTIME_DEBS], cwd=sysroot / "debs", timeout=300)
+    assert got.returncode == 0, tail(got)
+    for deb in (sysroot / "debs").glob("*.deb"):
+        unpacked = run(["dpkg-deb", "-x", deb, sysroot])
+        assert unpacked.returncode == 0, tail(unpacked)
+    apy = ["qemu-aarch64", "-L", sysroot, sysroot / "usr/bin" / f"python{PYVER}", "-s", "-P"]
+    covered.check_controls(apy)
+
+    # the wheel and its dependencies for aarch64, by this machine's pip (pip itself does not run here)
+    site = tmp_path / "site"
+    plats = [a for p in ("manylinux_2_34", "manylinux_2_28", "manylinux_2_27", "manylinux2014")
+             for a in ("--platform", f"{p}_aarch64")]
+    installed = covered.inside(sys.executable, "-m", "pip", "install", "-q", "--target", site, *plats,
+                               "--implementation", "cp", "--python-version", PYVER, "--only-binary", ":all:",
+                               wheel, timeout=600)
+    assert installed.returncode == 0, tail(installed)
+
+    ran = covered.inside(*apy, tmp_path / "quickstart.py", bundle, pub, TEXT, PYTHONPATH=str(site))
+    out = check_quickstart(ran, site)
+    assert out["native"].endswith("-aarch64-linux-gnu.so"), out["native"]
+
+    check_plain_wheel(covered, raw, apy, PYTHONPATH=str(site))
