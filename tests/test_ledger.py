@@ -302,7 +302,7 @@ def test_keyring_backend_supplies_and_keeps_the_key(path, monkeypatch):
     monkeypatch.setitem(sys.modules, "keyring.backends", backends)
     monkeypatch.setitem(sys.modules, "keyring.backends.fail", fail_mod)
     Ledger(path, budget=2.0).charge(1.5)
-    assert len(store) == 1
+    assert len([u for _, u in store if u.startswith("ledger:")]) == 1  # one key (and a rollback record)
     assert Ledger(path).spent()[0] == 1.5
     kr.get_keyring = lambda: FailKeyring()
     with pytest.raises(LedgerError, match="keyring"):
@@ -466,3 +466,55 @@ def test_a_file_bound_to_the_unresolved_path_is_still_read_and_rebound(tmp_path,
     assert led.spent()[0] == 1.0
     led.charge(1.0)                                           # rewritten, now bound to the real path
     assert Ledger(real / "budget.ledger", key=KEY).spent()[0] == 2.0
+
+
+def _fake_keyring(monkeypatch) -> dict:
+    """An in-memory keyring backend installed as the ``keyring`` module; returns its store."""
+    store: dict = {}
+    fail_mod = types.ModuleType("keyring.backends.fail")
+    fail_mod.Keyring = type("FailKeyring", (), {"priority": 0})
+    backends = types.ModuleType("keyring.backends")
+    backends.fail = fail_mod
+    kr = types.ModuleType("keyring")
+    kr.backends = backends
+    kr.get_keyring = lambda: types.SimpleNamespace(priority=5)
+    kr.get_password = lambda service, user: store.get((service, user))
+    kr.set_password = lambda service, user, pw: store.__setitem__((service, user), pw)
+    monkeypatch.setitem(sys.modules, "keyring", kr)
+    monkeypatch.setitem(sys.modules, "keyring.backends", backends)
+    monkeypatch.setitem(sys.modules, "keyring.backends.fail", fail_mod)
+    return store
+
+
+def test_with_a_keyring_an_older_copy_restored_over_the_ledger_is_refused(path, monkeypatch):
+    _fake_keyring(monkeypatch)
+    led = Ledger(path, budget=5.0, key=KEY)
+    led.charge(1.0)
+    old = path.read_bytes()                       # an authentic copy after the first spend
+    led.charge(3.0)
+    path.write_bytes(old)                         # restored: 4 spent becomes 1
+    with pytest.raises(LedgerError, match="older copy was restored"):
+        Ledger(path, key=KEY)
+    with pytest.raises(LedgerError, match="older copy"):
+        led.charge(3.0)                           # an open ledger re-reads the file: refused too
+
+
+def test_with_a_keyring_a_deleted_ledger_is_not_silently_restarted(path, monkeypatch):
+    _fake_keyring(monkeypatch)
+    Ledger(path, budget=5.0, key=KEY).charge(4.0)
+    path.unlink()
+    with pytest.raises(LedgerError, match="deleted"):
+        Ledger(path, budget=5.0, key=KEY)
+
+
+def test_with_a_keyring_a_crash_before_the_record_is_accepted(path, monkeypatch):
+    store = _fake_keyring(monkeypatch)
+    led = Ledger(path, budget=5.0, key=KEY)
+    led.charge(1.0)
+    stale = dict(store)
+    led.charge(1.0)
+    store.clear()
+    store.update(stale)                           # the file was renamed, the keyring write never happened
+    assert Ledger(path, key=KEY).spent()[0] == 2.0
+    led.charge(1.0)                               # and re-recorded
+    assert Ledger(path, key=KEY).spent()[0] == 3.0

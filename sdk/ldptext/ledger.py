@@ -67,7 +67,14 @@ total. A charge therefore costs the same whatever the ledger's history (no re-su
 stays small. :meth:`Ledger.receipts` returns the kept window only; :meth:`Ledger.spent` and ``len``
 cover every release.
 
-Not protected (needs storage the device owner cannot rewind): deleting the ledger file, or replacing
+Rollback. Where the ``keyring`` extra is importable with a usable OS backend, every write also
+records the ledger's id, its generation (one more per write) and the SHA-256 of the file in the
+keyring, under the ledger's real path; a read then refuses (:class:`~ldptext.errors.LedgerError`) a
+file older than that record (an older authentic copy restored over the ledger), a different file of
+the same generation, and a new ledger where the record says one existed (the file was deleted). A
+file newer than the record (a crash between the file's rename and the keyring write) is accepted and
+re-recorded. Not protected without a keyring backend (needs storage the device owner cannot
+rewind), nor against a user who can also edit the OS keyring: deleting the ledger file, or replacing
 it by an older authentic copy of the same ledger, resets the record to that point. ``create=False``
 refuses to start a new ledger when the file is missing; apps should set it after the first run.
 """
@@ -76,6 +83,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import glob
+import hashlib
 import json
 import math
 import numbers
@@ -229,6 +237,19 @@ def _keyring_key(path: Path, create: bool, given: Path | None = None) -> bytes:
     return key
 
 
+def _usable_keyring():
+    """The ``keyring`` module when it is importable with a usable backend, else ``None``."""
+    try:
+        import keyring
+        from keyring.backends import fail
+        backend = keyring.get_keyring()
+    except Exception:  # not installed, or a backend that fails to start: no rollback record
+        return None
+    if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 1) <= 0:
+        return None
+    return keyring
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -337,6 +358,9 @@ class Ledger:
             else:
                 if not create:
                     raise LedgerError(f"ledger {self.path} does not exist (create=False)")
+                if self._recorded() is not None:
+                    raise LedgerError(f"ledger {self.path} is missing but the OS keyring records that it "
+                                      f"existed: it was deleted; refusing to start a new budget")
                 if want_eps is None:
                     raise LedgerError("budget= is required to create a ledger")
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -562,6 +586,7 @@ class Ledger:
             self._validate(state)
         except (ValueError, KeyError, TypeError):
             raise LedgerError(f"ledger {self.path} has an invalid structure") from None
+        self._check_rollback(state, blob)
         return state
 
     def _decrypt(self, body: bytes, aad: bytes, framed: bytes | None) -> bytes:
@@ -603,6 +628,55 @@ class Ledger:
             write_bytes_atomic(self.path, blob, checkpoint=_crash_point)
         except OSError as e:
             raise LedgerError(f"cannot write ledger {self.path}: {e.strerror}") from None
+        self._record(state, blob)
+
+    # -- rollback record in the OS keyring (see "Rollback" in the module docstring) ---------------
+    def _record_user(self) -> str:
+        return f"state:{self.path}"
+
+    def _recorded(self) -> tuple[str, int, str] | None:
+        """(ledger id, generation, file SHA-256) last recorded in the keyring, or None."""
+        keyring = _usable_keyring()
+        if keyring is None:
+            return None
+        try:
+            stored = keyring.get_password(KEYRING_SERVICE, self._record_user())
+        except Exception as e:  # keyring backends raise their own types
+            raise LedgerError(f"cannot read the ledger's rollback record in the OS keyring "
+                              f"({type(e).__name__})") from None
+        if stored is None:
+            return None
+        try:
+            ledger_id, generation, digest = stored.split(":")
+            return ledger_id, int(generation), digest
+        except ValueError:
+            raise LedgerError("the ledger's rollback record in the OS keyring is malformed") from None
+
+    def _record(self, state: dict, blob: bytes) -> None:
+        keyring = _usable_keyring()
+        if keyring is None:
+            return
+        value = f"{state['ledger_id']}:{int(state['generation'])}:{hashlib.sha256(blob).hexdigest()}"
+        try:
+            keyring.set_password(KEYRING_SERVICE, self._record_user(), value)
+        except Exception as e:
+            # the spend is on disk; failing here withholds the output, the safe side
+            raise LedgerError(f"cannot update the ledger's rollback record in the OS keyring "
+                              f"({type(e).__name__})") from None
+
+    def _check_rollback(self, state: dict, blob: bytes) -> None:
+        recorded = self._recorded()
+        if recorded is None:
+            return
+        ledger_id, generation, digest = recorded
+        current = int(state["generation"])
+        if ledger_id != state["ledger_id"]:
+            raise LedgerError(f"ledger {self.path} is not the ledger the OS keyring records at this path "
+                              f"(replaced); refusing to use it")
+        if current < generation or (current == generation and hashlib.sha256(blob).hexdigest() != digest):
+            raise LedgerError(f"ledger {self.path} is older than the state the OS keyring records "
+                              f"(generation {current} < {generation}, or a different file of the same "
+                              f"generation): an older copy was restored; refusing to use it")
 
     def _remove_stale_temporaries(self) -> None:
         """Temporary files left by a writer that crashed (we hold the lock: none is live)."""
