@@ -1,5 +1,7 @@
-# make demo / make test set everything up from a fresh clone: a virtual environment, the
-# dependencies (torch first, as its CPU build, so nothing pulls a CUDA build), the C extension.
+# make demo / make test set everything up from a fresh clone: the Debian packages of the C library
+# (scripts/system-deps.sh core), a virtual environment, the dependencies (torch first, pinned, so that
+# no extra resolves another build; where pip's index is plain PyPI that pin is a CUDA build on Linux:
+# README "Install" says how to take the CPU one), the C extension.
 PY      ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
