@@ -252,6 +252,30 @@ def test_bundle_sign_refuses_relabelled_tem_parameters_even_with_force(signed, t
         B.sign_bundle(path, K.developer_key(), force=True)
 
 
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda m: m["params"].update(epsilon=1.5), "epsilon"),
+    (lambda m: (m["params"].update(epsilon=1.5),
+                m["privacy"].update(worst_case_token_epsilon=1.5 * 2.4)), "tables realise"),
+    (lambda m: m["privacy"].update(d_max=m["privacy"]["d_max"] / 2), "D_max"),
+])
+def test_a_trusted_signers_relabelled_tem_bundle_is_refused_at_load(signed, tmp_path, edit, fragment):
+    """Re-signed with the trusted key without the sign-time check: the load runs it anyway."""
+    from ldptext import bundle as B
+    from ldptext import keys as K
+    from ldptext.errors import ParameterMismatchError
+    path = _edited(signed, tmp_path / "e.ldpb", edit)
+    b, _ = B.open_unverified(path)
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
+    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
+    manifest = {k: v for k, v in b.manifest.items() if k not in ("format", "format_version", "mechanism", "arrays")}
+    B.write_bundle(path, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
+                   sign_key=K.developer_key())
+    B.read_bundle(path)                                # validly signed by the trusted key
+    for backend in ("fallback", "native"):
+        with pytest.raises(ParameterMismatchError, match=fragment):
+            TEMSanitizer.load(path, backend=backend)
+
+
 def test_bundle_sign_refuses_a_gamma_that_is_not_betas_threshold(tmp_path, emb):
     from ldptext import bundle as B
     from ldptext import keys as K

@@ -272,11 +272,20 @@ class TokenRuntime(_runtime.Closable):
         Raises
         ------
         BundleError
-            A ``BundleError`` subclass names the failed check (wrong mechanism included).
+            A ``BundleError`` subclass names the failed check (wrong mechanism included); a stated
+            parameter the arrays do not realise is a ``ParameterMismatchError``.
         """
         bundle = _runtime.open_bundle(path, mechanisms=cls.MECHANISMS, trusted_keys=trusted_keys,
                                       allow_unsigned=allow_unsigned, expect=expect)
-        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
+        san = cls(bundle, seed=seed, backend=backend, ledger=ledger)
+        try:
+            # the stated parameters against what the arrays realise, at every load: a trusted
+            # signer's wrong number must not pass a device (the check `bundle sign` runs)
+            san.check_parameters()
+        except BaseException:
+            san.close()
+            raise
+        return san
 
     # -- what a subclass supplies -------------------------------------------------------------
     @property
