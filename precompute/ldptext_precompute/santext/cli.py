@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ldptext.commands.keys import add_signing_options, signing_from_args
@@ -84,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
         p=args.p, w=args.w, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
         head_size=args.head_size, tail_clusters=args.tail_clusters,
         **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
-        progress=sys.stderr.isatty())
+        progress=True)
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..progress import Progress
 from .clusters import DEFAULT_CLUSTERS, tail_clusters
 
 #: Alias-table head size K of a new bundle. 32: on MiniLM WordPiece (30,522 tokens) both smaller and
@@ -191,7 +192,7 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     block : int
         Rows per distance product.
     progress : bool
-        Show a progress bar.
+        Show progress on stderr (:mod:`ldptext_precompute.progress`: a bar on a terminal, else status lines).
 
     Returns
     -------
@@ -246,10 +247,7 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
     not_out_t = xp.asarray(~col_is_out)
     out_ids_t = xp.asarray(cols.astype(np.int64))
 
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=n_rows, desc="neighbours", unit="row", leave=False)
+    bar = Progress(n_rows, "santext neighbours", unit="row", enabled=progress, leave=False)
     for start in range(0, n_rows, block):
         stop = min(start + block, n_rows)
         sq_a = sq[start:stop]
@@ -269,10 +267,8 @@ def compute_neighbours(vectors: np.ndarray, outputs: np.ndarray, valid_input: np
             for c in range(n_groups):
                 if bounds[c + 1] > bounds[c]:
                     cluster_d2[start:stop, c] = xp.slice_min(d2, int(bounds[c]), int(bounds[c + 1])) - err
-        if bar is not None:
-            bar.update(stop - start)
-    if bar is not None:
-        bar.close()
+        bar.update(stop - start)
+    bar.close()
 
     tail_floor = np.where(np.isfinite(tail_d2), _root_below(tail_d2), 0.0)
     cluster_floor = _root_below(cluster_d2)  # the same bound per cluster
