@@ -3,6 +3,7 @@ stages, resumable pipeline, CLI (issue 3 properties 4–6). CPU only, seconds.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,12 +241,17 @@ def test_cli_builds_from_a_local_model_directory(tmp_path):
                         "--steps", "4", "--threads", "1", "--unsigned", "--eval-every", "2", "--save-every", "2",
                         "--warmup-steps", "1", "--dropout", "0", "--log-file", str(tmp_path / "train.log"),
                         "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "LDPTEXT_PROGRESS_INTERVAL": "0"})
     assert r.returncode == 0, r.stderr[-2000:]
     info = json.loads(r.stdout)
     assert info["clip"] == 0.3 and info["n_pruned"] == 0 and out.is_file()
     log = (tmp_path / "train.log").read_text(encoding="utf-8")
     assert "eval stage=base step=2 " in log and "eval stage=base step=4 " in log and "bundle written" in log
+    # stderr is a pipe, not a terminal: plain status lines with counts and an estimate, no tqdm redraws
+    assert "ldptext: dpbart stage 1/2 base (denoising AE): step 1/4 (25%)" in r.stderr
+    assert "about " in r.stderr and "ldptext: dpbart stage 1/2 base (denoising AE): done, 4 steps" in r.stderr
+    assert "exporting the ONNX graphs and quantizing them to int8" in log
 
 
 def test_cli_rejects_pr_plus_without_epsilon(tmp_path):

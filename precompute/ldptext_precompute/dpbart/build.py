@@ -319,7 +319,8 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
     work_dir : Path
         Stage checkpoints.
     progress : bool
-        Progress bars.
+        Training progress on stderr (:mod:`ldptext_precompute.progress`: a bar on a terminal, else
+        status lines with an estimate).
     log : callable
         Receives one line per event.
     eval_ids : list of list of int or None
@@ -355,10 +356,11 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             break
     done = set(names[: names.index(state.stage) + 1]) if state.stage in names else set()
     base_steps = cfg.steps if cfg.base_steps is None else cfg.base_steps
-    for name in names:
+    for index, name in enumerate(names, 1):
         if name in done:
             continue
         t0 = time.time()
+        stage = f"dpbart stage {index}/{len(names)}"  # which of the stages, for the progress label
         snap = ck.load_partial(name)
         if snap is not None:
             log(f"resuming stage {name} at step {snap['step']}")
@@ -374,9 +376,9 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             if base_steps > 0:
                 state.losses["base"] = train_stage(
                     adapter, train_ids, cfg.seq_len, steps=base_steps, clip=TRAIN_CLIP, batch_size=cfg.batch_size,
-                    lr=cfg.lr, seed=_batch_seed(cfg), desc="base (denoising AE)", progress=progress, device=device,
-                    freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
-                    warmup_steps=cfg.warmup_steps, hooks=hooks)
+                    lr=cfg.lr, seed=_batch_seed(cfg), desc=f"{stage} base (denoising AE)", progress=progress,
+                    device=device, freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult,
+                    corrupt=cfg.corrupt, warmup_steps=cfg.warmup_steps, hooks=hooks)
         elif name == "clip":
             stats = estimate_clip(adapter, train_ids, cfg.seq_len, device=device)
             state.clip_stats = stats
@@ -392,7 +394,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=TRAIN_CLIP, pruned=state.pruned,
                 batch_size=cfg.batch_size, lr=cfg.lr, seed=_batch_seed(cfg) + r,
-                desc=f"prune round {r} ({len(state.pruned)} pruned)", progress=progress, device=device,
+                desc=f"{stage} prune round {r} ({len(state.pruned)} pruned)", progress=progress, device=device,
                 freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult, corrupt=cfg.corrupt,
                     warmup_steps=cfg.warmup_steps, hooks=hooks)
         elif name.startswith("prplus"):
@@ -400,7 +402,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             state.losses[name] = train_stage(
                 adapter, train_ids, cfg.seq_len, steps=cfg.steps, clip=state.clip, pruned=final_pruned(cfg, state),
                 noise=TrainNoise(cfg.mechanism, scale), batch_size=cfg.batch_size, lr=cfg.lr, corrupt=0.0,
-                seed=cfg.seed + 1000, desc=f"pr+ noisy training (ε={cfg.epsilon:g})", progress=progress,
+                seed=cfg.seed + 1000, desc=f"{stage} pr+ noisy training (ε={cfg.epsilon:g})", progress=progress,
                 device=device, freeze_encoder=cfg.freeze_encoder, cross_lr_mult=cfg.cross_lr_mult,
                 warmup_steps=cfg.warmup_steps, hooks=hooks)
         state.stage = name
@@ -953,7 +955,8 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
     sentences : list of str or None
         Public sentences already in memory; default the corpus ``cfg.public_corpus``.
     progress : bool
-        Progress bars for training.
+        Training progress on stderr (:mod:`ldptext_precompute.progress`: a bar on a terminal, else
+        status lines with an estimate).
     log : callable
         Receives one line per event.
     eval_every, save_every, should_stop
@@ -995,8 +998,11 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
                         eval_every=eval_every, save_every=save_every, should_stop=should_stop)
     config = bundle_config(adapter, cfg, state)
     t_export = time.time()
+    # export and checks have no step count; a line each so a log shows which phase is running
+    log("exporting the ONNX graphs" + (f" and quantizing them to {cfg.quantize}" if cfg.quantize else ""))
     with tempfile.TemporaryDirectory(prefix="ldptext-dpbart-") as tmp:
         graphs = export_graphs(adapter, Path(tmp), seq_len=cfg.seq_len, quantize=cfg.quantize)
+        log("checking the ONNX graphs against PyTorch and measuring reconstruction BLEU")
         checks = onnx_checks(adapter, graphs, config, data.eval_ids[:16])
         bleu = reconstruction_bleu(adapter, data.eval_ids, cfg.seq_len, config.clip, config.pruned,
                                    config.max_output_tokens)

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         path, summary = build_dpbart_bundle(args.out, cfg, **signing_from_args(args),
-                                            work_dir=args.work_dir, progress=sys.stderr.isatty(), log=log,
+                                            work_dir=args.work_dir, progress=True, log=log,
                                             eval_every=args.eval_every, save_every=args.save_every,
                                             should_stop=lambda: stop["requested"])
     except TrainingInterrupted as e:

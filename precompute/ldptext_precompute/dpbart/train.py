@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..progress import Progress
 from .model import Seq2SeqAdapter, content_capacity, encoder_input
 
 
@@ -228,6 +229,7 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
     desc : str
         Progress-bar label.
     progress : bool
+        Show progress on stderr with an estimate (:mod:`ldptext_precompute.progress`).
     device : torch.device or None
     freeze_encoder : bool
         Train the decoder only.
@@ -250,8 +252,6 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
     TrainingInterrupted
         ``hooks.should_stop()`` became true; the state was saved first (``hooks.save``).
     """
-    from tqdm.auto import tqdm
-
     device = device or device_for_training()
     model = adapter.model.to(device).train()
     # optional: keep the (public, pretrained) encoder fixed and train only the decoder: ~2x cheaper steps
@@ -273,8 +273,8 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
     if hooks.resume is not None:
         start = _restore(hooks.resume, model, opt, sched, g, device)
         losses = list(hooks.resume["losses"])
-    bar = tqdm(range(start, steps), desc=desc, disable=not progress, dynamic_ncols=True, initial=start, total=steps)
-    for step in bar:
+    bar = Progress(steps, desc, unit="step", enabled=progress, initial=start)
+    for step in range(start, steps):
         idx = torch.randint(len(contents), (batch_size,), generator=g).tolist()
         b = {k: v.to(device) for k, v in make_batch(adapter, [contents[i] for i in idx], seq_len,
                                                     corrupt=corrupt, generator=g).items()}
@@ -293,6 +293,7 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
         sched.step()
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        bar.update()
         done = step + 1
         if hooks.eval_every and hooks.evaluate is not None and (done % hooks.eval_every == 0 or done == steps):
             model.eval()
@@ -303,10 +304,12 @@ def train_stage(adapter: Seq2SeqAdapter, contents: list[list[int]], seq_len: int
             if hooks.save is not None and (stop or (hooks.save_every and done % hooks.save_every == 0)):
                 hooks.save(_snapshot(done, model, opt, sched, g, losses))
             if stop:
+                bar.close(finished=False)
                 for p in adapter.encoder().parameters():
                     p.requires_grad_(True)
                 model.eval()
                 raise TrainingInterrupted(done)
+    bar.close()
     for p in adapter.encoder().parameters():
         p.requires_grad_(True)
     model.eval()
