@@ -335,6 +335,8 @@ export class LdpText {
       ratio_slack: 2 * tolerance,
       kept_in_clear_probability: plus ? 1.0 - p : null,
       seeded: mod.HEAP32[(ptr + L.seeded) >> 2] !== 0,
+      // what sampled, as Python's PrivacyReport names it: here always the C library (in wasm)
+      backend: 'libldptext',
     };
   }
 
