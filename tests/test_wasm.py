@@ -13,6 +13,12 @@ ES module ldptext-web.js, in node and in headless Chromium.
   (tests/web/check.html), then the example page (examples/web/) driven like a user: type, click
   "Sanitize & upload", read the sanitized text, the report and the would-be upload.
 * the web-sized bundle: the one precompute command of the README, at most 10 MB.
+* pins (options.expect, Python's BundleExpectation) in node and in the page: an app that pins
+  epsilon_max 3 is refused an eps = 10 bundle of the same trusted signer and opens the eps = 2 one;
+  every pin refuses exactly where the Python runtime does, with its LDP_E_EXPECT_* code, the pin's
+  name and Python's message; malformed pins are refused as Python refuses them; and the
+  "relabelled" bundle (eps = 10 tables, a manifest saying 3, re-signed by the same trusted key) is
+  refused with LDP_E_PARAMETER_MISMATCH, pinned or not.
 
 The C unit tests and the byte-for-byte cross check in wasm are ``make -C native/wasm test``.
 Skipped, with the reason, only when emcc, node or chromium are absent; with LDPTEXT_REQUIRE_WASM=1
@@ -39,6 +45,7 @@ import pytest
 
 from conftest import build_tiny_bundle, load_seeded
 from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
+from test_santext_check import KEY as PIN_SIGNER, relabelled, set_epsilon
 
 ROOT = Path(__file__).resolve().parents[1]
 WASM_BUILD = ROOT / "native" / "build" / "wasm"
@@ -132,9 +139,9 @@ def _header_end(data: bytes) -> int:
     return 8 + int.from_bytes(data[:8], "little")
 
 
-def python_ops(path: Path, seed: int, ops: list) -> list:
+def python_ops(path: Path, seed: int, ops: list, **load) -> list:
     """What the Python runtime returns for the ops, on a fresh sanitizer seeded with `seed`."""
-    san = load_seeded(path, seed=seed)
+    san = load_seeded(path, seed=seed, **load)
     out = []
     for op, arg in ops:
         if op == "sanitize":
@@ -259,12 +266,98 @@ def fixtures(tmp_path_factory, dev_key, clib, web_bundle):
                   "keys": [_b64(bytes(31))]})
     expected["refuse a malformed key"] = -1  # LDP_E_ARG, before the C library is called
 
+    pins = pin_cases(d, clib, cases, expected)
+
     spec = {"cases": cases, "rounds": 2,
             "random": {"bundle": "tiny-santext+.ldpb", "keys": trusted,
                        "text": " ".join(f"w{i % 60}" for i in range(40))},
             "example": {"url": "/", "text": EXAMPLE_TEXT}}
     (d / "spec.json").write_text(json.dumps(spec))
-    return {"dir": d, "expected": expected, "bundles": bundles, "refused": refused}
+    return {"dir": d, "expected": expected, "bundles": bundles, "refused": refused, "pins": pins}
+
+
+# native/include/ldptext.h
+E_ARG, E_PARAMETER_MISMATCH = -1, -100
+E_EXPECT = {"mechanism": -101, "min_format_version": -102, "bundle_id": -103,
+            "epsilon_min": -104, "epsilon_max": -104}
+PIN_TEXT = "w1 w2 w3 w4 w5"
+
+
+def pin_cases(d: Path, clib: LibLdptext, cases: list, expected: dict) -> dict:
+    """Cases of options.expect, added to `cases` / `expected`, over bundles of one trusted signer
+    (test_santext_check's key): eps = 2 and eps = 10 SanText+ bundles and the relabelled eps = 10
+    one. Each case's outcome is the Python runtime's for the same pins; returns, per refused case,
+    what the error must say: {"error", "pin", "message"} (message: Python's, for unmet pins)."""
+    from ldptext import bundle as B
+    from ldptext import keys
+    from ldptext.errors import BundleExpectationError, ParameterError, ParameterMismatchError
+
+    pub = PIN_SIGNER.public_key()
+    raw = keys.public_bytes(pub)
+    eps2 = build_tiny_bundle(d / "pin-eps2.ldpb", mechanism="santext+", epsilon=2.0, sign_key=PIN_SIGNER)
+    eps10 = build_tiny_bundle(d / "pin-eps10.ldpb", mechanism="santext+", epsilon=10.0, sign_key=PIN_SIGNER)
+    lie = relabelled(eps10, d / "pin-relabelled.ldpb", set_epsilon(3.0))
+    B.read_bundle(lie, trusted_keys=[pub])  # signature and hashes valid: only the numbers lie
+    rc, b = clib.open(lie, [raw])
+    assert rc == E_PARAMETER_MISMATCH, rc
+    id2 = B.read_bundle(eps2, trusted_keys=[pub]).bundle_id
+    ops = [["sanitize", PIN_TEXT]]
+    outputs = {p: python_ops(p, SEED, ops, trusted_keys=[pub]) for p in (eps2, eps10)}
+
+    table = [  # (label, bundle, pins, what the web wrapper must do: 0 opens, else (code, pin))
+        ("epsilon_max 3, eps 10", eps10, {"epsilon_max": 3}, (-104, "epsilon_max")),
+        ("epsilon_max 3, eps 2", eps2, {"epsilon_max": 3}, 0),
+        ("epsilon_max 10 (inclusive)", eps10, {"epsilon_max": 10}, 0),
+        ("epsilon_min 10.5", eps10, {"epsilon_min": 10.5}, (-104, "epsilon_min")),
+        ("epsilon_min 2.5, eps 2", eps2, {"epsilon_min": 2.5, "epsilon_max": 20}, (-104, "epsilon_min")),
+        ("epsilon in [1, 20]", eps10, {"epsilon_min": 1, "epsilon_max": 20}, 0),
+        ("mechanism list", eps10, {"mechanism": ["santext+", "santext"]}, 0),
+        ("mechanism santext or tem", eps10, {"mechanism": ["tem", "santext"]}, (-101, "mechanism")),
+        ("mechanism before epsilon", eps10, {"mechanism": "santext", "epsilon_max": 3}, (-101, "mechanism")),
+        ("min_format_version 1", eps10, {"min_format_version": 1}, 0),
+        ("min_format_version 2", eps10, {"min_format_version": 2}, (-102, "min_format_version")),
+        ("format before bundle id", eps10, {"min_format_version": 2, "bundle_id": id2},
+         (-102, "min_format_version")),
+        ("bundle_id of eps 2", eps2, {"bundle_id": id2}, 0),
+        ("bundle_id of eps 2 on eps 10", eps10, {"bundle_id": id2}, (-103, "bundle_id")),
+        ("bundle id before epsilon", eps10, {"bundle_id": "0" * 64, "epsilon_max": 3}, (-103, "bundle_id")),
+        ("no pins (null)", eps10, None, 0),
+        ("relabelled", lie, None, (E_PARAMETER_MISMATCH, None)),
+        ("relabelled, epsilon_max 3", lie, {"epsilon_max": 3}, (E_PARAMETER_MISMATCH, None)),
+    ]
+    # every mechanism name Python knows: the wrapper's list must be the same
+    table += [(f"mechanism {m}", eps10, {"mechanism": m}, 0 if m == "santext+" else (-101, "mechanism"))
+              for m in B.MECHANISMS]
+    # malformed pins: refused before the bundle is read, as Python's ParameterError
+    table += [(f"malformed {json.dumps(p)}", eps2, p, (E_ARG, None)) for p in (
+        {"epsilon": 3}, {"epsilon_max": 0}, {"epsilon_max": -1}, {"epsilon_max": True},
+        {"epsilon_max": "3"}, {"epsilon_min": 3, "epsilon_max": 2}, {"bundle_id": id2.upper()},
+        {"bundle_id": id2[:63]}, {"min_format_version": 0}, {"min_format_version": 1.5},
+        {"mechanism": []}, {"mechanism": "bogus"}, {"mechanism": ["santext", 7]})]
+
+    refusals = {}
+    for label, path, pins, want in table:
+        name = f"pin: {label}"
+        try:
+            got = load_seeded(path, seed=SEED, trusted_keys=[pub], expect=pins)
+        except (BundleExpectationError, ParameterError, ParameterMismatchError) as e:
+            got = e
+        if want == 0:
+            assert not isinstance(got, Exception), (label, got)
+            got.close()
+            expected[name] = outputs[path]
+        else:
+            code, pin = want
+            kind = {E_ARG: ParameterError, E_PARAMETER_MISMATCH: ParameterMismatchError}.get(
+                code, BundleExpectationError)
+            assert isinstance(got, kind), (label, got)
+            expected[name] = code
+            refusals[name] = {"error": "LdpTextExpectationError" if pin else "LdpTextError", "pin": pin,
+                              "message": str(got) if pin else None}
+        cases.append({"name": name, "bundle": path.name, "keys": [_b64(raw)], "seed": SEED,
+                      "expect": pins, "ops": ops})
+    return refusals
+
 
 
 # ---- shared assertions ------------------------------------------------------------------------------
@@ -287,6 +380,12 @@ def check_results(results: dict, fixtures: dict) -> None:
             assert r["ok"], (name, r)
             values.append(r["value"])
         assert values == want, name  # text byte for byte, report field for field, ids
+
+    for name, want in fixtures["pins"].items():  # pins: which error, which pin, Python's words
+        got = by_name[name]
+        assert (got["error"], got["pin"]) == (want["error"], want["pin"]), (name, got)
+        if want["message"] is not None:
+            assert got["message"] == want["message"], (name, got)
 
     bad = [r for r in by_name["bad input"]["results"]]
     assert [r.get("code") for r in bad] == [-5, -5, -6, -6, -1]

@@ -14,6 +14,12 @@
  * publisher's raw Ed25519 public keys (32 bytes, or the base64 of `ldptext keys generate`'s .pub
  * file): ship them with the app's code, never next to the bundle.
  *
+ * Pins: a trusted signature says who made a bundle, not which of that publisher's bundles this app
+ * accepts. `options.expect` states it, with the keys and meaning of the Python runtime's
+ * `expect=` (BundleExpectation), checked by the C library after verification:
+ *   await LdpText.open(bytes, [PUBLISHER_KEY], { expect: { mechanism: 'santext+', epsilon_max: 3 } });
+ * An unmet pin throws LdpTextExpectationError (`pin` says which, `code` LDP_E_EXPECT_*).
+ *
  * Randomness: each sanitizer is a ChaCha20 stream keyed from crypto.getRandomValues (the C
  * library's /dev/urandom, which emscripten backs with it); without crypto.getRandomValues nothing
  * starts. `options.seed` makes a reproducible sanitizer for tests: its output is NOT private.
@@ -34,8 +40,22 @@ export const LDP_E_UNSIGNED = -42;
 export const LDP_E_UNTRUSTED_KEY = -43;
 export const LDP_E_BAD_SIGNATURE = -44;
 export const LDP_E_ARRAY_HASH = -68;
+/* a stated eps, eps0, p or D_max that the bundle's tables do not realise (refused at open) */
+export const LDP_E_PARAMETER_MISMATCH = -100;
+/* the application's pins (options.expect), checked after verification: LdpTextExpectationError */
+export const LDP_E_EXPECT_MECHANISM = -101;
+export const LDP_E_EXPECT_FORMAT = -102;
+export const LDP_E_EXPECT_BUNDLE_ID = -103;
+export const LDP_E_EXPECT_EPSILON = -104;
 
 const MECHANISMS = { 1: 'santext', 2: 'santext+' };
+/* The mechanism names a pin may give: Python's ldptext.bundle.MECHANISMS, so that an expectation
+ * written for the Python runtime means the same here. Only SanText and SanText+ bundles open in
+ * this library (they have a bit of ldp_expect.mechanisms); a pin that names only others refuses
+ * every bundle, as the Python SanText loader does. */
+const PIN_MECHANISMS = ['santext', 'santext+', 'dpbart', 'tem', 'custext', 'custext+', 'cmp', 'mahalanobis'];
+const MECHANISM_BITS = { santext: 1 << 1, 'santext+': 1 << 2 }; // LDP_EXPECT_SANTEXT(_PLUS)
+const PIN_KEYS = ['mechanism', 'epsilon_min', 'epsilon_max', 'bundle_id', 'min_format_version'];
 
 /** An error of the C library (`code`: its LDP_E_* value, `message`: ldp_strerror) or of this module. */
 export class LdpTextError extends Error {
@@ -43,6 +63,17 @@ export class LdpTextError extends Error {
     super(message);
     this.name = 'LdpTextError';
     this.code = code;
+  }
+}
+
+/** A verified bundle that is not one the application pinned (options.expect): Python's
+ * BundleExpectationError. `pin` names the unmet pin ('mechanism', 'min_format_version',
+ * 'bundle_id', 'epsilon_min' or 'epsilon_max'), `code` is LDP_E_EXPECT_*. */
+export class LdpTextExpectationError extends LdpTextError {
+  constructor(code, message, pin) {
+    super(code, message);
+    this.name = 'LdpTextExpectationError';
+    this.pin = pin;
   }
 }
 
@@ -157,6 +188,116 @@ function bundleInfo(mod, bundle, scratch) {
   }
 }
 
+/* Python's repr() of a mechanism name and its '{:g}' of a float, so that a refusal reads as the Python
+ * runtime's does for the same pin. */
+const pyRepr = (s) => `'${s}'`;
+function formatG(x) {
+  if (x === 0 || !Number.isFinite(x)) return String(x);
+  const exp = Math.floor(Math.log10(Math.abs(Number(x.toPrecision(6)))));
+  if (exp < -4 || exp >= 6) {
+    const [mant, e] = x.toExponential(5).split('e');
+    const m = mant.includes('.') ? mant.replace(/\.?0+$/, '') : mant;
+    const n = Number(e);
+    return `${m}e${n < 0 ? '-' : '+'}${String(Math.abs(n)).padStart(2, '0')}`;
+  }
+  return String(Number(x.toPrecision(6)));
+}
+
+/* options.expect checked as Python's BundleExpectation checks its fields, before the bundle is
+ * read (a malformed pin is the caller's bug, whatever the bundle): null/undefined for no pins, else
+ * the pins with `mechanism` made a sorted list. Refusals are LDP_E_ARG (Python: ParameterError).
+ * The C library has its own checks, but it reads 0 as "no pin" where Python refuses 0. */
+function expectationOf(expect) {
+  if (expect === undefined || expect === null) return null;
+  if (typeof expect !== 'object' || Array.isArray(expect)) {
+    throw new LdpTextError(LDP_E_ARG, 'options.expect must be an object of pins or null');
+  }
+  const unknown = Object.keys(expect).filter((k) => !PIN_KEYS.includes(k)).sort();
+  if (unknown.length) {
+    throw new LdpTextError(LDP_E_ARG, `unknown expect key(s) ${JSON.stringify(unknown.slice(0, 5))}; ` +
+      `known: ${JSON.stringify([...PIN_KEYS].sort())}`);
+  }
+  const given = (k) => expect[k] !== undefined && expect[k] !== null;
+  const pins = {};
+  if (given('mechanism')) {
+    const m = typeof expect.mechanism === 'string' ? [expect.mechanism] : expect.mechanism;
+    if (!Array.isArray(m) || m.length === 0 || m.some((x) => !PIN_MECHANISMS.includes(x))) {
+      throw new LdpTextError(LDP_E_ARG, `expected mechanism must be among ${PIN_MECHANISMS.join(', ')}`);
+    }
+    pins.mechanism = [...m].sort(); // as Python's tuple(sorted(...)): its message lists them so
+  }
+  for (const k of ['epsilon_min', 'epsilon_max']) {
+    if (!given(k)) continue;
+    const v = expect[k];
+    if (typeof v !== 'number' || !Number.isFinite(v) || !(v > 0)) {
+      throw new LdpTextError(LDP_E_ARG, `${k} must be a positive finite number`);
+    }
+    pins[k] = v;
+  }
+  if (pins.epsilon_min !== undefined && pins.epsilon_max !== undefined && pins.epsilon_min > pins.epsilon_max) {
+    throw new LdpTextError(LDP_E_ARG, 'epsilon_min is larger than epsilon_max');
+  }
+  if (given('bundle_id')) {
+    if (typeof expect.bundle_id !== 'string' || !/^[0-9a-f]{64}$/.test(expect.bundle_id)) {
+      throw new LdpTextError(LDP_E_ARG, 'bundle_id must be 64 lowercase hex digits (see `ldptext bundle verify`)');
+    }
+    pins.bundle_id = expect.bundle_id;
+  }
+  if (given('min_format_version')) {
+    const v = expect.min_format_version;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
+      throw new LdpTextError(LDP_E_ARG, 'min_format_version must be an integer >= 1');
+    }
+    pins.min_format_version = v;
+  }
+  return pins;
+}
+
+/* The C library's ldp_bundle_expect (through the scalar shim) on a verified bundle; an unmet pin
+ * throws LdpTextExpectationError worded as Python's, from `info` (ldp_bundle_info). */
+function checkExpectation(mod, bundle, pins, info) {
+  let rc;
+  let bits = 0;
+  if (pins.mechanism) for (const m of pins.mechanism) bits |= MECHANISM_BITS[m] || 0;
+  if (pins.mechanism && bits === 0) {
+    rc = LDP_E_EXPECT_MECHANISM; // only mechanisms this library never opens: 0 would mean "any" in C
+  } else {
+    let id = 0;
+    if (pins.bundle_id) {
+      id = mod._malloc(65);
+      if (!id) throw new LdpTextError(-2, 'out of memory');
+      mod.HEAPU8.set(encoder.encode(pins.bundle_id + '\0'), id);
+    }
+    try {
+      rc = mod._ldp_wasm_bundle_expect(bundle, bits, pins.epsilon_min || 0, pins.epsilon_max || 0, id,
+        pins.min_format_version || 0);
+    } finally {
+      mod._free(id);
+    }
+  }
+  switch (rc) {
+    case LDP_OK: return;
+    case LDP_E_EXPECT_MECHANISM:
+      throw new LdpTextExpectationError(rc, `bundle is for mechanism ${pyRepr(info.mechanism)}; the ` +
+        `application requires ${pins.mechanism.join(' or ')}`, 'mechanism');
+    case LDP_E_EXPECT_FORMAT:
+      throw new LdpTextExpectationError(rc, `bundle has format version ${info.format_version}; the ` +
+        `application requires >= ${pins.min_format_version}`, 'min_format_version');
+    case LDP_E_EXPECT_BUNDLE_ID:
+      throw new LdpTextExpectationError(rc, `bundle id ${info.bundle_id.slice(0, 16)}... is not the ` +
+        `pinned ${pins.bundle_id.slice(0, 16)}...`, 'bundle_id');
+    case LDP_E_EXPECT_EPSILON:
+      if (pins.epsilon_min !== undefined && info.epsilon < pins.epsilon_min) {
+        throw new LdpTextExpectationError(rc, `bundle epsilon ${formatG(info.epsilon)} is below the ` +
+          `required minimum ${formatG(pins.epsilon_min)}`, 'epsilon_min');
+      }
+      throw new LdpTextExpectationError(rc, `bundle epsilon ${formatG(info.epsilon)} exceeds the ` +
+        `required maximum ${formatG(pins.epsilon_max)}`, 'epsilon_max');
+    default:
+      check(mod, rc);
+  }
+}
+
 /* Frees what an LdpText holds if it is garbage-collected without close(). */
 const finalizer = typeof FinalizationRegistry === 'function'
   ? new FinalizationRegistry(({ mod, sanitizer, bundle, scratch }) => {
@@ -175,17 +316,25 @@ export class LdpText {
    * @param {ArrayBuffer|Uint8Array} bundle the .ldpb bytes (copied: may be reused afterwards)
    * @param {Array<Uint8Array|string>} trustedKeys the publisher's Ed25519 public keys (raw 32 bytes
    *   or base64); the bundle must be signed by one of them (an empty list refuses every bundle)
-   * @param {{seed?: number|bigint, wasmBinary?: Uint8Array, locateFile?: Function}} [options]
+   * @param {{seed?: number|bigint, expect?: object, wasmBinary?: Uint8Array, locateFile?: Function}} [options]
    *   seed: TESTS ONLY, a reproducible and NOT private sanitizer (the same seed as Python's
    *   `Sanitizer.load(..., seed=...)` gives the same output)
+   *   expect: the application's pins, Python's `expect=` (BundleExpectation) with the same keys and
+   *   meaning, checked after verification: mechanism ('santext', 'santext+' or a list of names),
+   *   epsilon_min / epsilon_max (inclusive bounds on the stated per-token epsilon), bundle_id (64
+   *   lowercase hex digits, `info.bundle_id`), min_format_version. A trusted signature says who
+   *   made a bundle; the pins say which of that publisher's bundles this app accepts.
    * @returns {Promise<LdpText>}
-   * @throws {LdpTextError} code and message of the check that failed (e.g. LDP_E_UNTRUSTED_KEY)
+   * @throws {LdpTextError} code and message of the check that failed (e.g. LDP_E_UNTRUSTED_KEY;
+   *   LDP_E_ARG for a malformed pin); {LdpTextExpectationError} (a subclass: `pin` names which) for
+   *   a verified bundle that does not meet options.expect
    */
   static async open(bundle, trustedKeys, options = {}) {
     const { mod, report } = await runtime(options);
     const own = bytesOf(bundle, 'bundle'); // copied into the wasm heap below, then verified there
     if (!Array.isArray(trustedKeys)) throw new TypeError('trustedKeys must be an array');
     const keys = trustedKeys.map(keyBytes);
+    const pins = expectationOf(options.expect);
     let seed = null;
     if (options.seed !== undefined && options.seed !== null) {
       seed = BigInt(options.seed);
@@ -207,6 +356,8 @@ export class LdpText {
       keys.forEach((k, i) => mod.HEAPU8.set(k, keyBuf + 32 * i));
       check(mod, mod._ldp_bundle_open_memory(data, own.length, keyBuf, keys.length, scratch));
       bundlePtr = mod.HEAPU32[scratch >> 2];
+      info = bundleInfo(mod, bundlePtr, scratch);
+      if (pins !== null) checkExpectation(mod, bundlePtr, pins, info); // before any sanitizer exists
       if (seed === null) {
         check(mod, mod._ldp_sanitizer_new(bundlePtr, scratch));
       } else {
@@ -214,7 +365,6 @@ export class LdpText {
           Number(seed >> 32n), scratch));
       }
       sanitizer = mod.HEAPU32[scratch >> 2];
-      info = bundleInfo(mod, bundlePtr, scratch);
     } catch (e) {
       mod._ldp_sanitizer_free(sanitizer);
       mod._ldp_bundle_close(bundlePtr);

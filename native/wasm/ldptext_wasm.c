@@ -42,3 +42,22 @@ LDP_API size_t ldp_wasm_heap_in_use(void) {
     struct mallinfo info = mallinfo();
     return (size_t)info.uordblks;
 }
+
+/* ldp_bundle_expect with the pins as scalars, so that JavaScript never lays out an ldp_expect by
+ * hand (size_t and pointers are 4 bytes in wasm32, the doubles 8-aligned: offsets guessed in JS
+ * would silently misread a pin if the struct changed). The meanings are ldp_expect's: 0 (NULL for
+ * bundle_id) is "no pin". min_format_version comes as a double because a 64-bit integer argument
+ * does not cross this emscripten's JS boundary as one number; JS passes only integers >= 1 (or 0),
+ * and one beyond int64_t pins a version no bundle has. */
+LDP_API int ldp_wasm_bundle_expect(const ldp_bundle *bundle, unsigned mechanisms, double epsilon_min,
+                                   double epsilon_max, const char *bundle_id,
+                                   double min_format_version) {
+    ldp_expect e = LDP_EXPECT_INIT;
+    if (!(min_format_version >= 0.0)) return LDP_E_ARG; /* negative or NaN */
+    e.mechanisms = mechanisms;
+    e.epsilon_min = epsilon_min;
+    e.epsilon_max = epsilon_max;
+    e.bundle_id = bundle_id;
+    e.min_format_version = min_format_version >= 9.2e18 ? INT64_MAX : (int64_t)min_format_version;
+    return ldp_bundle_expect(bundle, &e);
+}

@@ -2,13 +2,16 @@
  * headless Chromium (check.html). It only records what happened; the Python test compares the
  * records with the Python runtime and the native C library.
  *
- * spec: { cases: [{ name, bundle, keys: [base64], seed?, ops: [[op, arg], ...] }], rounds }
+ * spec: { cases: [{ name, bundle, keys: [base64], seed?, expect?, ops: [[op, arg], ...] }], rounds }
+ *   expect: LdpText.open's options.expect (the application's pins), passed as it is
  *   op: sanitize (text), sanitize_bytes (byte values), tokenize (text), sample_ids (ids),
  *       detokenize (ids), close_then_sanitize (text)
- * result: { version, cases: [{ name, ok, results | code, message, at }], heap, random } */
+ * result: { version, cases: [{ name, ok, results | code, message, error, pin, at }], heap, random }
+ *   error: the error's class name; pin: the unmet pin of an LdpTextExpectationError, else null */
 
 function errorRecord(e) {
-  return { code: e && e.code !== undefined ? e.code : null, message: String(e && e.message) };
+  return { code: e && e.code !== undefined ? e.code : null, message: String(e && e.message),
+    error: e && e.name ? String(e.name) : null, pin: e && e.pin !== undefined ? e.pin : null };
 }
 
 async function runOp(san, op, arg) {
@@ -27,9 +30,12 @@ async function runOp(san, op, arg) {
 
 async function runCase(LdpText, c, load) {
   const bytes = await load(c.bundle);
+  const options = {};
+  if (c.seed !== undefined && c.seed !== null) options.seed = c.seed;
+  if (c.expect !== undefined) options.expect = c.expect;
   let san;
   try {
-    san = await LdpText.open(bytes, c.keys, c.seed === undefined || c.seed === null ? {} : { seed: c.seed });
+    san = await LdpText.open(bytes, c.keys, options);
   } catch (e) {
     return { name: c.name, ok: false, at: 'open', ...errorRecord(e) };
   }
