@@ -131,10 +131,18 @@ def test_format_duration(seconds, text):
     assert P.format_duration(seconds) == text
 
 
-@pytest.mark.parametrize("target", ["santext", "tem"])
+@pytest.mark.parametrize("target, label, extra", [
+    ("santext", "santext neighbours", ["--head-size", "4"]),
+    ("tem", "santext neighbours", ["--head-size", "4"]),
+    ("custext", "custext output sets", ["--k", "5"]),
+    ("cmp", "cmp largest distance", []),
+    ("mahalanobis", "cmp largest distance", []),
+])
 def test_precompute_command_prints_status_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch, capsys,
-                                                                              target):
-    """A real (tiny) ``ldptext precompute`` with stderr captured: the neighbour search reports progress."""
+                                                                              target, label, extra):
+    """A real (tiny) ``ldptext precompute`` with stderr captured: its long loop reports progress."""
+    if target in ("custext", "cmp", "mahalanobis"):
+        pytest.importorskip("faiss")
     import numpy as np
 
     from ldptext.cli import main
@@ -143,12 +151,11 @@ def test_precompute_command_prints_status_lines_when_stderr_is_not_a_terminal(tm
     src = tmp_path / "tiny.glove.txt"
     src.write_text("".join(f"w{i} " + " ".join(f"{v:.5f}" for v in rng.normal(size=4)) + "\n" for i in range(30)))
     monkeypatch.setenv(P.ENV_INTERVAL, "0")
-    assert main(["precompute", target, "--embeddings", str(src), "--epsilon", "2", "--head-size", "4",
+    assert main(["precompute", target, "--embeddings", str(src), "--epsilon", "2", *extra,
                  "--out", str(tmp_path / "t.ldpb")]) == 0
     err = capsys.readouterr().err
-    # 31 rows: the 30 words and <unk>
-    assert re.search(r"^ldptext: santext neighbours: row 31/31 \(100%\), \d+s elapsed$", err, re.M), err
-    assert "ldptext: santext neighbours: done, 31 rows in " in err
+    assert re.search(rf"^ldptext: {label}: \w+ (\d+)/\1 \(100%\), \d+s elapsed$", err, re.M), err
+    assert re.search(rf"^ldptext: {label}: done, \d+ \w+s in \d+s$", err, re.M), err
     assert "\r" not in err and "w1" not in err  # no tqdm redraws, no vocabulary in the log
 
 

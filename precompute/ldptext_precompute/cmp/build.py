@@ -21,6 +21,7 @@ from ldptext.errors import ParameterError
 from ..metricdp import common as _common
 from ..metricdp import faiss_search as _faiss
 from ..metricdp.engine import U
+from ..progress import Progress
 from ..santext import build as _st
 from ..santext import embeddings as _emb
 
@@ -62,13 +63,15 @@ def mahalanobis_transform(vectors: np.ndarray, lam: float) -> np.ndarray:
     return (q * np.sqrt(w)) @ q.T
 
 
-def max_distance(vectors: np.ndarray, block: int = 2048) -> float:
+def max_distance(vectors: np.ndarray, block: int = 2048, *, progress: bool = False) -> float:
     """A rigorous upper bound of the largest Euclidean distance between two rows.
 
     Parameters
     ----------
     vectors : np.ndarray of float64, shape (n, m)
     block : int
+    progress : bool
+        Progress on stderr (:mod:`ldptext_precompute.progress`).
 
     Returns
     -------
@@ -78,10 +81,12 @@ def max_distance(vectors: np.ndarray, block: int = 2048) -> float:
     v = np.asarray(vectors, dtype=np.float64)
     sq = np.einsum("ij,ij->i", v, v)
     best = 0.0
-    for start in range(0, v.shape[0], block):
-        a = v[start:start + block]
-        d2 = sq[start:start + block, None] + sq[None, :] - 2.0 * (a @ v.T)
-        best = max(best, float(d2.max()))
+    with Progress(v.shape[0], "cmp largest distance", unit="row", enabled=progress) as bar:
+        for start in range(0, v.shape[0], block):
+            a = v[start:start + block]
+            d2 = sq[start:start + block, None] + sq[None, :] - 2.0 * (a @ v.T)
+            best = max(best, float(d2.max()))
+            bar.update(a.shape[0])
     err = 4.0 * (v.shape[1] + 8) * U * 2 * float(sq.max())
     return float(np.nextafter(math.sqrt(max(best, 0.0) + err) * (1.0 + 4 * U), np.inf))
 
@@ -110,7 +115,7 @@ def build_cmp_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     passphrase : bytes or None
     loaded : Embeddings or None
     progress : bool
-        Unused (a uniform signature with the other builders).
+        Progress of the D_max search on stderr.
 
     Returns
     -------
@@ -146,11 +151,11 @@ def build_cmp_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     if mechanism == "mahalanobis":
         s = mahalanobis_transform(vectors[outputs], lam)
         arrays["noise_transform"] = s
-        d_max = max_distance(np.linalg.solve(s, valid.T).T)
+        d_max = max_distance(np.linalg.solve(s, valid.T).T, progress=progress)
         metric = "regularized Mahalanobis ||S^-1 (phi(x) - phi(x'))||, S = noise_transform = Sigma_lambda^(1/2)"
     else:
         lam = None
-        d_max = max_distance(valid)
+        d_max = max_distance(valid, progress=progress)
         metric = "euclidean over the bundle's int8-quantized embeddings"
     t_index = time.perf_counter()
     faiss_index = _faiss.build_index(vectors[outputs], index)

@@ -48,4 +48,5 @@ def run(args: argparse.Namespace) -> int:
 
     return report_written(build_cmp_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism,
-        lam=getattr(args, "lam", 0.5), index=args.index, vocab_size=args.vocab_size, **signing_from_args(args)))
+        lam=getattr(args, "lam", 0.5), index=args.index, vocab_size=args.vocab_size, progress=True,
+        **signing_from_args(args)))

@@ -29,6 +29,7 @@ from ldptext.santext_tables import SanTextTables
 from ..metricdp import common as _common
 from ..metricdp import faiss_search as _faiss
 from ..metricdp.engine import U, head_only_proposal, head_only_tolerance
+from ..progress import track
 from ..santext import build as _st
 from ..santext import embeddings as _emb
 
@@ -48,7 +49,8 @@ def _ranking_vectors(vectors: np.ndarray, similarity: str) -> np.ndarray:
 
 
 def output_sets(vectors: np.ndarray, outputs: np.ndarray, k: int, *, similarity: str = "euclidean",
-                device: str = "auto", candidates: int | None = None) -> tuple[np.ndarray, str]:
+                device: str = "auto", candidates: int | None = None,
+                progress: bool = False) -> tuple[np.ndarray, str]:
     """CusText's mapping function: a partition of the output domain into groups of at least K.
 
     In vocabulary order, the first unassigned output and its K − 1 most similar unassigned outputs
@@ -71,6 +73,8 @@ def output_sets(vectors: np.ndarray, outputs: np.ndarray, k: int, *, similarity:
         faiss device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
     candidates : int or None
         Neighbours fetched per output (default 4K).
+    progress : bool
+        Progress of the grouping on stderr (:mod:`ldptext_precompute.progress`).
 
     Returns
     -------
@@ -90,7 +94,7 @@ def output_sets(vectors: np.ndarray, outputs: np.ndarray, k: int, *, similarity:
     unassigned = np.ones(n, dtype=bool)
     n_groups = 0
     last = -1
-    for s in range(n):
+    for s in track(range(n), "custext output sets", unit="output", enabled=progress):
         if not unassigned[s]:
             continue
         unassigned[s] = False
@@ -201,7 +205,7 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     loaded : Embeddings or None
         Embeddings already in memory.
     progress : bool
-        Unused (kept for a uniform signature with the other builders).
+        Progress of the output-set grouping on stderr.
 
     Returns
     -------
@@ -239,7 +243,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     if k > outputs.size:
         raise ParameterError(f"K = {k} exceeds the output domain ({outputs.size} tokens)")
     t_groups = time.perf_counter()
-    group_of_output, backend = output_sets(vectors, outputs, k, similarity=similarity, device=device)
+    group_of_output, backend = output_sets(vectors, outputs, k, similarity=similarity, device=device,
+                                           progress=progress)
     groups_seconds = time.perf_counter() - t_groups
     n_rows = len(emb.vocab)
     keep = domain.keep_row.astype(bool)

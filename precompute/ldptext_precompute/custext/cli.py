@@ -50,4 +50,4 @@ def run(args: argparse.Namespace) -> int:
     return report_written(build_custext_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism, k=args.k,
         similarity=args.similarity, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
-        device=args.device, **signing_from_args(args)))
+        device=args.device, progress=True, **signing_from_args(args)))
