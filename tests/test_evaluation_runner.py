@@ -94,6 +94,23 @@ def test_sweep_writes_results_report_and_plots(tiny, tmp_path):
     assert "zzzunknownword" not in report and "zzzunknownword" not in json.dumps(saved)
 
 
+def test_cli_progress_off_a_terminal_is_status_lines_without_raw_text(tiny, tmp_path, capsys, monkeypatch):
+    from ldptext.cli import main
+    monkeypatch.setenv("LDPTEXT_PROGRESS_INTERVAL", "0")
+    rc = main(["evaluate", "--data", str(tiny / "data.csv"), "--embeddings", str(tiny / "emb.txt"),
+               "--vocab-size", "0", "--mechanism", "santext", "--epsilon", "2", "--baselines", "none",
+               "--seeds", "1", "--columns", "3", "--no-plots", "--cache-dir", str(tmp_path / "c"),
+               "--out", str(tmp_path / "o")])
+    assert rc == 0
+    err = capsys.readouterr().err
+    # stderr is captured, not a terminal: one plain line per update at interval 0, with counts
+    assert "ldptext: evaluate utility: config 1/2 (50%), " in err and " left" in err
+    assert "ldptext: evaluate utility: config 2/2 (100%), " in err
+    assert "ldptext: evaluate utility: done, 2 configs in " in err
+    assert "ldptext: santext neighbours: " in err and "ldptext: privacy santext eps=2: chunk " in err
+    assert "\r" not in err and "zzzunknownword" not in err and "movie" not in err
+
+
 def test_cli_parses_and_runs(tiny, tmp_path, capsys):
     from ldptext.cli import main
     rc = main(["evaluate", "--data", str(tiny / "data.csv"), "--embeddings", str(tiny / "emb.txt"),
@@ -101,6 +118,7 @@ def test_cli_parses_and_runs(tiny, tmp_path, capsys):
                "--baselines", "none,random", "--seeds", "1", "--columns", "3", "--no-plots",
                "--quiet", "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "o")])
     assert rc == 0
+    assert "ldptext: " not in capsys.readouterr().err  # --quiet: no progress
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert {e["mechanism"] for e in res["entries"]} == {"santext+", "none", "random"}
     assert "ldptext" in (res["config"]["command"] or "") or res["config"]["command"] is not None

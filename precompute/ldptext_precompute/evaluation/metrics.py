@@ -50,6 +50,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..progress import track
+
 LogProbRows = Callable[[np.ndarray], np.ndarray]
 
 __all__ = [
@@ -329,9 +331,7 @@ def profile_mechanism(log_prob_rows: LogProbRows | np.ndarray, inputs: Sequence[
     best_logp = np.full(vocab_size, -np.inf)       # log Pr[M(x̂(y)) = y]
 
     starts = range(0, n, chunk_size)
-    if progress:
-        from tqdm.auto import tqdm
-        starts = tqdm(starts, desc=desc, unit="chunk", leave=False)
+    starts = track(starts, desc, unit="chunk", enabled=progress, leave=False)
     for start in starts:
         xs = inputs[start:start + chunk_size]
         lp = np.asarray(rows_fn(xs), dtype=np.float64)

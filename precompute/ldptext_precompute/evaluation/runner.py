@@ -95,6 +95,7 @@ from ..bleu import bleu_tokenize, corpus_bleu
 from .utility import (CLASSIFIERS, MINILM_DIM, ClassifierSettings, SentenceEmbeddingSettings, classifier_settings,
                       fit_and_score)
 from ..metricdp import evaluation as _comparison
+from ..progress import track
 
 __all__ = ["EvaluationConfig", "evaluate", "command_line", "MECHANISMS", "BASELINES", "DPBART",
            "DPBART_NOISE", "DEFAULT_DPBART_DELTA"]
@@ -1147,12 +1148,9 @@ def _seeded_sanitizer(cfg: EvaluationConfig, path: Path, seed_index: int, stream
     return _load_unsigned(path, seed=_seed_int(cfg, seed_index, stream) if cfg.reproducible else None)
 
 
-def _progress(iterable, cfg: EvaluationConfig, **kw):
-    """``iterable`` wrapped in a progress bar when ``cfg.progress``."""
-    if not cfg.progress:
-        return iterable
-    from tqdm.auto import tqdm
-    return tqdm(iterable, **kw)
+def _progress(iterable, cfg: EvaluationConfig, *, desc: str, unit: str = "it"):
+    """``iterable`` with progress on stderr when ``cfg.progress`` (a bar on a terminal, else status lines)."""
+    return track(iterable, f"evaluate {desc}", unit=unit, enabled=cfg.progress)
 
 
 def _log(cfg: EvaluationConfig, msg: str) -> None:

@@ -42,6 +42,8 @@ from typing import ClassVar, NamedTuple, Sequence
 import numpy as np
 from ldptext.fileio import file_sha256
 
+from ..progress import track
+
 __all__ = ["train_and_score", "fit_and_score", "fit_and_score_features", "featurize", "ClassifierSettings",
            "SentenceEmbeddingSettings", "SentenceEncoder", "ClassifierRun", "C_GRID", "CLASS_WEIGHTS",
            "CLASSIFIER_DESCRIPTION", "CLASSIFIERS", "classifier_settings", "MINILM_DIM"]
@@ -361,9 +363,7 @@ class SentenceEncoder:
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), MINILM_DIM), dtype=np.float32)
         starts = range(0, len(order), self.batch_size)
-        if progress:
-            from tqdm.auto import tqdm
-            starts = tqdm(starts, desc=desc, unit="batch", leave=False)
+        starts = track(starts, desc, unit="batch", enabled=progress, leave=False)
         for start in starts:
             rows = order[start:start + self.batch_size]
             width = max(int(lengths[rows].max()), 1)
