@@ -4,6 +4,7 @@ bundles signed by that session's developer key are trusted (tests/test_keys.py c
 without it)."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -56,6 +57,23 @@ def rewrite_bundle(san, path, arrays, manifest=None):
     return B.write_bundle(path, mechanism=san.mechanism, arrays=arrays,
                           manifest=bundle_manifest(san) if manifest is None else manifest, blobs=blobs,
                           sign_key=keys.build_signing_key(None))
+
+
+def edited_bundle(src, dst, edit, arrays_edit=None, sign_key=None):
+    """``src`` with its manifest (``edit``) and arrays (``arrays_edit``) changed in place, unsigned, or
+    signed with ``sign_key`` without ``sign_bundle``'s parameter check: what a relabeller hands to
+    ``bundle sign``, or what a misused trusted key produces."""
+    from ldptext import bundle as B
+    b, _ = B.open_unverified(src)
+    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
+                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
+    edit(manifest)
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
+    if arrays_edit:
+        arrays_edit(arrays)
+    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
+    return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
+                          sign_key=sign_key)
 
 
 def load_seeded(path, seed=0, **kwargs):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from conftest import build_tiny_bundle
+from conftest import build_tiny_bundle, edited_bundle
 from ldptext import bundle as B
 from ldptext.bundle_check import check_parameters
 from ldptext.errors import ParameterMismatchError
@@ -23,15 +23,7 @@ def tiny(request, tmp_path_factory):
 
 def edited(src, dst, edit, arrays_edit=None):
     """An (unsigned) copy of ``src`` with the manifest edited: what a tamperer hands to ``sign``."""
-    b, _ = B.open_unverified(src)
-    manifest = {k: v for k, v in b.manifest.items() if k not in ("format", "format_version", "mechanism", "arrays")}
-    manifest = __import__("json").loads(__import__("json").dumps(manifest))
-    edit(manifest)
-    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
-    if arrays_edit:
-        arrays_edit(arrays)
-    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
-    return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs)
+    return edited_bundle(src, dst, edit, arrays_edit)
 
 
 def test_a_consistent_bundle_passes_and_resigns(tiny, tmp_path):

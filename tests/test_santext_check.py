@@ -3,13 +3,11 @@ of the red team's report is crafted the same way (an ε = 10 bundle, its manifes
 with the same trusted key without the sign-time check) and every loader refuses it."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from conftest import build_tiny_bundle
+from conftest import build_tiny_bundle, edited_bundle
 from ldptext import bundle as B
 from ldptext import santext_check as C
 from ldptext.errors import ParameterMismatchError
@@ -29,14 +27,7 @@ def eps10(request, tmp_path_factory):
 def relabelled(src, dst, edit):
     """``src`` with its manifest edited and signed again by the same trusted key, bypassing
     ``sign_bundle``'s check (a misused key, a wrong build script)."""
-    b, _ = B.open_unverified(src)
-    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
-                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
-    edit(manifest)
-    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
-    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
-    return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
-                          sign_key=KEY)
+    return edited_bundle(src, dst, edit, sign_key=KEY)
 
 
 def set_epsilon(value):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import random_word_embeddings
+from conftest import edited_bundle, random_word_embeddings
 
 from ldptext.errors import ParameterError
 from ldptext.rng import SeededModeWarning
@@ -164,18 +164,9 @@ def test_precompute_command_builds_a_signed_bundle_and_refuses_bad_parameters(tm
 
 
 # ---- first-class bundle: ldptext sanitize, bundle sign / inspect, the package's exports ----------
-def _edited(src, dst, edit):
-    """An unsigned copy of ``src`` with its manifest edited: what a relabeller hands to ``bundle sign``."""
-    import json
-
-    from ldptext import bundle as B
-    b, _ = B.open_unverified(src)
-    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
-                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
-    edit(manifest)
-    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
-    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
-    return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs)
+def _edited(src, dst, edit, sign_key=None):
+    """A copy of ``src`` with its manifest edited (unsigned: what a relabeller hands to ``bundle sign``)."""
+    return edited_bundle(src, dst, edit, sign_key=sign_key)
 
 
 @pytest.fixture(scope="module")
@@ -263,13 +254,7 @@ def test_a_trusted_signers_relabelled_tem_bundle_is_refused_at_load(signed, tmp_
     from ldptext import bundle as B
     from ldptext import keys as K
     from ldptext.errors import ParameterMismatchError
-    path = _edited(signed, tmp_path / "e.ldpb", edit)
-    b, _ = B.open_unverified(path)
-    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
-    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
-    manifest = {k: v for k, v in b.manifest.items() if k not in ("format", "format_version", "mechanism", "arrays")}
-    B.write_bundle(path, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
-                   sign_key=K.developer_key())
+    path = _edited(signed, tmp_path / "e.ldpb", edit, sign_key=K.developer_key())
     B.read_bundle(path)                                # validly signed by the trusted key
     for backend in ("fallback", "native"):
         with pytest.raises(ParameterMismatchError, match=fragment):
