@@ -285,26 +285,12 @@ def test_keyring_is_optional(path, monkeypatch):
 
 
 def test_keyring_backend_supplies_and_keeps_the_key(path, monkeypatch):
-    store: dict = {}
-    fail_mod = types.ModuleType("keyring.backends.fail")
-
-    class FailKeyring:  # stands in for keyring's "no backend" class
-        priority = 0
-    fail_mod.Keyring = FailKeyring
-    backends = types.ModuleType("keyring.backends")
-    backends.fail = fail_mod
-    kr = types.ModuleType("keyring")
-    kr.backends = backends
-    kr.get_keyring = lambda: types.SimpleNamespace(priority=5)
-    kr.get_password = lambda service, user: store.get((service, user))
-    kr.set_password = lambda service, user, pw: store.__setitem__((service, user), pw)
-    monkeypatch.setitem(sys.modules, "keyring", kr)
-    monkeypatch.setitem(sys.modules, "keyring.backends", backends)
-    monkeypatch.setitem(sys.modules, "keyring.backends.fail", fail_mod)
+    store = _fake_keyring(monkeypatch)
     Ledger(path, budget=2.0).charge(1.5)
     assert len([u for _, u in store if u.startswith("ledger:")]) == 1  # one key (and a rollback record)
     assert Ledger(path).spent()[0] == 1.5
-    kr.get_keyring = lambda: FailKeyring()
+    kr = sys.modules["keyring"]
+    kr.get_keyring = lambda: kr.backends.fail.Keyring()   # keyring's "no backend" answer
     with pytest.raises(LedgerError, match="keyring"):
         Ledger(path)
 
