@@ -1107,6 +1107,8 @@ static void sha256_hex(const void *data, size_t len, char *hex, size_t n_hex) {
     hex[n_hex] = '\0';
 }
 
+/* the canonical manifest is the signed text (check_manifest compared them): its hash is
+ * bundle.py's bundle_id */
 int ldp_bundle_id(const ldp_bundle *b, char hex[65]) {
     ldp_buf manifest;
     ldp_buf_init(&manifest);
@@ -1168,20 +1170,13 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     const int plus = b != NULL && b->mechanism == LDP_MECH_SANTEXT_PLUS;
     char unit[7 + 16 + 1] = "metric:", bundle_id[65], key_id[17];
     const ldp_json *version;
-    ldp_buf manifest, out;
+    ldp_buf out;
     int rc;
     if (json_out != NULL) *json_out = NULL;
     if (b == NULL || json_out == NULL) return LDP_E_ARG;
     rc = metric_id(b->manifest, unit + 7);
+    if (rc == LDP_OK) rc = ldp_bundle_id(b, bundle_id);
     if (rc != LDP_OK) return rc;
-    /* the canonical manifest is the signed text (check_manifest compared them): its hash is
-     * bundle.py's bundle_id, and it is the "manifest" member as it is */
-    ldp_buf_init(&manifest);
-    if (ldp_json_write_canonical(&manifest, b->manifest) != LDP_JSON_OK) {
-        ldp_buf_free(&manifest);
-        return LDP_E_NOMEM;
-    }
-    sha256_hex(manifest.data, manifest.len, bundle_id, 64);
     if (b->has_signer) sha256_hex(b->signer, 32, key_id, 16);
     version = ldp_json_get(b->manifest, "format_version");
     /* members in sorted key order, as json.dumps(sort_keys=True) would write them */
@@ -1199,8 +1194,9 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
         ldp_buf_puts(&out, "null");
     }
     put_string(&out, "ledger_unit", unit);
+    /* the canonical manifest is the signed text (check_manifest compared them) */
     put_key(&out, "manifest");
-    ldp_buf_put(&out, manifest.data, manifest.len);
+    (void)ldp_json_write_canonical(&out, b->manifest); /* a failure sets out.failed */
     put_string(&out, "mechanism", plus ? "santext+" : "santext");
     if (isnan(b->p)) { /* no p stated (SanText): santext.py's Sanitizer.p is None */
         put_key(&out, "p");
@@ -1213,7 +1209,6 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
         ldp_buf_puts(&out, "null");
     } else put_number(&out, "worst_case_token_epsilon", b->epsilon * b->d_max);
     ldp_buf_putc(&out, '}');
-    ldp_buf_free(&manifest);
     if (out.failed) {
         ldp_buf_free(&out);
         return LDP_E_NOMEM;
