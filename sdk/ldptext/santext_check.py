@@ -35,9 +35,10 @@ import os
 import numpy as np
 
 from . import alias as _alias
-from ._fallback import distance_from_dot
+from .engine_rows import engine_distance_rows, engine_distances
 from .errors import ParameterMismatchError
 from .santext_tables import SanTextTables
+from .token_runtime import sampled_rows
 
 __all__ = ["check_realised", "fixed_rows", "load_rows", "FIXED_ROWS", "RANDOM_ROWS", "DMAX_ROWS"]
 
@@ -55,20 +56,17 @@ def _norms(t: SanTextTables) -> np.ndarray:
 
 
 def fixed_rows(t: SanTextTables, n: int = FIXED_ROWS) -> np.ndarray:
-    """The fixed sample: the ``n // 2`` valid inputs of largest norm first, then an even spread.
+    """The fixed sample (:func:`ldptext.token_runtime.sampled_rows` by norm: the ``n // 2`` valid
+    inputs of largest norm and an even spread), largest norm first.
 
     Returns
     -------
     np.ndarray of int64
         Distinct row ids, the largest-norm row first.
     """
-    valid = np.flatnonzero(t.valid_input)
-    if valid.size <= n:
-        return valid[np.argsort(-_norms(t)[valid], kind="stable")]
-    top = valid[np.argsort(-_norms(t)[valid], kind="stable")[:n // 2]]
-    spread = valid[np.linspace(0, valid.size - 1, n - n // 2).astype(np.int64)]
-    rest = np.setdiff1d(spread, top)
-    return np.concatenate([top, rest])
+    norms = _norms(t)
+    rows = sampled_rows(np.flatnonzero(t.valid_input), norms, n)
+    return rows[np.argsort(-norms[rows], kind="stable")]
 
 
 def load_rows(t: SanTextTables, n_random: int = RANDOM_ROWS) -> np.ndarray:
@@ -82,13 +80,6 @@ def load_rows(t: SanTextTables, n_random: int = RANDOM_ROWS) -> np.ndarray:
     drawn = valid[rng.integers(0, valid.size, size=n_random)]
     # the largest-norm row stays first, a random row second (DMAX_ROWS reads both)
     return np.concatenate([rows[:1], drawn, rows[1:]])
-
-
-def _distances(t: SanTextTables, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """d(x_i, y_ij) for ys of shape (len(xs), n), with the sampler's float64 formula."""
-    dot = np.einsum("im,inm->in", t.emb_q[xs].astype(np.int32), t.emb_q[ys].astype(np.int32))
-    return distance_from_dot(t.emb_scale[xs][:, None], t.emb_sqnorm[xs][:, None],
-                             t.emb_scale[ys], t.emb_sqnorm[ys], dot)
 
 
 def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0: float,
@@ -125,10 +116,7 @@ def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0
     valid = np.flatnonzero(t.valid_input)
     dmax_rows = np.asarray(dmax_rows, dtype=np.int64)
     if dmax_rows.size and valid.size:
-        dt = np.float32 if t.dim < 1040 else np.float64  # integer dots below 2^24 are exact in float32
-        dot = (t.emb_q[dmax_rows].astype(dt) @ t.emb_q[valid].astype(dt).T).astype(np.float64)
-        far = float(distance_from_dot(t.emb_scale[dmax_rows][:, None], t.emb_sqnorm[dmax_rows][:, None],
-                                      t.emb_scale[valid][None, :], t.emb_sqnorm[valid][None, :], dot).max())
+        far = float(engine_distance_rows(t, dmax_rows, valid).max())
         if far > d_max * (1 + 1e-9) + 1e-12:
             raise ParameterMismatchError(f"manifest D_max {d_max:.6g} is below a realised distance "
                                          f"{far:.6g} between two valid inputs")
@@ -140,7 +128,7 @@ def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0
     with np.errstate(divide="ignore"):
         realised = np.log(_alias.realised_masses(t.alias_threshold[rows], t.alias_index[rows])[:, :k]
                           .astype(np.float64)) - t.accept_gamma[rows, :k]
-    d = _distances(t, rows, head)
+    d = engine_distances(t, np.repeat(rows, k), head.ravel()).reshape(head.shape)
     # |log P_realised − log P_formula| ≤ tolerance per probability (the manifest's statement), so a
     # difference of two by twice that, plus the float rounding of ε·d/2
     tol = 2.0 * tolerance + 1e-12 * (1.0 + epsilon * d_max)
