@@ -157,7 +157,7 @@ clean:
 	rm -rf build $(VENV) sdk/ldptext/_native*.so
 	$(MAKE) -C native clean
 
-# AddressSanitizer + UBSan build of the C extension (issue 5). The instrumented module goes into a
+# AddressSanitizer + UBSan build of the C extension. The instrumented module goes into a
 # copy of the package under build/asan/pkg (PYTHONPATH puts it before the editable install), so
 # the normal build is untouched. libasan must be loaded first (LD_PRELOAD) because python itself
 # is not instrumented; PYTHONMALLOC=malloc lets ASan see Python-side buffers too; leak checks are
