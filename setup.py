@@ -28,6 +28,7 @@ NATIVE_SOURCES = [
     "native/lib/errors.c",
     "native/lib/check.c",
     "native/lib/expect.c",
+    "native/lib/tem.c",
     "native/module.c",
 ]
 

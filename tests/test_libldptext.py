@@ -66,7 +66,8 @@ class Report(ctypes.Structure):
                 ("epsilon", ctypes.c_double), ("epsilon0", ctypes.c_double),
                 ("p", ctypes.c_double), ("n_tokens", ctypes.c_size_t),
                 ("mechanism", ctypes.c_int), ("seeded", ctypes.c_int),
-                ("d_max", ctypes.c_double), ("tolerance", ctypes.c_double)]
+                ("d_max", ctypes.c_double), ("tolerance", ctypes.c_double),
+                ("worst_case_epsilon", ctypes.c_double)]
 
     def __init__(self) -> None:
         super().__init__(size=ctypes.sizeof(Report))

@@ -1,5 +1,5 @@
-/* libldptext: on-device text sanitization with local differential privacy (SanText / SanText+),
- * in C99. The same bundles, the same exact sampler and the same tokenization as the Python
+/* libldptext: on-device text sanitization with local differential privacy (SanText / SanText+,
+ * and on the same exact engine TEM, CusText and CusText+), in C99. The same bundles, the same exact sampler and the same tokenization as the Python
  * runtime (`ldptext.Sanitizer`); see README.md "What is and is not protected" for the guarantee.
  *
  *   ldp_bundle *b;  ldp_sanitizer *s;  char *out;  size_t n;  ldp_report rep;
@@ -13,9 +13,19 @@
  *   SanText+: the same for protected outputs y in V_S, with an extra eps0 = ln(1/p) across the
  *             sensitive / non-sensitive split; a non-sensitive token is released unchanged with
  *             probability 1 - p (no finite worst-case LDP level).
- * Tokens are sanitized independently; the number of tokens is not hidden. Yue et al. 2021,
+ *   TEM:      Pr[M(x)=y] <= exp(eps * min(d(x,x'), gamma)) * Pr[M(x')=y]   (eps*d-MLDP truncated
+ *             at gamma; worst case eps*min(gamma, D_max))
+ *   CusText:  Pr[M(x)=y] <= exp(eps) * Pr[M(x')=y] for x, x' in the same output set; the output
+ *             reveals the output set (group) of its input: no bound across groups. CusText+ also
+ *             releases its stop words unchanged (probability 1).
+ * Tokens are sanitized independently; the number of tokens is not hidden. SanText: Yue et al. 2021,
  * "Differential Privacy for Text Analytics via Natural Text Sanitization" (Findings of ACL), as
- * presented in Yue 2023 (PhD thesis, Ohio State), section 2.4, Theorems 1-2.
+ * presented in Yue 2023 (PhD thesis, Ohio State), section 2.4, Theorems 1-2. TEM: Carvalho et al.
+ * 2021, "TEM: High Utility Metric Differential Privacy on Text" (the truncated exponential
+ * mechanism). CusText: Chen et al. 2023, "A Customized Text Sanitization Mechanism with
+ * Differential Privacy" (Findings of ACL), section 3. CMP and Mahalanobis (nearest-neighbour
+ * search over noised vectors) and DP-BART run in the Python SDK only; this library refuses them
+ * (LDP_E_MECHANISM).
  *
  * Bundles: ldp_bundle_open verifies, before anything is used, exactly what the Python loader
  * (sdk/ldptext/bundle.py, santext.py, santext_tables.py) verifies: the safetensors layout (length
@@ -84,16 +94,27 @@ typedef struct ldp_bundle ldp_bundle;
 typedef struct ldp_sanitizer ldp_sanitizer;
 
 /* mechanism values of ldp_report */
-enum { LDP_MECH_SANTEXT = 1, LDP_MECH_SANTEXT_PLUS = 2 };
+enum {
+    LDP_MECH_SANTEXT = 1,
+    LDP_MECH_SANTEXT_PLUS = 2,
+    LDP_MECH_TEM = 3,
+    LDP_MECH_CUSTEXT = 4,
+    LDP_MECH_CUSTEXT_PLUS = 5
+};
 
-/* What one ldp_sanitize call released. epsilon: the metric eps per token; epsilon0 = ln(1/p)
- * (0 for SanText); p: SanText+'s probability of sanitizing a non-sensitive token (1 for SanText,
- * where every token is sanitized); n_tokens: tokens released (not hidden by the mechanism); a
- * document of n tokens is eps * sum_i d(x_i, x'_i)-indistinguishable from any other of n tokens.
+/* What one ldp_sanitize call released. epsilon: the eps per token (metric for SanText and TEM);
+ * epsilon0 = ln(1/p) for SanText+, 0 for SanText, TEM and CusText, +inf for CusText+ (its stop
+ * words are released unchanged); p: the probability of sanitizing a token the mechanism may keep
+ * (SanText+'s non-sensitive words; 0 for CusText+'s stop words; 1 where every token is sanitized);
+ * n_tokens: tokens released (not hidden by the mechanism); a SanText document of n tokens is
+ * eps * sum_i d(x_i, x'_i)-indistinguishable from any other of n tokens (TEM: with d truncated at
+ * gamma; CusText: n * eps between documents whose tokens share their output sets).
  * seeded: 1 if the sanitizer was created with ldp_sanitizer_new_seeded: the output is then
- * reproducible and NOT private. d_max: the bound on distances the bundle states (SanText's worst
- * case is eps * d_max per token); tolerance: the bound on |log P^ - log P| of every realised
- * probability against the formula.
+ * reproducible and NOT private. d_max: the bound on distances the bundle states (NaN for CusText,
+ * which states none); tolerance: the bound on |log P^ - log P| of every realised probability
+ * against the formula. worst_case_epsilon: the LDP level per token over ANY two inputs
+ * (SanText: eps * d_max; TEM: eps * min(gamma, d_max)); +inf where none exists (SanText+ and
+ * CusText+ release some words unchanged; CusText reveals the output set).
  *
  * size: set by the caller to sizeof(ldp_report) before the call (LDP_REPORT_INIT does). The
  * library writes only the fields that lie within `size` bytes and leaves the rest as they were,
@@ -109,9 +130,11 @@ typedef struct {
     int seeded;
     /* layout 2 */
     double d_max, tolerance;
+    /* layout 3 */
+    double worst_case_epsilon;
 } ldp_report;
 #define LDP_REPORT_V1_SIZE (offsetof(ldp_report, seeded) + sizeof(int))
-#define LDP_REPORT_INIT {sizeof(ldp_report), 0, 0, 0, 0, 0, 0, 0, 0}
+#define LDP_REPORT_INIT {sizeof(ldp_report), 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Return codes: LDP_OK, or one negative code per failure. */
 enum {
@@ -154,7 +177,8 @@ enum {
     LDP_E_FORMAT_TAG = -50,          /* manifest lacks the ldptext-bundle format tag */
     LDP_E_FORMAT_VERSION = -51,      /* unsupported format version */
     LDP_E_MANIFEST_NONCANONICAL = -52,/* manifest is not in canonical form */
-    LDP_E_MECHANISM = -53,           /* unknown mechanism, or not SanText / SanText+ */
+    LDP_E_MECHANISM = -53,           /* unknown mechanism, or one this library does not run
+                                        (CMP, Mahalanobis, DP-BART: Python SDK only) */
     LDP_E_NO_ARRAY_TABLE = -54,      /* manifest has no array table */
     /* arrays */
     LDP_E_ARRAY_SET = -60,           /* header arrays differ from the signed manifest's */
@@ -199,10 +223,15 @@ enum {
     /* tokenizer */
     LDP_E_TOKENIZER_JSON = -110,     /* tokenizer.json is not valid UTF-8 JSON */
     LDP_E_TOKENIZER = -111,          /* tokenizer.json is malformed (missing or mistyped fields) */
-    LDP_E_TOKENIZER_UNSUPPORTED = -112 /* tokenizer.json uses a component this library lacks */
+    LDP_E_TOKENIZER_UNSUPPORTED = -112, /* tokenizer.json uses a component this library lacks */
+    /* the arrays of the mechanisms on the SanText engine */
+    LDP_E_TEM_TABLES = -120,         /* TEM's bot_gamma / bot_count out of range, or its tables
+                                        keep rows in the clear */
+    LDP_E_CUSTEXT_TABLES = -121      /* CusText's group_id disagrees with the tables (kept rows,
+                                        a row proposing outside its output set, a group below K) */
 };
 
-/* Opens, verifies and maps a SanText / SanText+ bundle. trusted_keys: n_keys raw Ed25519 public
+/* Opens, verifies and maps a SanText, SanText+, TEM, CusText or CusText+ bundle. trusted_keys: n_keys raw Ed25519 public
  * keys (32 bytes each); the signer must be one of them (n_keys == 0 refuses every bundle). Every
  * check listed at the top runs before *out is set; on failure *out is NULL and the return value
  * names the failed check. The file is memory-mapped: keep it unmodified while open (bundles are
@@ -218,12 +247,19 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
 /* The verified bundle's public facts as one JSON object (UTF-8, NUL-terminated; release with
  * ldp_free), the same values the Python runtime reports for the bundle:
  *   format_version   the manifest's format version
- *   mechanism        "santext" or "santext+"
+ *   mechanism        "santext", "santext+", "tem", "custext" or "custext+"
  *   epsilon, epsilon0, p, d_max, tolerance   as stated and checked (p: null where the manifest
- *                    states none, as for SanText)
- *   ledger_unit      "metric:<16 hex>", the unit ledger charges are made in (santext.py metric_id)
- *   worst_case_token_epsilon   SanText: epsilon * d_max; SanText+: null, and
- *   worst_case_note  what the worst case is, or why SanText+ has none
+ *                    states none, as for SanText and TEM; d_max: null for CusText; epsilon0:
+ *                    null for CusText+, whose stop words are released unchanged)
+ *   gamma, beta      TEM only: the truncation threshold and the beta that chose it (or null)
+ *   k, similarity    CusText only: the smallest output set and the similarity ("euclidean" or
+ *                    "cosine")
+ *   ledger_unit      the unit ledger charges are made in: "metric:<16 hex>" (santext.py
+ *                    metric_id; SanText and TEM over one metric share it) or, for CusText,
+ *                    "partition:<16 hex>" (custext.py partition_id)
+ *   worst_case_token_epsilon   SanText: epsilon * d_max; TEM: epsilon * min(gamma, d_max);
+ *                    SanText+ and CusText(+): null, and
+ *   worst_case_note  what the worst case is, or why there is none
  *   bundle_id        SHA-256 (64 hex) of the signed manifest (bundle.py Bundle.bundle_id)
  *   key_id           16 hex digits naming the signer's key (keys.py key_id)
  *   manifest         the verified manifest itself
@@ -234,7 +270,8 @@ LDP_API int ldp_bundle_info(const ldp_bundle *bundle, char **json_out);
  * Python runtime's BundleExpectation, same semantics). A validly signed bundle of the same publisher
  * may still be another mechanism, a larger epsilon or an older format: pin what the app promises.
  * Start from LDP_EXPECT_INIT (it sets size; every pin off) and set the pins wanted:
- *   mechanisms          bit set of LDP_EXPECT_SANTEXT / LDP_EXPECT_SANTEXT_PLUS; 0: any
+ *   mechanisms          bit set of LDP_EXPECT_SANTEXT, _SANTEXT_PLUS, _TEM, _CUSTEXT and
+ *                       _CUSTEXT_PLUS; 0: any
  *   epsilon_min/_max    the stated per-token epsilon must lie in [min, max]; 0: no bound
  *   bundle_id           exactly this bundle (64 lowercase hex digits, ldp_bundle_info); NULL: any
  *   min_format_version  refuse older formats; 0: any
@@ -248,6 +285,9 @@ typedef struct {
 } ldp_expect;
 #define LDP_EXPECT_SANTEXT (1u << LDP_MECH_SANTEXT)
 #define LDP_EXPECT_SANTEXT_PLUS (1u << LDP_MECH_SANTEXT_PLUS)
+#define LDP_EXPECT_TEM (1u << LDP_MECH_TEM)
+#define LDP_EXPECT_CUSTEXT (1u << LDP_MECH_CUSTEXT)
+#define LDP_EXPECT_CUSTEXT_PLUS (1u << LDP_MECH_CUSTEXT_PLUS)
 #define LDP_EXPECT_INIT {sizeof(ldp_expect), 0u, 0.0, 0.0, NULL, 0}
 /* Checks a verified bundle against the pins, in the Python order (mechanism, format version,
  * bundle id, epsilon): LDP_OK or the LDP_E_EXPECT_* code of the first unmet pin; LDP_E_ARG for a

@@ -411,9 +411,9 @@ static int trusted(const uint8_t pub[32], const uint8_t (*keys)[32], size_t n_ke
     return 0;
 }
 
-/* bundle.py _check_manifest with expect_mechanism = (santext, santext+): b->manifest, parsed
- * from text[0..len), is the canonical manifest of an ldptext SanText bundle; *declared is its
- * array table */
+/* bundle.py _check_manifest with expect_mechanism = the mechanisms on the SanText engine:
+ * b->manifest, parsed from text[0..len), is the canonical manifest of an ldptext bundle of one of
+ * them; *declared is its array table */
 static int check_manifest(ldp_bundle *b, const char *text, size_t len, const ldp_json **declared) {
     const ldp_json *version, *mech;
     ldp_buf canon;
@@ -436,7 +436,10 @@ static int check_manifest(ldp_bundle *b, const char *text, size_t len, const ldp
     mech = ldp_json_get(b->manifest, "mechanism");
     if (str_is(mech, "santext")) b->mechanism = LDP_MECH_SANTEXT;
     else if (str_is(mech, "santext+")) b->mechanism = LDP_MECH_SANTEXT_PLUS;
-    else return LDP_E_MECHANISM; /* unknown, or dpbart (not a SanText bundle) */
+    else if (str_is(mech, "tem")) b->mechanism = LDP_MECH_TEM;
+    else if (str_is(mech, "custext")) b->mechanism = LDP_MECH_CUSTEXT;
+    else if (str_is(mech, "custext+")) b->mechanism = LDP_MECH_CUSTEXT_PLUS;
+    else return LDP_E_MECHANISM; /* unknown, or one the Python SDK alone runs (cmp, dpbart, ...) */
     *declared = ldp_json_get(b->manifest, "arrays");
     if (*declared == NULL || (*declared)->type != LDP_JSON_OBJECT) return LDP_E_NO_ARRAY_TABLE;
     return LDP_OK;
@@ -578,31 +581,129 @@ static int number_at(const ldp_json *v, double *out) {
     return 1;
 }
 
+static int is_custext(const ldp_bundle *b) {
+    return b->mechanism == LDP_MECH_CUSTEXT || b->mechanism == LDP_MECH_CUSTEXT_PLUS;
+}
+
+/* An optional number: absent or null leaves NaN; anything else must be a number. */
+static int optional_number(const ldp_json *v, double *out) {
+    *out = NAN;
+    return v == NULL || v->type == LDP_JSON_NULL || number_at(v, out);
+}
+
+/* Sanitizer.__init__ / TEMSanitizer.__init__ / CusTextSanitizer.__init__: the manifest's numbers.
+ * Values the tables must confirm (eps0 = ln(1/p), gamma against beta, the similarity's law) are
+ * checked by ldp_check_realised. */
 static int read_params(ldp_bundle *b) {
-    const ldp_json *params = ldp_json_get(b->manifest, "params"), *p, *w, *e0, *k;
+    const ldp_json *params = ldp_json_get(b->manifest, "params"), *w, *e0, *k;
+    const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
     if (params == NULL || params->type != LDP_JSON_OBJECT) return LDP_E_PARAMS;
     if (!number_at(ldp_json_get(params, "epsilon"), &b->epsilon)) return LDP_E_PARAMS;
-    p = ldp_json_get(params, "p");
     w = ldp_json_get(params, "w");
     e0 = ldp_json_get(params, "epsilon0");
     k = ldp_json_get(params, "head_size");
-    b->p = NAN;
-    if (p != NULL && p->type != LDP_JSON_NULL && !number_at(p, &b->p)) return LDP_E_PARAMS;
+    if (!optional_number(ldp_json_get(params, "p"), &b->p)) return LDP_E_PARAMS;
     if (w != NULL && w->type != LDP_JSON_NULL && !ldp_json_is_number(w)) return LDP_E_PARAMS;
     b->epsilon0 = 0.0;
     if (e0 != NULL && !number_at(e0, &b->epsilon0)) return LDP_E_PARAMS;
     if (k == NULL || k->type != LDP_JSON_INT || !k->int_fits) return LDP_E_PARAMS;
     b->head_size = k->int_value;
-    if (!number_at(ldp_json_get(ldp_json_get(b->manifest, "privacy"), "d_max"), &b->d_max) ||
-        !number_at(ldp_json_get(ldp_json_get(b->manifest, "numeric"), "max_relative_error"),
+    if (!number_at(ldp_json_get(ldp_json_get(b->manifest, "numeric"), "max_relative_error"),
                    &b->tolerance))
         return LDP_E_PARAMS;
-    /* Sanitizer._check_parameters */
+    /* D_max: stated by SanText and TEM (their worst case); CusText states none */
+    if (is_custext(b)) {
+        if (!optional_number(ldp_json_get(privacy, "d_max"), &b->d_max)) return LDP_E_PARAMS;
+    } else if (!number_at(ldp_json_get(privacy, "d_max"), &b->d_max)) {
+        return LDP_E_PARAMS;
+    }
+    b->gamma = b->beta = NAN;
+    if (b->mechanism == LDP_MECH_TEM &&
+        (!number_at(ldp_json_get(params, "gamma"), &b->gamma) ||
+         !optional_number(ldp_json_get(params, "beta"), &b->beta)))
+        return LDP_E_PARAMS;
+    if (is_custext(b)) {
+        const ldp_json *kk = ldp_json_get(params, "k"), *sim = ldp_json_get(params, "similarity");
+        if (kk == NULL || kk->type != LDP_JSON_INT || !kk->int_fits || sim == NULL ||
+            sim->type != LDP_JSON_STRING)
+            return LDP_E_PARAMS;
+        b->k = kk->int_value;
+        /* an unknown similarity is a stated parameter no table realises (custext.py) */
+        if (str_is(sim, "cosine")) b->cosine = 1;
+        else if (str_is(sim, "euclidean")) b->cosine = 0;
+        else return LDP_E_PARAMETER_MISMATCH;
+    }
+    /* Sanitizer._check_parameters and the runtimes' own */
     if (!(isfinite(b->epsilon) && b->epsilon > 0)) return LDP_E_EPSILON;
     if (b->mechanism == LDP_MECH_SANTEXT_PLUS && !(b->p > 0 && b->p <= 1)) return LDP_E_P;
     if (!(isfinite(b->tolerance) && b->tolerance >= 0 && b->tolerance <= STATED_MAX_TOLERANCE))
         return LDP_E_TOLERANCE;
+    if (b->mechanism == LDP_MECH_TEM && !(isfinite(b->gamma) && b->gamma > 0 && isfinite(b->d_max)))
+        return LDP_E_TEM_TABLES;
     return LDP_OK;
+}
+
+/* TEMSanitizer._check_tables: bot_gamma float64 (V,) finite and >= 0, bot_count int32 (V,) in
+ * [0, |O|], and no row kept in the clear. */
+static int check_tem_arrays(ldp_bundle *b, uint64_t v, uint64_t o, const uint8_t *keep) {
+    const ldp_array *g = ldp_bundle_array(b, "bot_gamma"), *c = ldp_bundle_array(b, "bot_count");
+    size_t i;
+    if (g == NULL || c == NULL) return LDP_E_MISSING_ARRAY;
+    if (g->dtype != LDP_DT_F64 || c->dtype != LDP_DT_I32) return LDP_E_SCHEMA_DTYPE;
+    if (g->ndim != 1 || g->shape[0] != v || c->ndim != 1 || c->shape[0] != v)
+        return LDP_E_SCHEMA_SHAPE;
+    b->bot_gamma = (const double *)g->data;
+    b->bot_count = (const int32_t *)c->data;
+    for (i = 0; i < v; i++)
+        if (!(isfinite(b->bot_gamma[i]) && b->bot_gamma[i] >= 0) || b->bot_count[i] < 0 ||
+            (uint64_t)b->bot_count[i] > o || keep[i])
+            return LDP_E_TEM_TABLES;
+    return LDP_OK;
+}
+
+/* CusTextSanitizer._check_tables: group_id int32 (V,); a row is kept exactly when it is a valid
+ * input outside every group (CusText+ stop words; CusText keeps none); every output is in a group;
+ * no row proposes the tail or an output of another group; every group has at least K outputs. */
+static int check_custext_arrays(ldp_bundle *b, const ldp_santext_table *t, const uint8_t *valid) {
+    const ldp_array *a = ldp_bundle_array(b, "group_id");
+    const size_t v = (size_t)t->n_rows, k = (size_t)t->head_size, slots = k + 1;
+    const uint8_t *keep = t->keep_row;
+    size_t i, j;
+    uint64_t *sizes;
+    int32_t top = -1;
+    int rc = LDP_OK;
+    if (a == NULL) return LDP_E_MISSING_ARRAY;
+    if (a->dtype != LDP_DT_I32) return LDP_E_SCHEMA_DTYPE;
+    if (a->ndim != 1 || a->shape[0] != (uint64_t)v) return LDP_E_SCHEMA_SHAPE;
+    b->group_id = (const int32_t *)a->data;
+    for (i = 0; i < v; i++) {
+        const int32_t g = b->group_id[i];
+        if (keep[i] && (b->mechanism == LDP_MECH_CUSTEXT || !valid[i])) return LDP_E_CUSTEXT_TABLES;
+        if (valid[i] && (keep[i] != 0) != (g < 0)) return LDP_E_CUSTEXT_TABLES;
+    }
+    for (i = 0; i < (size_t)t->n_outputs; i++)
+        if (b->group_id[t->outputs[i]] < 0) return LDP_E_CUSTEXT_TABLES;
+    for (i = 0; i < v; i++) {
+        const uint32_t *thr = t->alias_threshold + i * slots;
+        const uint16_t *al = t->alias_index + i * slots;
+        if (ldp_realised_mass(thr, al, slots, k) != 0) return LDP_E_CUSTEXT_TABLES;
+        if (!valid[i] || keep[i]) continue;
+        for (j = 0; j < k; j++)
+            if (b->group_id[t->head_ids[i * k + j]] != b->group_id[i] &&
+                ldp_realised_mass(thr, al, slots, j) != 0)
+                return LDP_E_CUSTEXT_TABLES;
+    }
+    if (b->k < 1) return LDP_E_CUSTEXT_TABLES;
+    /* np.bincount over the outputs' groups: every id up to the largest is a group of >= K */
+    for (i = 0; i < (size_t)t->n_outputs; i++)
+        if (b->group_id[t->outputs[i]] > top) top = b->group_id[t->outputs[i]];
+    sizes = (uint64_t *)calloc((size_t)top + 2, sizeof *sizes);
+    if (sizes == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < (size_t)t->n_outputs; i++) sizes[b->group_id[t->outputs[i]]]++;
+    for (i = 0; top >= 0 && i <= (size_t)top; i++)
+        if (sizes[i] < (uint64_t)b->k) rc = LDP_E_CUSTEXT_TABLES;
+    free(sizes);
+    return rc;
 }
 
 /* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
@@ -742,9 +843,15 @@ static int check_tables(ldp_bundle *b) {
                     return LDP_E_TABLE_TAIL_MASS;
         /* _check_tables_match_parameters */
         if (b->head_size != (int64_t)k) return LDP_E_TABLE_HEAD_SIZE;
+        /* SanText+ keeps non-sensitive valid rows; CusText+'s kept rows (its stop words) are
+         * checked against its groups below; the others keep none */
         for (i = 0; i < v; i++) {
             if (!keep[i]) continue;
-            if (b->mechanism == LDP_MECH_SANTEXT || sens[i] || !valid[i]) return LDP_E_TABLE_KEEP;
+            if (b->mechanism == LDP_MECH_SANTEXT_PLUS ? (sens[i] || !valid[i])
+                                                      : b->mechanism != LDP_MECH_CUSTEXT_PLUS)
+                return b->mechanism == LDP_MECH_TEM ? LDP_E_TEM_TABLES
+                       : b->mechanism == LDP_MECH_CUSTEXT ? LDP_E_CUSTEXT_TABLES
+                                                          : LDP_E_TABLE_KEEP;
         }
         /* the sampler's table (santext_sampler.h), its squared norms, and its own check */
         b->emb_sqnorm = (int32_t *)malloc((size_t)v * sizeof(int32_t));
@@ -768,8 +875,11 @@ static int check_tables(ldp_bundle *b) {
         b->table.tail_cluster = cluster;
         b->table.cluster_gamma = cgamma;
         b->table.half_epsilon = b->epsilon / 2.0;
-        /* SanText: p = 1 (every token sanitized; keep_row is all zero) */
-        b->table.p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
+        /* SanText+: kept rows sanitized w.p. p; CusText+: never (its stop words are released
+         * unchanged); the others keep no row */
+        b->table.p = b->mechanism == LDP_MECH_SANTEXT_PLUS  ? b->p
+                     : b->mechanism == LDP_MECH_CUSTEXT_PLUS ? 0.0
+                                                             : 1.0;
         b->valid_input = valid;
         b->sensitive = sens;
         if (ldp_santext_table_check(&b->table) != LDP_SAMPLE_OK) return LDP_E_TABLE_DIMS;
@@ -777,6 +887,10 @@ static int check_tables(ldp_bundle *b) {
         if (b->tail_mass == NULL) return LDP_E_NOMEM;
         ldp_santext_tail_masses(&b->table, b->tail_mass);
         b->table.tail_mass = b->tail_mass;
+        /* the mechanism's own arrays */
+        if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o, keep);
+        else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
+        if (rc != LDP_OK) return rc;
         /* the signed numbers against the tables (check.c): a trusted signer's wrong eps fails here */
         return ldp_check_realised(b);
     }
@@ -1086,8 +1200,9 @@ const ldp_santext_table *ldp_host_bundle_table(const ldp_bundle *b) { return &b-
 
 /* ---- the bundle's public facts (ldp_bundle_info) --------------------------------------------- */
 
-/* santext.py NO_WORST_CASE and the note of Sanitizer.privacy_report: the same sentences, so a
- * report built from this library reads as the Python runtime's */
+/* The worst-case sentences of the Python runtimes (santext.py NO_WORST_CASE and
+ * Sanitizer.privacy_report, tem.py and custext.py _guarantee): the same words, so a report built
+ * from this library reads as the Python runtime's */
 static const char NO_WORST_CASE[] =
     "SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: "
     "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
@@ -1095,6 +1210,27 @@ static const char NO_WORST_CASE[] =
     "+eps0 across the split)";
 static const char WORST_CASE[] =
     "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token";
+static const char TEM_WORST_CASE[] =
+    "eps*min(gamma, D_max): the truncated distance never exceeds gamma";
+static const char CUSTEXT_NO_WORST_CASE[] =
+    "CusText's output sets are disjoint groups: an output reveals the group of its input, "
+    "so between inputs of different groups no finite LDP level holds; within a group the "
+    "release is eps-LDP";
+static const char CUSTEXT_PLUS_NO_WORST_CASE[] =
+    "CusText's output sets are disjoint groups: an output reveals the group of its input, "
+    "so between inputs of different groups no finite LDP level holds; within a group the "
+    "release is eps-LDP; CusText+ also releases its stop words unchanged";
+
+static const char *const MECHANISM_NAMES[] = {"", "santext", "santext+", "tem", "custext",
+                                              "custext+"};
+
+double ldp_worst_case_epsilon(const ldp_bundle *b) {
+    switch (b->mechanism) {
+    case LDP_MECH_SANTEXT: return b->epsilon * b->d_max;
+    case LDP_MECH_TEM: return b->epsilon * fmin(b->gamma, b->d_max);
+    default: return INFINITY; /* words in the clear, or the output set revealed */
+    }
+}
 
 /* the first n_hex (<= 64) lowercase hex digits of SHA-256(data), NUL-terminated. libsodium's
  * SHA-256 whatever the array hashing uses: these inputs are a few hundred bytes. */
@@ -1121,18 +1257,19 @@ int ldp_bundle_id(const ldp_bundle *b, char hex[65]) {
     return LDP_OK;
 }
 
-/* santext.py metric_id: the metric's id from the manifest's hashes of emb_q, emb_scale and
- * blob/vocab.json (16 hex digits); LDP_E_PARAMS if one is not a string (a verified bundle has
- * all three) */
-static int metric_id(const ldp_json *manifest, char id[17]) {
-    static const char *const names[3] = {"emb_q", "emb_scale", "blob/vocab.json"};
+/* An id from the manifest's hashes of the named arrays: the first 16 hex digits of
+ * SHA-256(prefix + hash[0] + ":" + hash[1] ...); LDP_E_PARAMS if one is not a string (a verified
+ * bundle has them all). santext.py metric_id (emb_q, emb_scale, blob/vocab.json) and custext.py
+ * partition_id (group_id, blob/vocab.json). */
+static int hashes_id(const ldp_json *manifest, const char *prefix, const char *const *names,
+                     size_t n, char id[17]) {
     const ldp_json *arrays = ldp_json_get(manifest, "arrays");
     ldp_buf text;
     size_t i;
     int rc = LDP_OK;
     ldp_buf_init(&text);
-    ldp_buf_puts(&text, "ldptext santext metric v1:");
-    for (i = 0; i < 3 && rc == LDP_OK; i++) {
+    ldp_buf_puts(&text, prefix);
+    for (i = 0; i < n && rc == LDP_OK; i++) {
         const ldp_json *hash = ldp_json_get(ldp_json_get(arrays, names[i]), "sha256");
         if (hash == NULL || hash->type != LDP_JSON_STRING) rc = LDP_E_PARAMS;
         else {
@@ -1144,6 +1281,18 @@ static int metric_id(const ldp_json *manifest, char id[17]) {
     if (rc == LDP_OK) sha256_hex(text.data, text.len, id, 16);
     ldp_buf_free(&text);
     return rc;
+}
+
+/* The ledger unit: "metric:<id>" (SanText, TEM) or "partition:<id>" (CusText). */
+static int ledger_unit(const ldp_bundle *b, char unit[10 + 16 + 1]) {
+    static const char *const metric[3] = {"emb_q", "emb_scale", "blob/vocab.json"};
+    static const char *const partition[2] = {"group_id", "blob/vocab.json"};
+    if (is_custext(b)) {
+        strcpy(unit, "partition:");
+        return hashes_id(b->manifest, "ldptext custext partition v1:", partition, 2, unit + 10);
+    }
+    strcpy(unit, "metric:");
+    return hashes_id(b->manifest, "ldptext santext metric v1:", metric, 3, unit + 7);
 }
 
 /* ,"key": (keys are written in sorted order by the caller) */
@@ -1166,48 +1315,71 @@ static void put_string(ldp_buf *out, const char *key, const char *s) {
     ldp_json_write_string(out, s, strlen(s), 1);
 }
 
+static void put_null(ldp_buf *out, const char *key) {
+    put_key(out, key);
+    ldp_buf_puts(out, "null");
+}
+
+/* a number, or null where it is NaN (not stated) */
+static void put_optional(ldp_buf *out, const char *key, double x) {
+    if (isnan(x)) put_null(out, key);
+    else put_number(out, key, x);
+}
+
+static const char *worst_case_note(const ldp_bundle *b) {
+    switch (b->mechanism) {
+    case LDP_MECH_SANTEXT: return WORST_CASE;
+    case LDP_MECH_SANTEXT_PLUS: return NO_WORST_CASE;
+    case LDP_MECH_TEM: return TEM_WORST_CASE;
+    case LDP_MECH_CUSTEXT: return CUSTEXT_NO_WORST_CASE;
+    default: return CUSTEXT_PLUS_NO_WORST_CASE;
+    }
+}
+
 int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
-    const int plus = b != NULL && b->mechanism == LDP_MECH_SANTEXT_PLUS;
-    char unit[7 + 16 + 1] = "metric:", bundle_id[65], key_id[17];
+    char unit[10 + 16 + 1], bundle_id[65], key_id[17];
     const ldp_json *version;
     ldp_buf out;
-    int rc;
+    int rc, custext;
+    double worst;
     if (json_out != NULL) *json_out = NULL;
     if (b == NULL || json_out == NULL) return LDP_E_ARG;
-    rc = metric_id(b->manifest, unit + 7);
+    custext = is_custext(b);
+    rc = ledger_unit(b, unit);
     if (rc == LDP_OK) rc = ldp_bundle_id(b, bundle_id);
     if (rc != LDP_OK) return rc;
     if (b->has_signer) sha256_hex(b->signer, 32, key_id, 16);
     version = ldp_json_get(b->manifest, "format_version");
+    worst = ldp_worst_case_epsilon(b);
     /* members in sorted key order, as json.dumps(sort_keys=True) would write them */
     ldp_buf_init(&out);
     ldp_buf_putc(&out, '{');
+    if (b->mechanism == LDP_MECH_TEM) put_optional(&out, "beta", b->beta);
     put_string(&out, "bundle_id", bundle_id);
-    put_number(&out, "d_max", b->d_max);
+    put_optional(&out, "d_max", b->d_max);
     put_number(&out, "epsilon", b->epsilon);
-    put_number(&out, "epsilon0", b->epsilon0);
+    if (b->mechanism == LDP_MECH_CUSTEXT_PLUS) put_null(&out, "epsilon0"); /* stop words in clear */
+    else put_number(&out, "epsilon0", b->epsilon0);
     put_key(&out, "format_version");
     ldp_buf_put_u64(&out, (uint64_t)version->int_value); /* check_manifest: exactly 1 */
-    if (b->has_signer) put_string(&out, "key_id", key_id);
-    else {
-        put_key(&out, "key_id");
-        ldp_buf_puts(&out, "null");
+    if (b->mechanism == LDP_MECH_TEM) put_number(&out, "gamma", b->gamma);
+    if (custext) {
+        put_key(&out, "k");
+        ldp_buf_put_u64(&out, (uint64_t)b->k); /* >= 1: checked at open */
     }
+    if (b->has_signer) put_string(&out, "key_id", key_id);
+    else put_null(&out, "key_id");
     put_string(&out, "ledger_unit", unit);
     /* the canonical manifest is the signed text (check_manifest compared them) */
     put_key(&out, "manifest");
     (void)ldp_json_write_canonical(&out, b->manifest); /* a failure sets out.failed */
-    put_string(&out, "mechanism", plus ? "santext+" : "santext");
-    if (isnan(b->p)) { /* no p stated (SanText): santext.py's Sanitizer.p is None */
-        put_key(&out, "p");
-        ldp_buf_puts(&out, "null");
-    } else put_number(&out, "p", b->p);
+    put_string(&out, "mechanism", MECHANISM_NAMES[b->mechanism]);
+    put_optional(&out, "p", b->p); /* null where none is stated (SanText, TEM, CusText) */
+    if (custext) put_string(&out, "similarity", b->cosine ? "cosine" : "euclidean");
     put_number(&out, "tolerance", b->tolerance);
-    put_string(&out, "worst_case_note", plus ? NO_WORST_CASE : WORST_CASE);
-    if (plus) { /* V_N words in the clear: no finite worst case (santext.py) */
-        put_key(&out, "worst_case_token_epsilon");
-        ldp_buf_puts(&out, "null");
-    } else put_number(&out, "worst_case_token_epsilon", b->epsilon * b->d_max);
+    put_string(&out, "worst_case_note", worst_case_note(b));
+    if (isinf(worst)) put_null(&out, "worst_case_token_epsilon");
+    else put_number(&out, "worst_case_token_epsilon", worst);
     ldp_buf_putc(&out, '}');
     if (out.failed) {
         ldp_buf_free(&out);

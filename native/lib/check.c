@@ -1,4 +1,4 @@
-/* Are a SanText bundle's stated parameters what its tables realise? Run by ldp_bundle_open after
+/* Are a bundle's stated parameters what its tables realise? Run by ldp_bundle_open after
  * the table checks: a signature says who vouches for the manifest, not that its numbers are right,
  * and a signing key can be misused or a build script wrong. The same checks as the Python loader
  * (sdk/ldptext/santext_check.py, which explains them):
@@ -11,9 +11,18 @@
  *            log(alias mass_i) - gamma_i differ by -eps/2 * (d_i - d_j), within the stated
  *            tolerance (the per-row normaliser cancels in the differences).
  *
- * Cost: two passes over the valid inputs for D_max (2 V distances) and (16 + 48) * K distances. */
+ * TEM (tem.py) adds: gamma is the threshold of a stated beta and no far branch exceeds beta; for
+ * the two D_max rows, |Lbar_x| = bot_count[x] and -ln P_far = bot_gamma[x] recomputed from all
+ * |O| distances; its engine's head ratios are SanText's at the same eps. CusText (custext.py)
+ * has its own: the stated p (0 for CusText+) and group statistics, and on the sampled rows the
+ * exponential mechanism exp(eps u / 2) over the output set (u the normalised similarity).
+ * A stated worst case must be the one the parameters give (none for CusText).
+ *
+ * Cost: two passes over the valid inputs for D_max (2 V distances) and (16 + 48) * K distances;
+ * TEM 2 |O| more. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ldp_internal.h"
@@ -119,35 +128,240 @@ static int check_row(const ldp_bundle *b, int32_t x, double tol) {
     return rmax - rmin > tol ? -1 : 1;
 }
 
-int ldp_check_realised(const ldp_bundle *b) {
+/* The stated worst case (privacy.worst_case_token_epsilon), where a manifest states one, against
+ * what its parameters give (token_runtime.py check_stated_worst_case); computed = +inf: none. */
+static int check_stated_worst_case(const ldp_bundle *b, double computed) {
+    const ldp_json *stated = ldp_json_get(ldp_json_get(b->manifest, "privacy"),
+                                          "worst_case_token_epsilon");
+    if (stated == NULL) return LDP_OK;
+    if (isinf(computed)) return stated->type == LDP_JSON_NULL ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+    return ldp_json_is_number(stated) && close12(ldp_json_number(stated), computed)
+               ? LDP_OK
+               : LDP_E_PARAMETER_MISMATCH;
+}
+
+/* The rows every check reads: the fixed sample, then RANDOM_ROWS drawn at this open (a table
+ * that lies on some rows cannot know which rows a device reads). Returns how many (0: no valid
+ * input), or -1 when the OS random generator fails. */
+static long check_rows(const ldp_bundle *b, int32_t rows[FIXED_ROWS + RANDOM_ROWS]) {
     const ldp_santext_table *t = &b->table;
-    int32_t rows[FIXED_ROWS + RANDOM_ROWS];
-    size_t n, i, n_valid = 0, checked = 0;
+    size_t n, i, n_valid = 0;
     int32_t x;
-    double tol;
-    if (b->mechanism == LDP_MECH_SANTEXT_PLUS) {
-        if (!close12(b->epsilon0, log(1.0 / b->p))) return LDP_E_PARAMETER_MISMATCH;
-    } else if (!isnan(b->p) || b->epsilon0 != 0.0) {
-        return LDP_E_PARAMETER_MISMATCH;
-    }
     for (x = 0; x < t->n_rows; x++) n_valid += b->valid_input[x] != 0;
-    if (n_valid == 0) return LDP_OK; /* nothing can be sanitized: no statement is exercised */
+    if (n_valid == 0) return 0;
     n = fixed_rows(b, rows, n_valid);
     for (i = 0; i < RANDOM_ROWS; i++) {
         int32_t r = random_valid_row(b);
-        if (r < 0) return LDP_E_RANDOM;
+        if (r < 0) return -1;
         rows[n++] = r;
     }
-    /* D_max from the largest-norm row and the first random one */
-    if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK)
-        return LDP_E_PARAMETER_MISMATCH;
-    /* |log P_realised - log P_formula| <= tolerance per probability (the manifest's statement), so
-     * a difference of two by twice that, plus the float rounding of eps * d / 2 */
-    tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max);
+    return (long)n;
+}
+
+/* SanText's head ratios on every sampled row: LDP_OK when they agree with eps and at least one
+ * row was checkable. */
+static int check_head_ratios(const ldp_bundle *b, const int32_t *rows, size_t n, double tol) {
+    size_t i, checked = 0;
     for (i = 0; i < n; i++) {
         int rc = check_row(b, rows[i], tol);
         if (rc < 0) return LDP_E_PARAMETER_MISMATCH;
         checked += (size_t)rc;
     }
     return checked > 0 ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+}
+
+static int check_santext(const ldp_bundle *b) {
+    int32_t rows[FIXED_ROWS + RANDOM_ROWS];
+    long n;
+    if (b->mechanism == LDP_MECH_SANTEXT_PLUS) {
+        if (!close12(b->epsilon0, log(1.0 / b->p))) return LDP_E_PARAMETER_MISMATCH;
+    } else if (!isnan(b->p) || b->epsilon0 != 0.0) {
+        return LDP_E_PARAMETER_MISMATCH;
+    }
+    n = check_rows(b, rows);
+    if (n < 0) return LDP_E_RANDOM;
+    if (n == 0) return LDP_OK; /* nothing can be sanitized: no statement is exercised */
+    /* D_max from the largest-norm row and the first random one */
+    if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK)
+        return LDP_E_PARAMETER_MISMATCH;
+    /* |log P_realised - log P_formula| <= tolerance per probability (the manifest's statement), so
+     * a difference of two by twice that, plus the float rounding of eps * d / 2 */
+    return check_head_ratios(b, rows, (size_t)n,
+                             2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+}
+
+/* log(exp(a) + exp(b)) */
+static double log_add(double a, double b) {
+    double hi = fmax(a, b), lo = fmin(a, b);
+    if (hi == -INFINITY) return -INFINITY;
+    return hi + log1p(exp(lo - hi));
+}
+
+/* TEM's far branch of row x (tem.py bot_rows): |Lbar_x| equals bot_count[x] and -ln P_far =
+ * softplus(ln A - ln B), A = sum over L_x of exp(-eps d / 2), B = |Lbar_x| exp(-eps gamma / 2),
+ * within tol of bot_gamma[x]. */
+static int check_tem_far(const ldp_bundle *b, int32_t x, double tol) {
+    const ldp_santext_table *t = &b->table;
+    double log_a = -INFINITY, z;
+    int64_t far = 0;
+    int32_t i;
+    for (i = 0; i < t->n_outputs; i++) {
+        double d = ldp_distance(t, x, t->outputs[i]);
+        if (d > b->gamma) far++;
+        else log_a = log_add(log_a, -t->half_epsilon * d);
+    }
+    if (far != (int64_t)b->bot_count[x]) return LDP_E_PARAMETER_MISMATCH;
+    if (far == 0) return LDP_OK; /* no far branch: bot_gamma is not read */
+    if (log_a == -INFINITY) /* every output is far: the far branch always */
+        return b->bot_gamma[x] == 0.0 ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+    z = log_a - (log((double)far) - t->half_epsilon * b->gamma);
+    z = z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); /* softplus */
+    return fabs(z - b->bot_gamma[x]) <= tol ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+}
+
+/* tem.py TEMSanitizer.check_parameters: no p or eps0 (TEM keeps no word); gamma is the threshold
+ * of the stated beta and no input's far branch exceeds beta; the stated worst case; D_max; the
+ * engine's head ratios at eps (its tables are SanText's at the same eps); the far branch of the
+ * largest-norm row and of a random one at the stated gamma. */
+static int check_tem(const ldp_bundle *b) {
+    const ldp_santext_table *t = &b->table;
+    int32_t rows[FIXED_ROWS + RANDOM_ROWS];
+    long n;
+    double tol;
+    int32_t x;
+    if (!isnan(b->p) || b->epsilon0 != 0.0) return LDP_E_PARAMETER_MISMATCH;
+    if (!isnan(b->beta)) {
+        double want = 2.0 / b->epsilon * log((1.0 - b->beta) * (double)t->n_outputs / b->beta);
+        if (!(b->beta > 0 && b->beta < 1 && isfinite(want) && want > 0) ||
+            fabs(b->gamma - want) > 1e-12 * fmax(fabs(b->gamma), fabs(want)))
+            return LDP_E_PARAMETER_MISMATCH;
+        for (x = 0; x < t->n_rows; x++)
+            if (b->valid_input[x] && b->bot_count[x] > 0 &&
+                exp(-b->bot_gamma[x]) > b->beta * (1 + 1e-9))
+                return LDP_E_PARAMETER_MISMATCH;
+    }
+    if (check_stated_worst_case(b, ldp_worst_case_epsilon(b)) != LDP_OK)
+        return LDP_E_PARAMETER_MISMATCH;
+    n = check_rows(b, rows);
+    if (n < 0) return LDP_E_RANDOM;
+    if (n == 0) return LDP_OK;
+    tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
+    if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK ||
+        check_tem_far(b, rows[0], tol) != LDP_OK ||
+        check_tem_far(b, rows[n - RANDOM_ROWS], tol) != LDP_OK)
+        return LDP_E_PARAMETER_MISMATCH;
+    return check_head_ratios(b, rows, (size_t)n,
+                             2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+}
+
+/* CusText's similarity of rows x and y (custext.py check_parameters): minus the distance, or the
+ * cosine of the int8 codes (the scales cancel; 0 where a vector is zero). */
+static double similarity(const ldp_bundle *b, int32_t x, int32_t y) {
+    const ldp_santext_table *t = &b->table;
+    const int8_t *qx = t->emb_q + (size_t)x * (size_t)t->dim, *qy = t->emb_q + (size_t)y * (size_t)t->dim;
+    double norms;
+    int64_t dot = 0;
+    int32_t i;
+    if (!b->cosine) return -ldp_distance(t, x, y);
+    norms = sqrt((double)t->emb_sqnorm[x]) * sqrt((double)t->emb_sqnorm[y]);
+    if (!(t->emb_scale[x] > 0 && t->emb_scale[y] > 0 && norms > 0)) return 0.0;
+    for (i = 0; i < t->dim; i++) dot += (int32_t)qx[i] * (int32_t)qy[i];
+    return (double)dot / norms;
+}
+
+/* 1: row x's realised law over its output set is the exponential mechanism exp(eps u / 2) up to
+ * tol (u the similarity min-max normalised over the set); 0: x is not sanitized (a stop word or
+ * not an input); -1: it is not, or an output of its set has probability 0. */
+static int check_custext_row(const ldp_bundle *b, int32_t x, const uint64_t *sizes, double tol) {
+    const ldp_santext_table *t = &b->table;
+    const size_t k = (size_t)t->head_size, slots = k + 1;
+    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
+    const uint16_t *alias = t->alias_index + (size_t)x * slots;
+    const int32_t *head = t->head_ids + (size_t)x * k;
+    const double *gamma = t->accept_gamma + (size_t)x * slots;
+    double smin = INFINITY, smax = -INFINITY, lo = INFINITY, hi = -INFINITY, span;
+    size_t i, live = 0;
+    if (!b->valid_input[x] || b->group_id[x] < 0) return 0;
+    for (i = 0; i < k; i++) {
+        double sim;
+        if (ldp_realised_mass(thr, alias, slots, i) == 0) continue;
+        sim = similarity(b, x, head[i]);
+        smin = fmin(smin, sim);
+        smax = fmax(smax, sim);
+        live++;
+    }
+    if (live != sizes[b->group_id[x]]) return -1; /* a member with probability 0 */
+    span = smax - smin;
+    for (i = 0; i < k; i++) {
+        uint64_t mass = ldp_realised_mass(thr, alias, slots, i);
+        double u, r;
+        if (mass == 0) continue;
+        u = span > 0 ? fmin(fmax((similarity(b, x, head[i]) - smin) / span, 0.0), 1.0) : 1.0;
+        r = log((double)mass) - gamma[i] - t->half_epsilon * u;
+        lo = fmin(lo, r);
+        hi = fmax(hi, r);
+    }
+    return hi - lo > tol ? -1 : 1;
+}
+
+/* custext.py CusTextSanitizer.check_parameters: p is 0 for CusText+ (stop words kept with
+ * probability 1) and absent for CusText; no eps0 and no worst case; the stated group statistics;
+ * and on the sampled rows the exponential mechanism at the stated eps and similarity. */
+static int check_custext(const ldp_bundle *b) {
+    const ldp_santext_table *t = &b->table;
+    const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
+    int32_t rows[FIXED_ROWS + RANDOM_ROWS], top = -1, x;
+    uint64_t *sizes, groups = 0, smallest = 0, largest = 0;
+    size_t i, checked = 0;
+    long n;
+    int rc = LDP_OK;
+    const double tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon);
+    if (b->mechanism == LDP_MECH_CUSTEXT_PLUS ? b->p != 0.0 : !isnan(b->p))
+        return LDP_E_PARAMETER_MISMATCH;
+    if (b->epsilon0 != 0.0 || check_stated_worst_case(b, INFINITY) != LDP_OK)
+        return LDP_E_PARAMETER_MISMATCH;
+    for (i = 0; i < (size_t)t->n_outputs; i++)
+        if (b->group_id[t->outputs[i]] > top) top = b->group_id[t->outputs[i]];
+    sizes = (uint64_t *)calloc((size_t)top + 2, sizeof *sizes);
+    if (sizes == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < (size_t)t->n_outputs; i++) sizes[b->group_id[t->outputs[i]]]++;
+    for (i = 0; top >= 0 && i <= (size_t)top; i++) {
+        if (sizes[i] == 0) continue;
+        groups++;
+        smallest = smallest == 0 || sizes[i] < smallest ? sizes[i] : smallest;
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    }
+    {
+        static const char *const keys[3] = {"groups", "smallest_group", "largest_group"};
+        const uint64_t values[3] = {groups, smallest, largest};
+        for (i = 0; i < 3 && rc == LDP_OK; i++) {
+            const ldp_json *v = ldp_json_get(privacy, keys[i]);
+            if (v != NULL && !(ldp_json_is_number(v) && ldp_json_number(v) == (double)values[i]))
+                rc = LDP_E_PARAMETER_MISMATCH;
+        }
+    }
+    n = rc == LDP_OK ? check_rows(b, rows) : 0;
+    if (n < 0) rc = LDP_E_RANDOM;
+    for (i = 0; rc == LDP_OK && i < (size_t)n; i++) {
+        int r = check_custext_row(b, rows[i], sizes, tol);
+        if (r < 0) rc = LDP_E_PARAMETER_MISMATCH;
+        checked += (size_t)(r > 0);
+    }
+    /* every sampled row a stop word: check the first sanitized row */
+    for (x = 0; rc == LDP_OK && checked == 0 && x < t->n_rows; x++) {
+        int r = check_custext_row(b, x, sizes, tol);
+        if (r < 0) rc = LDP_E_PARAMETER_MISMATCH;
+        checked += (size_t)(r > 0);
+    }
+    free(sizes);
+    return rc;
+}
+
+int ldp_check_realised(const ldp_bundle *b) {
+    switch (b->mechanism) {
+    case LDP_MECH_TEM: return check_tem(b);
+    case LDP_MECH_CUSTEXT:
+    case LDP_MECH_CUSTEXT_PLUS: return check_custext(b);
+    default: return check_santext(b);
+    }
 }

@@ -37,7 +37,9 @@ const char *ldp_strerror(int rc) {
     case LDP_E_FORMAT_TAG: return "not an ldptext bundle (wrong format tag)";
     case LDP_E_FORMAT_VERSION: return "bundle format version is not supported (this library reads 1)";
     case LDP_E_MANIFEST_NONCANONICAL: return "bundle manifest is not in canonical form";
-    case LDP_E_MECHANISM: return "bundle is not a SanText or SanText+ bundle (unknown mechanism, or dpbart)";
+    case LDP_E_MECHANISM:
+        return "bundle mechanism is unknown or not run by libldptext (it runs SanText, SanText+, TEM, "
+               "CusText and CusText+; CMP, Mahalanobis and DP-BART run in the Python SDK only)";
     case LDP_E_NO_ARRAY_TABLE: return "bundle manifest has no array table";
     case LDP_E_ARRAY_SET: return "bundle arrays do not match the signed manifest";
     case LDP_E_ARRAY_ENTRY: return "bundle header entry for an array is malformed";
@@ -71,7 +73,8 @@ const char *ldp_strerror(int rc) {
     case LDP_E_TABLE_DIMS: return "table dimensions outside what the sampler supports";
     case LDP_E_TABLE_CLUSTER: return "tail cluster ids are out of range";
     case LDP_E_PARAMETER_MISMATCH:
-        return "a stated parameter (epsilon, epsilon0, p or D_max) is not what the tables realise";
+        return "a stated parameter (epsilon, epsilon0, p, D_max, TEM's gamma / beta, CusText's "
+               "similarity or group sizes) is not what the tables realise";
     case LDP_E_EXPECT_MECHANISM: return "the bundle's mechanism is not the one the application requires";
     case LDP_E_EXPECT_FORMAT: return "the bundle's format version is older than the application requires";
     case LDP_E_EXPECT_BUNDLE_ID: return "the bundle is not the bundle id the application pinned";
@@ -79,6 +82,11 @@ const char *ldp_strerror(int rc) {
     case LDP_E_TOKENIZER_JSON: return "bundle tokenizer.json is not valid UTF-8 JSON";
     case LDP_E_TOKENIZER: return "bundle tokenizer.json is malformed";
     case LDP_E_TOKENIZER_UNSUPPORTED: return "bundle tokenizer.json uses a component libldptext does not implement";
+    case LDP_E_TEM_TABLES:
+        return "bundle TEM arrays bot_gamma / bot_count are out of range, or its tables keep rows in the clear";
+    case LDP_E_CUSTEXT_TABLES:
+        return "bundle CusText group_id disagrees with its tables (kept rows, a row proposing outside its "
+               "output set, or an output set smaller than K)";
     default: return "unknown error code";
     }
 }

@@ -22,7 +22,9 @@ static int bound_ok(double v) { return v == 0.0 || (isfinite(v) && v > 0.0); }
 
 static int well_formed(const ldp_expect *e) {
     if (e->size < EXPECT_V1_SIZE) return 0;
-    if (e->mechanisms & ~(LDP_EXPECT_SANTEXT | LDP_EXPECT_SANTEXT_PLUS)) return 0;
+    if (e->mechanisms & ~(LDP_EXPECT_SANTEXT | LDP_EXPECT_SANTEXT_PLUS | LDP_EXPECT_TEM |
+                          LDP_EXPECT_CUSTEXT | LDP_EXPECT_CUSTEXT_PLUS))
+        return 0;
     if (!bound_ok(e->epsilon_min) || !bound_ok(e->epsilon_max)) return 0;
     if (e->epsilon_min > 0 && e->epsilon_max > 0 && e->epsilon_min > e->epsilon_max) return 0;
     if (e->bundle_id != NULL && !lower_hex64(e->bundle_id)) return 0;

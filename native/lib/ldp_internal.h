@@ -42,10 +42,20 @@ struct ldp_bundle {
     const ldp_json *manifest;
     ldp_array *arrays;
     size_t n_arrays;
-    /* SanText */
+    /* SanText, and the mechanisms on its engine */
     int mechanism; /* LDP_MECH_* */
-    double epsilon, epsilon0, p, d_max, tolerance;
+    double epsilon, epsilon0, p, d_max, tolerance; /* p, d_max: NaN where not stated */
     int64_t head_size;
+    /* TEM (tem.py): the threshold, the beta that chose it (NaN: none), per row -ln P(far branch)
+     * and the number of outputs farther than gamma */
+    double gamma, beta;
+    const double *bot_gamma;
+    const int32_t *bot_count;
+    /* CusText (custext.py): the smallest group K, the similarity, per row its output set (-1:
+     * a CusText+ stop word, kept; or not an input) */
+    int64_t k;
+    int cosine; /* 0: euclidean, 1: cosine */
+    const int32_t *group_id;
     ldp_santext_table table; /* borrows the arrays; emb_sqnorm and the widened arrays are owned */
     int32_t *emb_sqnorm;
     int32_t *wide_head;    /* a compact bundle's uint16 head_ids as int32, else NULL */
@@ -66,9 +76,22 @@ const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name);
 size_t ldp_dtype_size(int dtype);
 const char *ldp_dtype_code(int dtype);
 
-/* The stated eps, eps0, p and D_max against what the tables realise (check.c): LDP_OK,
- * LDP_E_PARAMETER_MISMATCH, or LDP_E_RANDOM. The bundle's table must be complete and checked. */
+/* The stated eps, eps0, p and D_max (and TEM's gamma and beta, CusText's similarity and group
+ * sizes) against what the tables realise (check.c): LDP_OK, LDP_E_PARAMETER_MISMATCH,
+ * LDP_E_NOMEM or LDP_E_RANDOM. The bundle's table and mechanism arrays must be complete and
+ * checked. */
 int ldp_check_realised(const ldp_bundle *b);
+
+/* TEM's draws (tem.py TEMSanitizer._draw, in the same order of random draws): a far-branch
+ * trial per token that has far outputs, then rounds of uniform candidates for the far tokens and
+ * rounds of engine draws for the others, each round over the tokens still waiting, in order.
+ * LDP_OK, LDP_E_NOMEM or LDP_E_SAMPLER. */
+int ldp_tem_sample_many(ldp_chacha *g, const ldp_bundle *b, const int32_t *xs, int32_t *ys,
+                        size_t n);
+
+/* The LDP level per token over any two inputs (ldp_report.worst_case_epsilon): eps * d_max
+ * (SanText), eps * min(gamma, d_max) (TEM), +inf where none exists. */
+double ldp_worst_case_epsilon(const ldp_bundle *b);
 
 /* bundle.py's bundle_id: SHA-256 of the canonical signed manifest, 64 hex digits + NUL. */
 int ldp_bundle_id(const ldp_bundle *b, char hex[65]);

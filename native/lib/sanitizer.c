@@ -3,6 +3,7 @@
  * detokenize. */
 #define _GNU_SOURCE 1
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,8 @@ static int sample(ldp_sanitizer *s, const int32_t *xs, int32_t *ys, size_t n) {
     size_t failed_at = 0;
     int rc = stream(s, &g);
     if (rc != LDP_OK) return rc;
+    /* TEM draws on the engine with its own branches; CusText(+) is the engine itself */
+    if (s->bundle->mechanism == LDP_MECH_TEM) return ldp_tem_sample_many(g, s->bundle, xs, ys, n);
     rc = ldp_santext_sample_many(g, &s->bundle->table, xs, ys, n, &failed_at);
     if (rc == LDP_SAMPLE_ERR_ROW) return LDP_E_INPUT_ID;
     return rc == LDP_SAMPLE_OK ? LDP_OK : LDP_E_SAMPLER;
@@ -336,13 +339,17 @@ static int report_has(const ldp_report *rep, size_t off, size_t n) { return off 
  * written only into callers compiled with them: an older caller's struct ends before them. */
 static void fill_report(ldp_report *rep, const ldp_bundle *b, size_t n, int seeded) {
     rep->epsilon = b->epsilon;
-    rep->epsilon0 = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->epsilon0 : 0.0;
-    rep->p = b->mechanism == LDP_MECH_SANTEXT_PLUS ? b->p : 1.0;
+    /* SanText+: ln(1/p) across its split; CusText+: stop words in the clear, no bound */
+    rep->epsilon0 = b->mechanism == LDP_MECH_SANTEXT_PLUS    ? b->epsilon0
+                    : b->mechanism == LDP_MECH_CUSTEXT_PLUS ? INFINITY
+                                                            : 0.0;
+    rep->p = b->table.p; /* the engine's: 1, SanText+'s p, or 0 for CusText+'s kept words */
     rep->n_tokens = n;
     rep->mechanism = b->mechanism;
     rep->seeded = seeded;
     if (REPORT_HAS(rep, d_max)) rep->d_max = b->d_max;
     if (REPORT_HAS(rep, tolerance)) rep->tolerance = b->tolerance;
+    if (REPORT_HAS(rep, worst_case_epsilon)) rep->worst_case_epsilon = ldp_worst_case_epsilon(b);
 }
 
 int ldp_sanitize(ldp_sanitizer *s, const char *utf8, size_t len, char **out, size_t *out_len,

@@ -171,7 +171,7 @@ class TEMSanitizer(TokenRuntime):
     def check_parameters(self) -> None:
         """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
 
-        Checked: ``head_size`` is the tables' K; γ is the threshold of the stated β (when β is stated)
+        Checked: ``head_size`` is the tables' K; no p or ε₀ is stated (TEM keeps no word); γ is the threshold of the stated β (when β is stated)
         and every input's ⊥ probability is ≤ β; |L̄_x| (``bot_count``) counts the outputs farther than
         γ; D_max bounds the sampled input distances; the stated worst case is ε·min(γ, D_max); and,
         for sampled rows (largest norms and an even spread), the realised log-probabilities
@@ -189,6 +189,8 @@ class TEMSanitizer(TokenRuntime):
         stated_k = self.params.get("head_size")
         if stated_k is not None and stated_k != t.head_size:
             raise ParameterMismatchError(f"manifest head_size {stated_k!r} is not K = {t.head_size} of 'head_ids'")
+        if self.params.get("p") is not None or self.params.get("epsilon0", 0.0) != 0.0:
+            raise ParameterMismatchError("manifest states p or epsilon0, but TEM releases no word in the clear")
         outs = t.outputs.astype(np.int64)
         if self.beta is not None:
             try:
