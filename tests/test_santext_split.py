@@ -9,7 +9,9 @@ import pytest
 
 from conftest import load_seeded
 
-# words users call sensitive that the frequency split (w = 0.98 GloVe 50k, w = 0.9 MiniLM) released
+# words users call sensitive; the frequency split puts some of them into V_N (released in the clear):
+# at w = 0.98 on GloVe 50k the names, places, hospital, bank, police, court, death, sex, church and the
+# digits (not cancer, gay, muslim, jewish, prison, arrested or 1990); at w = 0.9 on MiniLM all but 1990
 SENSITIVE_WORDS = ["john", "james", "david", "michael", "london", "washington", "india", "hospital", "bank",
                    "police", "court", "death", "sex", "church", "cancer", "gay", "muslim", "jewish",
                    "prison", "arrested", *"0123456789", "1990"]
