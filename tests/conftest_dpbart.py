@@ -1,4 +1,4 @@
-"""Tiny, randomly initialised seq2seq models and tokenizers for the DP-BART tests (issue 3, property 6).
+"""Tiny, randomly initialised seq2seq models and tokenizers for the DP-BART tests.
 
 Built in the test process in well under a second: a word-level tokenizer over a few dozen words and
 a 2-layer BERT-to-BERT (or 1-layer BART) with hidden size 32. Never the real MiniLM.

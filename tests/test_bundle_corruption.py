@@ -19,7 +19,7 @@ from ldptext import keys
 from ldptext.errors import (BundleError, BundleFormatError, BundleIntegrityError, SignatureError,
                             UnknownKeyError, UnsignedBundleError)
 
-# counters reported by the last test (for the README reliability section)
+# counters reported by the last test (for docs/reliability.md)
 CORRUPTED: dict[str, int] = {}
 
 

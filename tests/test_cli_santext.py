@@ -166,7 +166,7 @@ def test_sanitize_pinning_refuses_an_unexpected_bundle(bundle, tmp_path):
     assert bad.returncode != 0 and b"exceeds" in bad.stderr and bad.stdout == b""
 
 
-# ---- streaming and --skip-bad-lines (README "Command line") -----------------------------------------
+# ---- streaming and --skip-bad-lines (docs/cli.md) ---------------------------------------------------
 class _Result:
     def __init__(self, text):
         self.text = text

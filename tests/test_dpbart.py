@@ -1,5 +1,5 @@
-"""DP-BART runtime (``ldptext.dpbart.Rewriter``, ``ldptext rewrite``) on tiny random bundles
-(issue 3 properties 2–6, bad input, no raw text in errors). CPU only, seconds."""
+"""DP-BART runtime (``ldptext.dpbart.Rewriter``, ``ldptext rewrite``) on tiny random bundles: noise
+source, length hiding, pruning, ONNX equivalence, bad input, no raw text in errors. CPU only, seconds."""
 from __future__ import annotations
 
 import json
@@ -105,7 +105,7 @@ def test_rewrite_batch_keeps_order_and_matches_single_calls(bundles):
     assert all(not x.report.private for x in a)
 
 
-# ------------------------------------------------------------------------------ property 2: noise source
+# ------------------------------------------------------------------------------ noise source
 def test_noise_comes_from_the_csprng_and_is_reproducible_only_when_seeded(bundles):
     from ldptext.dpbart import Rewriter
     from ldptext.rng import Generator
@@ -138,7 +138,7 @@ def test_release_noise_variance_matches_calibration(bundles):
     assert diff.var() == pytest.approx(cal.variance, rel=0.05)
 
 
-# ------------------------------------------------------------------------------ property 3: length
+# ------------------------------------------------------------------------------ length
 class _Recorder:
     def __init__(self, sess):
         self.sess, self.calls = sess, []
@@ -175,7 +175,7 @@ def test_length_does_not_leak_into_encoder_shapes_or_decoder_settings(bundles):
     assert ids_a.shape == ids_b.shape == mask_a.shape == mask_b.shape == (1, rw.seq_len)
 
 
-# ------------------------------------------------------------------------------ property 4: pruning
+# ------------------------------------------------------------------------------ pruning
 def test_pruned_coordinates_are_exactly_zero_in_every_release(bundles):
     from ldptext.noise import calibrate
 
@@ -192,7 +192,7 @@ def test_pruned_coordinates_are_exactly_zero_in_every_release(bundles):
             assert np.abs(z).max() <= rw.clip
 
 
-# ------------------------------------------------------------------------------ property 5: equivalence
+# ------------------------------------------------------------------------------ equivalence
 def test_rewriter_greedy_at_eps_inf_matches_pytorch(bundles):
     from ldptext_precompute.dpbart.train import greedy_decode_torch, make_batch, privatize_torch, tokenize_corpus
 
@@ -511,7 +511,7 @@ def test_shared_greedy_loop_stops_rows_at_eos_and_at_the_fixed_length():
     assert fed == [[7, 7], [1, 2], [0, 2]]  # a finished row is fed eos
 
 
-# ------------------------------------------------------------------------------ stated numbers (issue 9 item 6)
+# ------------------------------------------------------------------------------ stated numbers
 def _strict_json(line: str) -> dict:
     """json.loads that refuses Infinity / NaN (not JSON)."""
     def bad(name):

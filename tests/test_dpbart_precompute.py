@@ -1,5 +1,5 @@
 """DP-BART precompute on tiny random models: ONNX export equivalence, int8 tolerance, pruning, training
-stages, resumable pipeline, CLI (issue 3 properties 4–6). CPU only, seconds."""
+stages, resumable pipeline, CLI. CPU only, seconds."""
 from __future__ import annotations
 
 import json

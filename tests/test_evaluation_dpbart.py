@@ -1,4 +1,4 @@
-"""DP-BART in ``ldptext evaluate`` (issue 13): the ``dpbart`` entries next to SanText on a tiny labelled CSV,
+"""DP-BART in ``ldptext evaluate``: the ``dpbart`` entries next to SanText on a tiny labelled CSV,
 "–" in every token-level privacy and attack cell with the document-level guarantee stated instead, BLEU and
 the classifiers, checkpoints that survive a late failure (a re-run rewrites nothing), clear errors on a bundle
 that is not a trusted DP-BART bundle (before anything is sampled), and no raw text in any output file.

@@ -1,4 +1,4 @@
-"""The README's quick-start Python block and ``examples/quickstart.py`` run as written (issue 9, item 8):
+"""The README's quick-start Python block and ``examples/quickstart.py`` run as written:
 the block is taken from README.md as it is and run against a tiny generated bundle, so an edit that
 breaks it fails here."""
 from __future__ import annotations

@@ -425,7 +425,7 @@ def test_real_minilm_bundle(clib, minilm, dev_key):
             assert clib.tokenize(s, doc) == (OK, san.tokenize(doc).tolist())
             rc, text, _ = clib.sanitize(s, doc)
             assert rc == OK and text == san.sanitize(doc).text
-        # a typed special token is ordinary text (issue 9.4), in C as in Python: the same ids,
+        # a typed special token is ordinary text, in C as in Python: the same ids,
         # never the special id 103, and the same sanitized text
         rc, ids = clib.tokenize(s, "a [MASK] b")
         assert rc == OK and ids == san.tokenize("a [MASK] b").tolist() and 103 not in ids

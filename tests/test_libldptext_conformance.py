@@ -75,7 +75,7 @@ def carriers(tmp_path_factory, tokenizer_jsons, clib, dev_key):  # noqa: F811
         hf = Tokenizer.from_str(tj)
         hf.no_padding()
         hf.no_truncation()
-        hf.encode_special_tokens = True  # as the runtime: a typed "[MASK]" is text (issue 9.4)
+        hf.encode_special_tokens = True  # as the runtime: a typed "[MASK]" is text
         out[name] = (s, hf)
     yield out
     for b, s in handles:

@@ -1,4 +1,4 @@
-"""DP-BART calibration and discrete noise (issue 3 properties 1, 2, 4).
+"""DP-BART calibration and discrete noise: sensitivities, the noise source, pruned coordinates.
 
 The references here are written independently of ``ldptext.noise``: mpmath at 40 digits for the
 analytic Gaussian and log Φ, exact summation for the 1-D discrete Gaussian privacy profile.
@@ -47,7 +47,7 @@ def ref_analytic_sigma(eps: float, delta: float, sens: float) -> mp.mpf:
         return hi
 
 
-# ----------------------------------------------------------------------------- property 1
+# ----------------------------------------------------------------------------- sensitivities
 @pytest.mark.parametrize("clip,L,d,pruned", [(0.1, 20, 768, 0), (0.1, 20, 768, 586), (0.25, 7, 32, 5)])
 def test_sensitivities_are_2Cn_and_2C_sqrt_n_with_pruned_dimensions_removed(clip, L, d, pruned):
     n = noise.effective_dim(L, d, pruned)
@@ -160,7 +160,7 @@ def test_infinite_epsilon_means_no_noise_and_is_flagged_not_private(seeded_rng):
     np.testing.assert_allclose(out, np.clip(z, -0.5, 0.5), atol=1e-6)
 
 
-# ----------------------------------------------------------------------------- property 2
+# ----------------------------------------------------------------------------- noise source
 class RecordingGenerator:
     """Wraps the CSPRNG and records every call (what was asked, how many draws)."""
 
@@ -209,7 +209,7 @@ def test_variance_formula_of_discrete_laplace_matches_sampler(seeded_rng):
     assert x.var() == pytest.approx(noise.discrete_laplace_variance(3.5), rel=0.03)
 
 
-# ----------------------------------------------------------------------------- property 4
+# ----------------------------------------------------------------------------- pruned coordinates
 def test_pruned_coordinates_are_exactly_zero_and_receive_no_noise(seeded_rng):
     L, d, pruned = 5, 12, np.array([0, 3, 11])
     n = noise.effective_dim(L, d, len(pruned))
@@ -245,7 +245,7 @@ def test_calibration_for_wrong_n_is_refused(seeded_rng):
         noise.privatize(np.zeros((3, 4)), cal, seeded_rng)
 
 
-# ----------------------------------------------------------------------------- exact noise (issue 9 item 6)
+# ----------------------------------------------------------------------------- exact noise
 # The sampler gets integers: (num, den) with t = num/den for Laplace, (t, m) with σ² = t·m for the
 # Gaussian. The references below recompute the guarantee from those integers alone, in Fraction
 # and mpmath at 60 digits, independently of the module's float code.

@@ -1,4 +1,4 @@
-"""``ldptext.Sanitizer`` on libldptext (issue 10): with the C extension, the C library tokenizes,
+"""``ldptext.Sanitizer`` on libldptext: with the C extension, the C library tokenizes,
 samples and detokenizes (``Sanitizer.backend == "libldptext"``).
 
 * Seeded output is byte for byte the output of the C sampler with the Hugging Face tokenizer (the
@@ -46,7 +46,7 @@ def sampler_path():
     """Sanitizers built inside use the C sampler with the Hugging Face tokenizer (what a bundle
     whose tokenizer the library lacks gets, and what the native backend was before the library)."""
     mp = pytest.MonkeyPatch()
-    mp.setattr("ldptext.santext._library_bundle", lambda bundle: None)
+    mp.setattr("ldptext.library.library_bundle", lambda bundle: None)
     try:
         yield
     finally:

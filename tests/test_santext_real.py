@@ -1,4 +1,4 @@
-"""Integration tests on the real packaged embeddings (ASSETS.md): GloVe 6B-50d and the MiniLM
+"""Integration tests on the real packaged embeddings (docs/assets.md): GloVe 6B-50d and the MiniLM
 WordPiece vocabulary."""
 
 import numpy as np
@@ -71,7 +71,7 @@ def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
     assert not set(all_out.tolist()) & set(special), "a special token was output"
     assert all(r.n_tokens == ids.size for r in res)
     assert any(r.text != res[0].text for r in res)  # it is random
-    # issue 9.4: special tokens typed by a user are ordinary text: never a special id, never an
+    # special tokens typed by a user are ordinary text: never a special id, never an
     # error, never a lost batch (the C tokenizer is held to the same by the conformance tests)
     typed = "see [MASK] and [CLS] then [SEP] [PAD] [UNK] x[MASK]y"
     typed_ids = san.tokenize(typed)

@@ -1,4 +1,4 @@
-"""Issue 9 item 6, "stated numbers": what the DP-BART tools say about ε = ∞, the exactness of the noise
+"""Stated numbers: what the DP-BART tools say about ε = ∞, the exactness of the noise
 and every option's help text (the runtime and its reports are tested in test_dpbart.py and
 test_noise.py). No bundle needed: seconds."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmarks/table_dpbart.py (issue 13): the Table 6.5 layout, every bundle from one trained base stage (the
+"""benchmarks/table_dpbart.py: the Table 6.5 layout, every bundle from one trained base stage (the
 source work dir only read, the base never retrained), a rerun that recomputes nothing, a resumed interrupted
 run, BLEU = 100 for an identity rewrite and macro-F1 against an independent computation.
 
