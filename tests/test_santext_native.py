@@ -240,8 +240,8 @@ def test_batch_releases_the_gil_while_a_gil_holding_call_does_not(bundles):
     with Spinner() as spinner:
         assert spinner.progress_during(held) == 0
         assert spinner.progress_during(lambda: san.sanitize_batch(docs)) > 0
-        assert spinner.progress_during(lambda: san._stream.sample(xs, ys)) > 0
-        assert spinner.progress_during(lambda: san._stream.tokenize(" ".join(docs))) > 0
+        assert spinner.progress_during(lambda: san._sanitizers.stream.sample(xs, ys)) > 0
+        assert spinner.progress_during(lambda: san._sanitizers.stream.tokenize(" ".join(docs))) > 0
         assert spinner.progress_during(held) == 0
 
 
@@ -268,7 +268,7 @@ def test_threads_sharing_a_private_sanitizer_get_their_own_streams(bundles):
             assert all(len(r.text.split()) >= 0 for r in res)
     texts = [tuple(r.text for r in res) for runs in results.values() for res in runs]
     assert len(set(texts)) == len(texts)  # eight independent private draws of the same batch
-    assert 1 <= len(san._idle) <= 2       # at most one C sanitizer per concurrent call
+    assert 1 <= len(san._sanitizers._idle) <= 2       # at most one C sanitizer per concurrent call
 
 
 def test_a_seeded_sanitizer_stays_one_stream_under_threads(bundles):

@@ -110,6 +110,7 @@ class CusTextSanitizer(TokenRuntime):
     """
 
     MECHANISMS = MECHANISMS
+    _ON_LIBRARY = True  # libldptext samples it (the engine itself)
     _RELEASED = TokenRuntime._RELEASED + ("tables", "group_id", "_table")
 
     def __init__(self, bundle: Any, **kwargs: Any) -> None:

@@ -55,21 +55,19 @@ on the generator.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import os
-import threading
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
 from . import alias as _alias
+from . import library as _library
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
-from .bundle import Bundle, BundleSource, canonical_json
-from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
+from .bundle import Bundle, BundleSource
+from .errors import BundleFormatError, BundleIntegrityError, InputError
 from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of
@@ -93,78 +91,6 @@ NO_WORST_CASE = ("SanText+ releases non-sensitive (V_N) words in the clear with 
                  "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
                  "holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, "
                  "+eps0 across the split)")
-
-
-# libldptext return codes (native/include/ldptext.h) that the Python side treats specially
-_LDP_E_NOMEM = -2
-_LDP_E_INVALID_UTF8 = -5
-_LDP_E_INPUT_ID = -6
-_LDP_E_SAMPLER = -7
-_LDP_E_TOO_LONG = -8
-_LDP_E_PARAMETER_MISMATCH = -100
-_LDP_TOKENIZER_CODES = (-110, -111, -112)  # tokenizer.json the library cannot read or lacks a part of
-# what kind of bundle error each other code is (ldptext.h groups them; bundle.py's classes)
-_LDP_FORMAT_CODES = range(-54, -29)      # header, metadata and manifest (-30 .. -54)
-_LDP_SCHEMA_FORMAT_CODES = (-80, -81)    # a missing SanText array, a missing parameter
-
-
-def _library_bundle(bundle: Bundle) -> Any:
-    """The C library's view of a verified SanText bundle (``ldptext._native.Bundle``), or ``None``
-    where the library lacks the bundle's tokenizer (then the Hugging Face tokenizer is used with the
-    C sampler, as before the library existed).
-
-    The arrays are the ones :func:`ldptext.runtime.open_bundle` verified (no second hashing; see
-    ``native/lib/host.h``); the library checks the manifest, the dtypes and shapes, the tables'
-    invariants and the tokenizer again itself.
-
-    Raises
-    ------
-    BundleFormatError, BundleIntegrityError
-        The library refuses the bundle (its message says which check failed).
-    """
-    if _native is None or not hasattr(_native, "Bundle"):
-        return None
-    try:
-        return _native.Bundle(dict(bundle.arrays), canonical_json(bundle.manifest))
-    except _native.LibraryError as e:
-        code, message = int(e.args[0]), str(e.args[1])
-        if code in _LDP_TOKENIZER_CODES:
-            return None
-        if code in _LDP_FORMAT_CODES or code in _LDP_SCHEMA_FORMAT_CODES:
-            raise BundleFormatError(f"libldptext refuses the bundle: {message}") from None
-        if code == _LDP_E_NOMEM:
-            raise MemoryError("libldptext: out of memory while opening the bundle") from None
-        if code == _LDP_E_PARAMETER_MISMATCH:
-            raise ParameterMismatchError(f"libldptext refuses the bundle: {message}") from None
-        if code <= -60:
-            raise BundleIntegrityError(f"libldptext refuses the bundle: {message}") from None
-        raise BundleError(f"libldptext refuses the bundle: {message}") from None
-
-
-class _Adoption:
-    """:func:`_library_bundle` on a helper thread: the C library checks the tables and parses the
-    tokenizer without the GIL while the Python checks of the same tables run (the result is the
-    same as calling it afterwards)."""
-
-    def __init__(self, bundle: Bundle) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(bundle,), name="ldptext-adopt",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, bundle: Bundle) -> None:
-        try:
-            self._value = _library_bundle(bundle)
-        except BaseException as e:  # re-raised by result(), in the caller's thread
-            self._error = e
-
-    def result(self) -> Any:
-        """The library's bundle (or ``None``); raises what :func:`_library_bundle` raised."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def metric_id(manifest: dict) -> str:
@@ -259,7 +185,7 @@ class Sanitizer(_runtime.Closable):
 
     # what close() drops: everything that references the bundle's memory map or derives from it
     _RELEASED = ("_bundle", "tables", "outputs", "sensitive", "valid_input", "_embeddings", "_rng",
-                 "_table", "_vocab", "_tokenizer", "_library", "_stream", "_idle")
+                 "_table", "_vocab", "_tokenizer", "_library", "_sanitizers")
 
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
                  ledger: "Ledger | None" = None) -> None:
@@ -284,14 +210,14 @@ class Sanitizer(_runtime.Closable):
         self._check_parameters()
         self.ledger_unit: str = "metric:" + metric_id(self.manifest)
         # the native backend's libldptext view of the bundle is built while Python checks the tables
-        adoption = _Adoption(bundle) if backend in ("auto", "native") and _native is not None else None
+        adoption = _library.Adoption(bundle) if backend in ("auto", "native") and _native is not None else None
         try:
             self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
             self._check_tables_match_parameters()
             self._check_realised_parameters()
         except BaseException:
             if adoption is not None:
-                adoption._thread.join()  # the Python check's error comes first
+                adoption.join()  # the Python check's error comes first
             raise
         self.outputs: np.ndarray = self.tables.outputs
         self.sensitive: np.ndarray = self.tables.sensitive
@@ -300,17 +226,15 @@ class Sanitizer(_runtime.Closable):
         self._embeddings: np.ndarray | None = None
         self._rng = Generator(seed=seed, backend=backend)
         self.seeded: bool = bool(self._rng.seeded)
-        # libldptext (native backend): tokenize, sample and detokenize in C. _stream is the
-        # sanitizer whose stream a seeded Sanitizer draws from (every call, in call order); a
-        # private one lends each concurrent call an idle C sanitizer (_idle), each OS-keyed.
+        # libldptext (native backend): tokenize, sample and detokenize in C, on the seeded stream
+        # (every call, in call order) or on private OS-keyed sanitizers lent to concurrent calls
         self._library = adoption.result() if adoption is not None and self._rng.backend == "native" else None
         if self._library is not None:
-            key = _seed_key(seed) if self.seeded else os.urandom(32)
-            self._stream = _native.TextSanitizer(self._library, key, self.seeded)
-            self._idle: list = [] if self.seeded else [self._stream]
+            self._sanitizers = _library.LibrarySanitizers(self._library,
+                                                          _seed_key(seed) if self.seeded else None)
             self._table = self._library  # the sampler's table (distance(a, b))
         else:
-            self._stream = None
+            self._sanitizers = None
             self._table = self._rng.make_santext_table(
                 self.tables, epsilon=self.epsilon, p=float(self.p) if self.p is not None else 1.0)
         self._backend = "libldptext" if self._library is not None else self._rng.backend
@@ -489,23 +413,6 @@ class Sanitizer(_runtime.Closable):
         library lacks) or ``"fallback"`` (numpy)."""
         return self._backend
 
-    @contextlib.contextmanager
-    def _text_sanitizer(self) -> Iterator[Any]:
-        """A C sanitizer for one call: the seeded stream, or an idle private one (a new OS-keyed
-        one when every other is busy in another thread)."""
-        if self.seeded:
-            yield self._stream  # its own lock serialises callers
-            return
-        idle = self._idle
-        try:
-            s = idle.pop()
-        except IndexError:
-            s = _native.TextSanitizer(self._library, os.urandom(32), False)
-        try:
-            yield s
-        finally:
-            idle.append(s)
-
     def tokenize(self, text: str) -> np.ndarray:
         """Token ids of ``text`` with the bundle's tokenizer (OOV words map to the unknown row).
 
@@ -529,10 +436,10 @@ class Sanitizer(_runtime.Closable):
         if not isinstance(text, str):
             raise InputError(f"document 0 is {type(text).__name__}, not str")
         try:
-            with self._text_sanitizer() as s:
+            with self._sanitizers.borrow() as s:
                 ids = s.tokenize(text)
         except _native.LibraryError as e:
-            raise self._library_error(e, batch=False) from None
+            raise _library.library_error(e, batch=False) from None
         return np.frombuffer(ids, dtype=np.int32)
 
     def detokenize(self, ids: np.ndarray) -> str:
@@ -560,9 +467,9 @@ class Sanitizer(_runtime.Closable):
         if flat.size and (flat.min() < 0 or flat.max() >= self.n_rows):
             raise IndexError("a token id is outside the vocabulary")
         try:  # reads only the bundle: no stream, no lock
-            return self._stream.detokenize(np.ascontiguousarray(flat, dtype=np.int32))
+            return self._sanitizers.stream.detokenize(np.ascontiguousarray(flat, dtype=np.int32))
         except _native.LibraryError as e:
-            raise self._library_error(e, batch=False) from None
+            raise _library.library_error(e, batch=False) from None
 
     # -- sampling ----------------------------------------------------------------------------
     def sample_ids(self, ids: Any) -> np.ndarray:
@@ -623,37 +530,7 @@ class Sanitizer(_runtime.Closable):
         """One draw per id of ``flat`` (int64, every id a valid input: checked by the caller)."""
         if self._library is None:
             return self._rng.santext_sample(self._table, flat.astype(np.int32))
-        xs = np.ascontiguousarray(flat, dtype=np.int32)
-        ys = np.empty_like(xs)
-        try:
-            with self._text_sanitizer() as s:
-                s.sample(xs, ys)
-        except _native.LibraryError as e:
-            raise self._library_error(e, batch=False) from None
-        return ys
-
-    def _library_error(self, e: Exception, *, batch: bool) -> Exception:
-        """The SDK's exception for a libldptext failure: the document (and token) named, never its
-        text (the library's messages hold none)."""
-        code, message, doc, token = (int(e.args[0]), str(e.args[1]), int(e.args[2]), int(e.args[3]))
-        if code == _LDP_E_INPUT_ID and batch:
-            return InputError(f"document {doc}: token {token} is not a valid input of this bundle (a "
-                              f"special token of its tokenizer, e.g. written literally in the text)")
-        if code == _LDP_E_INPUT_ID:
-            return InputError("a token id is not a valid input of this bundle (out of range or a "
-                              "special token)")
-        if code == _LDP_E_NOMEM:
-            return MemoryError("libldptext: out of memory")
-        if code == _LDP_E_SAMPLER:
-            return RuntimeError(f"libldptext: {message}")
-        if code == _LDP_E_TOO_LONG:
-            return InputError(f"document {doc} has more tokens than the library handles (2^31)"
-                              if batch else "the input has more tokens than the library handles (2^31)")
-        if batch:  # not UTF-8 text (a lone surrogate) or another tokenizer failure
-            return InputError(f"document {doc} could not be tokenized")
-        if code == _LDP_E_INVALID_UTF8:
-            return InputError("the tokenizer could not process the input")
-        return InputError(f"libldptext: {message}")
+        return self._sanitizers.sample(flat)
 
     def privacy_report(self, n_tokens: int) -> PrivacyReport:
         """What a release of ``n_tokens`` tokens guarantees.
@@ -792,11 +669,7 @@ class Sanitizer(_runtime.Closable):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InputError(f"document {i} is {type(t).__name__}, not str")
-        try:
-            with self._text_sanitizer() as s:
-                out, counts = s.sanitize_batch(texts)
-        except _native.LibraryError as e:
-            raise self._library_error(e, batch=True) from None
+        out, counts = self._sanitizers.sanitize_batch(texts)
         reports: dict[int, PrivacyReport] = {}  # immutable: one per document length
         results = []
         for text, n in zip(out, counts):

@@ -116,6 +116,7 @@ class TEMSanitizer(TokenRuntime):
     """
 
     MECHANISMS = MECHANISMS
+    _ON_LIBRARY = True  # libldptext samples it (native/lib/tem.c)
     _RELEASED = TokenRuntime._RELEASED + ("tables", "bot_gamma", "bot_count", "_table")
 
     def __init__(self, bundle: Any, **kwargs: Any) -> None:
@@ -171,7 +172,8 @@ class TEMSanitizer(TokenRuntime):
     def check_parameters(self) -> None:
         """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
 
-        Checked: ``head_size`` is the tables' K; no p or ε₀ is stated (TEM keeps no word); γ is the threshold of the stated β (when β is stated)
+        Checked: ``head_size`` is the tables' K; no p or ε₀ is stated (TEM keeps no word);
+        γ is the threshold of the stated β (when β is stated)
         and every input's ⊥ probability is ≤ β; |L̄_x| (``bot_count``) counts the outputs farther than
         γ; D_max bounds the sampled input distances; the stated worst case is ε·min(γ, D_max); and,
         for sampled rows (largest norms and an even spread), the realised log-probabilities

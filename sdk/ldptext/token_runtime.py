@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
+from . import library as _library
 from . import runtime as _runtime
 from .bundle import Bundle, BundleSource
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
 from .mechanism_report import MechanismReport
 from .report import Sanitized
-from .rng import Generator
+from .rng import Generator, _seed_key
 from .tokenization import TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -213,7 +214,7 @@ class TokenRuntime(_runtime.Closable):
 
     #: the bundle mechanisms this runtime loads (set by each subclass)
     MECHANISMS: tuple[str, ...] = ()
-    _RELEASED = ("_bundle", "_rng", "_vocab", "_tokenizer", "valid_input")
+    _RELEASED = ("_bundle", "_rng", "_vocab", "_tokenizer", "valid_input", "_library", "_sanitizers")
 
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
                  ledger: "Ledger | None" = None) -> None:
@@ -237,6 +238,11 @@ class TokenRuntime(_runtime.Closable):
         self.n_rows: int = int(self.valid_input.size)
         self._rng = Generator(seed=seed, backend=backend)
         self.seeded: bool = bool(self._rng.seeded)
+        self._seed = seed
+        # libldptext, once load() has checked the bundle (_adopt_library): None until then, and
+        # for the numpy fallback or a mechanism the library does not run
+        self._library: Any = None
+        self._sanitizers: _library.LibrarySanitizers | None = None
         self._vocab: list[str] | None = None
         _runtime.check_ledger_unit(ledger, self.ledger_unit)  # at load, not at the first release
         self._tokenizer: TextTokenizer | None = None
@@ -282,10 +288,37 @@ class TokenRuntime(_runtime.Closable):
             # the stated parameters against what the arrays realise, at every load: a trusted
             # signer's wrong number must not pass a device (the check `bundle sign` runs)
             san.check_parameters()
+            san._adopt_library(bundle)
         except BaseException:
             san.close()
             raise
         return san
+
+    #: whether libldptext runs this runtime's mechanism (TEM and CusText: yes; CMP: no)
+    _ON_LIBRARY = False
+
+    def _adopt_library(self, bundle: Bundle) -> None:
+        """Sample (and tokenize and detokenize batches) in libldptext, as an app embedding it does,
+        when the C extension is the backend and the library runs this mechanism; it checks the
+        bundle again itself (:func:`ldptext.library.library_bundle`)."""
+        if not self._ON_LIBRARY or self._rng.backend != "native":
+            return
+        self._library = _library.library_bundle(bundle)
+        if self._library is not None:
+            self._sanitizers = _library.LibrarySanitizers(
+                self._library, _seed_key(self._seed) if self.seeded else None)
+
+    @property
+    def backend(self) -> str:
+        """What samples: ``"libldptext"`` (the C library), ``"native"`` (the C extension's sampler)
+        or ``"fallback"`` (numpy)."""
+        return "libldptext" if self._library is not None else self._rng.backend
+
+    def _release(self, flat: np.ndarray) -> np.ndarray:
+        """One draw per id of ``flat`` (valid inputs), in libldptext when adopted."""
+        if self._sanitizers is not None:
+            return self._sanitizers.sample(flat)
+        return self._draw(flat)
 
     # -- what a subclass supplies -------------------------------------------------------------
     @property
@@ -395,7 +428,7 @@ class TokenRuntime(_runtime.Closable):
         if position is not None:  # the position only: an id can reveal the word
             raise InputError(f"token id at position {position} is not a valid input of this bundle "
                              f"(out of range or a special token)")
-        out = self._draw(flat).astype(np.int32).reshape(ids.shape)
+        out = self._release(flat).astype(np.int32).reshape(ids.shape)
         _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0,
                         f"{self.mechanism} ids x{out.size}", unit=self.ledger_unit)
         return out
@@ -420,7 +453,7 @@ class TokenRuntime(_runtime.Closable):
             per_token_epsilon=self.per_token_epsilon, document_epsilon=self.per_token_epsilon * n,
             ledger_unit=self.ledger_unit, worst_case_token_epsilon=worst,
             worst_case_document_epsilon=None if worst is None else worst * n, seeded=self.seeded,
-            backend=self._rng.backend, **g)
+            backend=self.backend, **g)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.
@@ -462,6 +495,9 @@ class TokenRuntime(_runtime.Closable):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InputError(f"document {i} is {type(t).__name__}, not str")
+        if self._sanitizers is not None:  # tokenize, sample and detokenize in C
+            decoded, lengths = self._sanitizers.sanitize_batch(texts)
+            return self._released(decoded, lengths)
         try:
             encoded = self.tokenizer.encode_batch(texts)
         except InputError:
@@ -477,7 +513,15 @@ class TokenRuntime(_runtime.Closable):
         out = self._draw(flat) if flat.size else np.empty(0, dtype=np.int64)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
-        results = [Sanitized(text=t, report=self.privacy_report(n)) for t, n in zip(decoded, lengths)]
+        return self._released(decoded, lengths)
+
+    def _released(self, decoded: list[str], lengths: list[int]) -> list[Sanitized]:
+        """The batch's results, once the ledger has accepted their charge."""
+        reports: dict[int, MechanismReport] = {}  # immutable: one per document length
+        for n in lengths:
+            if n not in reports:
+                reports[n] = self.privacy_report(n)
+        results = [Sanitized(text=t, report=reports[n]) for t, n in zip(decoded, lengths)]
         _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
                         f"{self.mechanism} batch of {len(results)} documents", unit=self.ledger_unit)
         return results
