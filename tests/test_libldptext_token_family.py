@@ -25,9 +25,9 @@ import pytest
 from scipy import stats
 
 from conftest import edited_bundle, random_word_embeddings
-from test_libldptext import OK, LibLdptext, clib, dev_key  # noqa: F401 (fixtures)
+import test_libldptext
+from test_libldptext import OK
 
-from ldptext import keys
 from ldptext.custext import CusTextSanitizer
 from ldptext.rng import SeededModeWarning
 from ldptext.tem import TEMSanitizer
@@ -47,6 +47,16 @@ def _load(cls, path, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededModeWarning)
         return cls.load(path, **kw)
+
+
+@pytest.fixture(scope="session")
+def clib() -> test_libldptext.LibLdptext:
+    return test_libldptext.clib.__wrapped__()
+
+
+@pytest.fixture(scope="session")
+def dev_key(ldptext_home) -> bytes:
+    return test_libldptext.dev_key.__wrapped__(ldptext_home)
 
 
 @pytest.fixture(scope="module")
