@@ -261,3 +261,16 @@ def test_pins_name_the_new_mechanisms(clib, bundles, dev_key):
             assert lib.ldp_bundle_expect(b, ctypes.byref(unknown)) == -1
         finally:
             clib.close(b)
+
+
+@pytest.mark.parametrize("kind", ["tem", "custext+"])
+def test_the_example_program_sanitizes_the_token_family(clib, bundles, dev_key, tmp_path, kind):
+    import base64
+    import subprocess
+    pub = tmp_path / "dev.pub"
+    pub.write_text(base64.b64encode(dev_key).decode() + "\n")
+    res = subprocess.run([str(test_libldptext.EXAMPLE), "--report", str(bundles[kind]), str(pub)],
+                         input=b"w1 w2 w3\nw4 w5\n", capture_output=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert [len(x.split()) for x in res.stdout.decode().split("\n")[:2]] == [3, 2]
+    assert res.stderr.decode().count(f"line 1: {kind} eps=") == 1

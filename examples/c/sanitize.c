@@ -51,6 +51,17 @@ static int read_key_file(const char *path, uint8_t key[32]) {
     return rc;
 }
 
+static const char *mechanism_name(int mechanism) {
+    switch (mechanism) {
+    case LDP_MECH_SANTEXT: return "santext";
+    case LDP_MECH_SANTEXT_PLUS: return "santext+";
+    case LDP_MECH_TEM: return "tem";
+    case LDP_MECH_CUSTEXT: return "custext";
+    case LDP_MECH_CUSTEXT_PLUS: return "custext+";
+    default: return "unknown";
+    }
+}
+
 int main(int argc, char **argv) {
     uint8_t (*keys)[32];
     int n_keys = 0, i, report = 0, status = 0, rc;
@@ -133,9 +144,8 @@ int main(int argc, char **argv) {
             fwrite(out, 1, out_len, stdout);
             if (report)
                 fprintf(stderr, "line %zu: %s eps=%g eps0=%g p=%g tokens=%zu%s\n", line_no,
-                        rep.mechanism == LDP_MECH_SANTEXT_PLUS ? "santext+" : "santext",
-                        rep.epsilon, rep.epsilon0, rep.p, rep.n_tokens,
-                        rep.seeded ? " SEEDED (not private)" : "");
+                        mechanism_name(rep.mechanism), rep.epsilon, rep.epsilon0, rep.p,
+                        rep.n_tokens, rep.seeded ? " SEEDED (not private)" : "");
         } else {
             fprintf(stderr, "sanitize: line %zu: %s\n", line_no, ldp_strerror(rc));
             status = 2;
