@@ -19,6 +19,15 @@ ES module ldptext-web.js, in node and in headless Chromium.
   name and Python's message; malformed pins are refused as Python refuses them; and the
   "relabelled" bundle (eps = 10 tables, a manifest saying 3, re-signed by the same trusted key) is
   refused with LDP_E_PARAMETER_MISMATCH, pinned or not.
+* TEM (gamma given, beta given), CusText and CusText+ (cosine, stop words), built by their Python
+  builders, in node and in the page: seeded documents, tokenize / detokenize and sample_ids equal to
+  the Python runtime's on the C extension backend (and, for the documents, the native C library's);
+  the reports are Python's MechanismReport field for field but its prose (neighbouring, metric,
+  numeric_note), and the LdpText's facts (epsilon, gamma / beta, K / similarity, ledger unit, worst
+  case) the Python runtime's; pins on 'tem', 'custext', 'custext+' open or refuse as Python's do,
+  with its message; a trusted signer's relabelled epsilon or gamma is refused with
+  LDP_E_PARAMETER_MISMATCH, broken TEM / CusText tables with LDP_E_TEM_TABLES / LDP_E_CUSTEXT_TABLES,
+  each with ldp_strerror's message.
 
 The C unit tests and the byte-for-byte cross check in wasm are ``make -C native/wasm test``.
 Skipped, with the reason, only when emcc, node or chromium are absent; with LDPTEXT_REQUIRE_WASM=1
@@ -489,4 +498,280 @@ def test_wasm_in_headless_chromium_and_the_example_page(wasm_build, chromium, fi
     assert any("1 − p = 0.7" in item for item in ex["not_protected"])
     assert any("Sensitive words are always re-drawn" in item for item in ex["protected"])
     print(f"chromium: {len(results['cases'])} cases x 2 rounds + the example page in "
+          f"{time.perf_counter() - start:.1f} s")
+
+
+# ---- TEM, CusText and CusText+ ------------------------------------------------------------------------
+# The token-level mechanisms on the SanText engine, built by their Python builders, in the same
+# runner: seeded output equal to the Python runtime's (backend "native": the C extension and the C
+# library draw the same stream for a seed; the numpy fallback's stream is its own), the facts and
+# reports the Python runtime states, pins on the new mechanism names, and a trusted signer's
+# relabelled parameters or broken tables refused with the C library's code and ldp_strerror message.
+
+FAMILY_DOCS = ["w1 w2 w3, w4!", "w5 w6 w7 w8 w9 w10 w11 " * 7, "", "w0", "w12\tw13\nw14  w15.",
+               "unknown words w16 東京 w17"]
+# MechanismReport fields the wasm report leaves out: prose the C library does not state
+REPORT_PROSE = {"neighbouring", "metric", "numeric_note"}
+E_TEM_TABLES, E_CUSTEXT_TABLES = -120, -121
+
+
+def _family_class(path: Path):
+    from ldptext import bundle as B
+    from ldptext.custext import CusTextSanitizer
+    from ldptext.tem import TEMSanitizer
+    mechanism = B.open_unverified(path)[0].mechanism
+    return TEMSanitizer if mechanism == "tem" else CusTextSanitizer
+
+
+def family_load(path: Path, **kw):
+    """The Python runtime of a TEM / CusText(+) bundle, seeded runs on the C extension backend."""
+    from ldptext.rng import SeededModeWarning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        return _family_class(path).load(path, **kw)
+
+
+def wasm_report(py_report: dict) -> dict:
+    """What the wasm report must be for the Python runtime's MechanismReport.to_dict(): the same
+    fields but the prose, sampled by the C library."""
+    # the C extension's stream (it names itself "libldptext" where it runs on the C library), not
+    # the numpy fallback's
+    assert py_report["backend"] in ("native", "libldptext"), py_report["backend"]
+    return {k: ("libldptext" if k == "backend" else v) for k, v in py_report.items() if k not in REPORT_PROSE}
+
+
+def family_python_ops(path: Path, seed: int, ops: list) -> list:
+    """The Python runtime's results for the ops on a fresh sanitizer seeded with `seed` (one sanitize
+    call per document, as the wasm side makes)."""
+    san = family_load(path, seed=seed, backend="native")
+    out = []
+    try:
+        for op, arg in ops:
+            if op == "sanitize":
+                r = san.sanitize(arg)
+                out.append({"text": r.text, "report": wasm_report(r.report.to_dict())})
+            elif op == "tokenize":
+                out.append([int(i) for i in san.tokenize(arg)])
+            elif op == "sample_ids":
+                out.append([int(i) for i in san.sample_ids(np.asarray(arg, dtype=np.int32))])
+            elif op == "detokenize":
+                out.append(san.detokenize(np.asarray(arg, dtype=np.int32)))
+            else:
+                raise AssertionError(op)
+    finally:
+        san.close()
+    return out
+
+
+def family_facts(path: Path) -> dict:
+    """What LdpText must state for the bundle ('facts' op): the Python runtime's values."""
+    from ldptext import bundle as B
+    san = family_load(path)
+    try:
+        rep = san.privacy_report(10)
+        tem = san.mechanism == "tem"
+        plus = san.mechanism == "custext+"
+        return {"mechanism": san.mechanism, "epsilon": san.epsilon,
+                # header: epsilon0 0 (TEM, CusText), null for CusText+; p null where none is stated,
+                # 0 for CusText+'s stop words
+                "epsilon0": None if plus else 0.0, "p": 0.0 if plus else None,
+                "dMax": san.d_max if tem else None,
+                "gamma": san.gamma if tem else None, "beta": san.beta if tem else None,
+                "k": None if tem else san.k, "similarity": None if tem else san.similarity,
+                "ledgerUnit": san.ledger_unit, "worstCaseTokenEpsilon": rep.worst_case_token_epsilon,
+                "worstCaseNote": rep.worst_case_note, "seeded": True,
+                # and in ldp_bundle_info (LdpText.info)
+                "info": {"key_id": san.key_id, "bundle_id": B.read_bundle(path).bundle_id,
+                         "tolerance": san.tolerance, "mechanism": san.mechanism,
+                         "ledger_unit": san.ledger_unit}}
+    finally:
+        san.close()
+
+
+def _resign(src: Path, dst: Path, edit=None, arrays_edit=None) -> Path:
+    """src re-signed by the trusted developer key after an edit: a misused trusted key."""
+    from conftest import edited_bundle
+    from ldptext import keys
+    return edited_bundle(src, dst, edit or (lambda m: None), arrays_edit, sign_key=keys.developer_key())
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory, dev_key, clib):
+    """The token-family fixture directory (spec.json and its bundles) and what each case must give."""
+    from conftest import random_word_embeddings
+    from ldptext.errors import BundleError, BundleExpectationError, ParameterMismatchError
+    from ldptext_precompute.custext.build import build_custext_bundle
+    from ldptext_precompute.tem.build import build_tem_bundle
+
+    d = tmp_path_factory.mktemp("wasm_family")
+    emb = random_word_embeddings(47, 5, 8)
+    stop = d / "stop.txt"
+    stop.write_text("w0\nw1\nw2\nw7\n")
+    bundles = {
+        "tem.ldpb": build_tem_bundle(d / "tem.ldpb", embeddings="unused", loaded=emb, epsilon=3.0,
+                                     gamma=2.4, head_size=6),
+        "tem-beta.ldpb": build_tem_bundle(d / "tem-beta.ldpb", embeddings="unused", loaded=emb,
+                                          epsilon=2.0, beta=0.05, head_size=6),
+        "custext.ldpb": build_custext_bundle(d / "custext.ldpb", embeddings="unused", loaded=emb,
+                                             epsilon=2.5, k=5, device="cpu"),
+        "custext+.ldpb": build_custext_bundle(d / "custext+.ldpb", embeddings="unused", loaded=emb,
+                                              epsilon=1.5, k=4, mechanism="custext+",
+                                              non_sensitive=str(stop), similarity="cosine", device="cpu"),
+    }
+    trusted = [_b64(dev_key)]
+    cases, expected, facts, refusals = [], {}, {}, {}
+
+    for name, path in bundles.items():
+        # (a) seeded documents, tokenize / detokenize, then sample_ids, against Python and native C
+        ops = [["sanitize", t] for t in FAMILY_DOCS] + [["tokenize", FAMILY_DOCS[0]]]
+        ids = family_python_ops(path, SEED, ops)[-1]
+        ops += [["detokenize", ids]]
+        py = family_python_ops(path, SEED, ops)
+        c = c_texts(clib, path, dev_key, SEED, FAMILY_DOCS)
+        assert c == [r["text"] for r in py[:len(FAMILY_DOCS)]], "native C and Python disagree"
+        cases.append({"name": f"seeded {name}", "bundle": name, "keys": trusted, "seed": SEED, "ops": ops})
+        expected[f"seeded {name}"] = py
+        with family_load(path) as san:
+            rows = np.tile(np.arange(san.n_rows), 13)[:600]
+            rows = [int(i) for i in rows[san.valid_input[rows]]]
+        sample_ops = [["sample_ids", rows]]
+        cases.append({"name": f"sample_ids {name}", "bundle": name, "keys": trusted, "seed": SEED + 1,
+                      "ops": sample_ops})
+        expected[f"sample_ids {name}"] = family_python_ops(path, SEED + 1, sample_ops)
+        # (b) the facts
+        cases.append({"name": f"facts {name}", "bundle": name, "keys": trusted, "seed": SEED,
+                      "ops": [["facts", None]]})
+        facts[f"facts {name}"] = family_facts(path)
+
+    # (c) pins on the new names: each outcome is the Python runtime's for the same pins
+    first = [["sanitize", FAMILY_DOCS[0]]]
+    pin_table = [  # (label, bundle, pins, 0: opens, else (code, pin))
+        ("tem on tem", "tem.ldpb", {"mechanism": "tem"}, 0),
+        ("santext on tem", "tem.ldpb", {"mechanism": "santext"}, (E_EXPECT["mechanism"], "mechanism")),
+        ("santext or santext+ on tem", "tem.ldpb", {"mechanism": ["santext+", "santext"]},
+         (E_EXPECT["mechanism"], "mechanism")),
+        ("cmp on tem (never opens here)", "tem.ldpb", {"mechanism": "cmp"}, (E_EXPECT["mechanism"], "mechanism")),
+        ("tem, epsilon_max 2, on eps 3", "tem.ldpb", {"mechanism": "tem", "epsilon_max": 2},
+         (E_EXPECT["epsilon_max"], "epsilon_max")),
+        ("custext on custext", "custext.ldpb", {"mechanism": "custext"}, 0),
+        ("custext+ on custext", "custext.ldpb", {"mechanism": "custext+"}, (E_EXPECT["mechanism"], "mechanism")),
+        ("custext+ or tem on custext+", "custext+.ldpb", {"mechanism": ["tem", "custext+"]}, 0),
+        ("tem or custext on custext+", "custext+.ldpb", {"mechanism": ["tem", "custext"]},
+         (E_EXPECT["mechanism"], "mechanism")),
+    ]
+    for label, name, pins, want in pin_table:
+        case = f"pin: {label}"
+        try:
+            got = family_load(bundles[name], seed=SEED, backend="native", expect=pins)
+        except BundleExpectationError as e:
+            got = e
+        cases.append({"name": case, "bundle": name, "keys": trusted, "seed": SEED, "expect": pins,
+                      "ops": first})
+        if want == 0:
+            assert not isinstance(got, Exception), (label, got)
+            got.close()
+            expected[case] = family_python_ops(bundles[name], SEED, first)
+        else:
+            assert isinstance(got, BundleExpectationError), (label, got)
+            expected[case] = want[0]
+            refusals[case] = {"error": "LdpTextExpectationError", "pin": want[1], "message": str(got)}
+
+    # (d) a trusted signer's relabelled parameters (-100) and broken tables (-120 / -121), pinned
+    # or not: refused by the native C library and the Python runtime alike
+    def scale_epsilon(f):
+        return lambda m: m["params"].update(epsilon=m["params"]["epsilon"] * f)
+
+    def set_array(name_, fn):
+        def edit(arrays):
+            arrays[name_] = fn(arrays[name_].copy())
+        return edit
+
+    bad = [  # (label, source, manifest edit, arrays edit, expect, code)
+        ("relabelled epsilon tem", "tem.ldpb", scale_epsilon(1.5), None, None, E_PARAMETER_MISMATCH),
+        ("relabelled epsilon tem, pinned tem", "tem.ldpb", scale_epsilon(1.5), None,
+         {"mechanism": "tem", "epsilon_max": 5}, E_PARAMETER_MISMATCH),
+        ("relabelled epsilon tem-beta", "tem-beta.ldpb", scale_epsilon(0.5), None, None, E_PARAMETER_MISMATCH),
+        ("relabelled gamma tem", "tem.ldpb", lambda m: m["params"].update(gamma=m["params"]["gamma"] * 1.01),
+         None, None, E_PARAMETER_MISMATCH),
+        ("relabelled epsilon custext", "custext.ldpb", scale_epsilon(2.0), None, None, E_PARAMETER_MISMATCH),
+        ("relabelled epsilon custext+", "custext+.ldpb", scale_epsilon(0.5), None,
+         {"mechanism": "custext+"}, E_PARAMETER_MISMATCH),
+        ("tem tables keep a row", "tem.ldpb", None,
+         set_array("keep_row", lambda a: np.where(np.arange(a.size) == 5, 1, a).astype(a.dtype)), None,
+         E_TEM_TABLES),
+        ("custext groups merged", "custext.ldpb", None,
+         set_array("group_id", lambda a: np.where(a == 0, 1, a).astype(np.int32)), None, E_CUSTEXT_TABLES),
+    ]
+    for i, (label, src, edit, arrays_edit, pins, code) in enumerate(bad):
+        fname = f"bad-{i}.ldpb"
+        path = _resign(bundles[src], d / fname, edit, arrays_edit)
+        rc, b = clib.open(path, [dev_key])
+        if rc == 0:
+            clib.close(b)
+        assert rc == code, (label, clib.strerror(rc))
+        with pytest.raises(ParameterMismatchError if code == E_PARAMETER_MISMATCH else BundleError):
+            family_load(path, backend="fallback")
+        case = f"refuse {label}"
+        cases.append({"name": case, "bundle": fname, "keys": trusted, "seed": SEED, "expect": pins,
+                      "ops": first})
+        expected[case] = code
+        refusals[case] = {"error": "LdpTextError", "pin": None, "message": clib.strerror(rc)}
+
+    spec = {"cases": cases, "rounds": 2}
+    (d / "spec.json").write_text(json.dumps(spec))
+    return {"dir": d, "bundles": bundles, "expected": expected, "facts": facts, "refusals": refusals}
+
+
+def check_family(results: dict, family: dict) -> None:
+    assert "fatal" not in results, results.get("fatal")
+    by_name = {c["name"]: c for c in results["cases"]}
+    assert set(by_name) == set(family["expected"]) | set(family["facts"])
+    for name, want in family["expected"].items():
+        got = by_name[name]
+        if isinstance(want, int):  # a refusal at open, with the C library's code
+            assert got["ok"] is False and got["at"] == "open", (name, got)
+            assert got["code"] == want, (name, got)
+            r = family["refusals"][name]
+            assert (got["error"], got["pin"], got["message"]) == (r["error"], r["pin"], r["message"]), name
+            continue
+        assert got["ok"], (name, got)
+        values = []
+        for r in got["results"]:
+            assert r["ok"], (name, r)
+            values.append(r["value"])
+        assert values == want, name  # text byte for byte, report field for field, ids
+    for name, want in family["facts"].items():
+        got = by_name[name]
+        assert got["ok"] and got["results"][0]["ok"], (name, got)
+        f = dict(got["results"][0]["value"])
+        info = f.pop("info")
+        want = dict(want)
+        want_info = want.pop("info")
+        assert f == want, name
+        assert {k: info[k] for k in want_info} == want_info, name
+    heap = results["heap"]
+    assert heap[0] == heap[1] == heap[2], f"the wasm heap in use changed over the rounds: {heap}"
+
+
+def test_token_family_in_node_matches_python(wasm_build, node, family):
+    start = time.perf_counter()
+    done = subprocess.run([node, str(WEB_TESTS / "node_run.mjs"), str(wasm_build), str(family["dir"])],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout)
+    check_family(results, family)
+    print(f"node: {len(results['cases'])} TEM / CusText cases x 2 rounds in {time.perf_counter() - start:.1f} s")
+
+
+def test_token_family_in_headless_chromium_matches_python(wasm_build, chromium, family, dev_key):
+    start = time.perf_counter()
+    with _Server(family["bundles"]["tem.ldpb"], [dev_key], family["dir"]) as base:
+        dom = run_chromium(chromium, base + "/tests/check.html")
+    m = re.search(r'<pre id="results">(.*?)</pre>', dom, re.S)
+    assert m and m.group(1), "the page wrote no results:\n" + dom[-3000:]
+    results = json.loads(html.unescape(m.group(1)))
+    check_family(results, family)
+    assert results["example"] is None
+    print(f"chromium: {len(results['cases'])} TEM / CusText cases x 2 rounds in "
           f"{time.perf_counter() - start:.1f} s")

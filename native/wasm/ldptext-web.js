@@ -1,6 +1,7 @@
-/* ldptext-web.js: libldptext (SanText / SanText+ local differential privacy) in the browser and in
- * node, as an ES module over the WebAssembly build of the C library (make wasm: this file,
- * ldptext.js and ldptext.wasm side by side in native/build/wasm/).
+/* ldptext-web.js: libldptext (local differential privacy: SanText, SanText+, and on the same exact
+ * engine TEM, CusText and CusText+) in the browser and in node, as an ES module over the
+ * WebAssembly build of the C library (make wasm: this file, ldptext.js and ldptext.wasm side by
+ * side in native/build/wasm/).
  *
  *   import { LdpText } from './ldptext-web.js';
  *   const bytes = new Uint8Array(await (await fetch('web.ldpb')).arrayBuffer());
@@ -9,10 +10,10 @@
  *   san.close();                                              // frees the wasm memory
  *
  * Verification is the C library's own (ldp_bundle_open_memory: canonical layout and manifest, an
- * Ed25519 signature by one of `trustedKeys`, the SHA-256 of every array, the SanText tables'
- * invariants), compiled with libsodium; nothing is used before it passes. `trustedKeys` are the
- * publisher's raw Ed25519 public keys (32 bytes, or the base64 of `ldptext keys generate`'s .pub
- * file): ship them with the app's code, never next to the bundle.
+ * Ed25519 signature by one of `trustedKeys`, the SHA-256 of every array, the mechanism's tables'
+ * invariants and stated parameters), compiled with libsodium; nothing is used before it passes.
+ * `trustedKeys` are the publisher's raw Ed25519 public keys (32 bytes, or the base64 of `ldptext
+ * keys generate`'s .pub file): ship them with the app's code, never next to the bundle.
  *
  * Pins: a trusted signature says who made a bundle, not which of that publisher's bundles this app
  * accepts. `options.expect` states it, with the keys and meaning of the Python runtime's
@@ -24,9 +25,13 @@
  * library's /dev/urandom, which emscripten backs with it); without crypto.getRandomValues nothing
  * starts. `options.seed` makes a reproducible sanitizer for tests: its output is NOT private.
  *
- * Guarantee (see README "What is and is not protected"): per token, eps*d(x,x')-metric LDP
- * (SanText) or UMLDP (SanText+: non-sensitive words released unchanged with probability 1 - p).
- * The number of tokens is not hidden. */
+ * Guarantee (see README "What is and is not protected"), per token: eps*d(x,x')-metric LDP
+ * (SanText); UMLDP (SanText+: non-sensitive words released unchanged with probability 1 - p);
+ * eps*min(d(x,x'), gamma)-metric LDP (TEM); eps-LDP between inputs of the same output set
+ * (CusText: the output reveals its input's set; CusText+ also releases its stop words unchanged).
+ * `san.info.worst_case_note` says what the worst case over any two inputs is, or why there is none.
+ * The number of tokens is not hidden. CMP, Mahalanobis and DP-BART run in the Python SDK only:
+ * their bundles are refused (LDP_E_MECHANISM). */
 import createLdptextModule from './ldptext.js';
 
 /* Return codes of include/ldptext.h that callers commonly test. */
@@ -39,22 +44,32 @@ export const LDP_E_INPUT_ID = -6;
 export const LDP_E_UNSIGNED = -42;
 export const LDP_E_UNTRUSTED_KEY = -43;
 export const LDP_E_BAD_SIGNATURE = -44;
+export const LDP_E_MECHANISM = -53; // a mechanism this library does not run (CMP, Mahalanobis, DP-BART)
 export const LDP_E_ARRAY_HASH = -68;
-/* a stated eps, eps0, p or D_max that the bundle's tables do not realise (refused at open) */
+/* a stated eps, eps0, p, D_max (TEM: gamma / beta; CusText: similarity, group sizes) that the
+ * bundle's tables do not realise (refused at open) */
 export const LDP_E_PARAMETER_MISMATCH = -100;
 /* the application's pins (options.expect), checked after verification: LdpTextExpectationError */
 export const LDP_E_EXPECT_MECHANISM = -101;
 export const LDP_E_EXPECT_FORMAT = -102;
 export const LDP_E_EXPECT_BUNDLE_ID = -103;
 export const LDP_E_EXPECT_EPSILON = -104;
+/* arrays of the token-level mechanisms that break the mechanism's invariants (refused at open) */
+export const LDP_E_TEM_TABLES = -120;
+export const LDP_E_CUSTEXT_TABLES = -121;
 
-const MECHANISMS = { 1: 'santext', 2: 'santext+' };
+/* ldp_report.mechanism (LDP_MECH_*) */
+const MECHANISMS = { 1: 'santext', 2: 'santext+', 3: 'tem', 4: 'custext', 5: 'custext+' };
+// reported as Python's PrivacyReport; the others as its MechanismReport
+const SANTEXT_FAMILY = ['santext', 'santext+'];
 /* The mechanism names a pin may give: Python's ldptext.bundle.MECHANISMS, so that an expectation
- * written for the Python runtime means the same here. Only SanText and SanText+ bundles open in
- * this library (they have a bit of ldp_expect.mechanisms); a pin that names only others refuses
- * every bundle, as the Python SanText loader does. */
+ * written for the Python runtime means the same here. The mechanisms this library opens have a bit
+ * of ldp_expect.mechanisms (LDP_EXPECT_* = 1 << LDP_MECH_*); CMP, Mahalanobis and DP-BART bundles
+ * never open here, so a pin that names only those refuses every bundle. */
 const PIN_MECHANISMS = ['santext', 'santext+', 'dpbart', 'tem', 'custext', 'custext+', 'cmp', 'mahalanobis'];
-const MECHANISM_BITS = { santext: 1 << 1, 'santext+': 1 << 2 }; // LDP_EXPECT_SANTEXT(_PLUS)
+const MECHANISM_BITS = { // LDP_EXPECT_SANTEXT, _SANTEXT_PLUS, _TEM, _CUSTEXT, _CUSTEXT_PLUS
+  santext: 1 << 1, 'santext+': 1 << 2, tem: 1 << 3, custext: 1 << 4, 'custext+': 1 << 5,
+};
 const PIN_KEYS = ['mechanism', 'epsilon_min', 'epsilon_max', 'bundle_id', 'min_format_version'];
 
 /** An error of the C library (`code`: its LDP_E_* value, `message`: ldp_strerror) or of this module. */
@@ -109,10 +124,11 @@ async function instantiate(options) {
   }
   const mod = await createLdptextModule(settings);
   const layout = [];
-  for (let f = 0; f <= 9; f++) layout.push(mod._ldp_wasm_report_layout(f));
+  for (let f = 0; f <= 10; f++) layout.push(mod._ldp_wasm_report_layout(f));
   return { mod, report: { size: layout[0], epsilon: layout[1], epsilon0: layout[2], p: layout[3],
     nTokens: layout[4], mechanism: layout[5], seeded: layout[6], sizeField: layout[7],
-    dMax: layout[8], tolerance: layout[9] } };
+    dMax: layout[8], tolerance: layout[9],
+    worstCase: layout[10] || null } }; // null: a library without ldp_report.worst_case_epsilon
 }
 
 /* The WebAssembly module, instantiated once per page (options only matter on the first call). */
@@ -320,7 +336,9 @@ export class LdpText {
    *   seed: TESTS ONLY, a reproducible and NOT private sanitizer (the same seed as Python's
    *   `Sanitizer.load(..., seed=...)` gives the same output)
    *   expect: the application's pins, Python's `expect=` (BundleExpectation) with the same keys and
-   *   meaning, checked after verification: mechanism ('santext', 'santext+' or a list of names),
+   *   meaning, checked after verification: mechanism ('santext', 'santext+', 'tem', 'custext',
+   *   'custext+' or a list of names; 'cmp', 'mahalanobis' and 'dpbart' name bundles that never
+   *   open here),
    *   epsilon_min / epsilon_max (inclusive bounds on the stated per-token epsilon), bundle_id (64
    *   lowercase hex digits, `info.bundle_id`), min_format_version. A trusted signature says who
    *   made a bundle; the pins say which of that publisher's bundles this app accepts.
@@ -390,12 +408,31 @@ export class LdpText {
     this.info = info;
     /** the verified manifest (parameters, provenance, array hashes) */
     this.manifest = info.manifest;
-    /** 'santext' or 'santext+' */
+    /** 'santext', 'santext+', 'tem', 'custext' or 'custext+' */
     this.mechanism = info.mechanism;
+    /** the per-token epsilon (metric for SanText(+) and TEM) */
     this.epsilon = info.epsilon;
-    this.p = this.mechanism === 'santext+' ? info.p : null;
-    /** "metric:<id>": the unit ledger charges are made in (sdk/ldptext/santext.py metric_id) */
+    /** ln(1/p) for SanText+, 0 for SanText, TEM and CusText; null for CusText+ (its stop words
+     * are released in the clear) */
+    this.epsilon0 = info.epsilon0;
+    /** the probability of sanitizing a word the mechanism may keep (SanText+'s non-sensitive words,
+     * 0 for CusText+'s stop words); null where the bundle states none (every token is sanitized) */
+    this.p = info.p;
+    /** the stated bound on input distances (SanText(+), TEM); null for CusText(+): none stated */
+    this.dMax = info.d_max;
+    /** TEM: the truncation threshold gamma and the beta that chose it (null if gamma was given) */
+    this.gamma = info.gamma === undefined ? null : info.gamma;
+    this.beta = info.beta === undefined ? null : info.beta;
+    /** CusText(+): the smallest output set K and the similarity ('euclidean' or 'cosine') */
+    this.k = info.k === undefined ? null : info.k;
+    this.similarity = info.similarity === undefined ? null : info.similarity;
+    /** the unit ledger charges are made in: "metric:<id>" (SanText(+), TEM: santext.py metric_id)
+     * or "partition:<id>" (CusText(+): custext.py partition_id) */
     this.ledgerUnit = info.ledger_unit;
+    /** the LDP level per token over any two inputs, null where none exists (SanText+, CusText(+));
+     * worstCaseNote says what it is, or why there is none */
+    this.worstCaseTokenEpsilon = info.worst_case_token_epsilon;
+    this.worstCaseNote = info.worst_case_note;
     this.seeded = seeded;
     this.#token = {};
     if (finalizer) finalizer.register(this, { mod, sanitizer, bundle, scratch }, this.#token);
@@ -440,7 +477,11 @@ export class LdpText {
   /**
    * Sanitize one document; the returned text may leave the device.
    * @param {string|Uint8Array} text the private text (UTF-8 bytes or a well-formed string)
-   * @returns {{text: string, report: object}} report: the fields of Python's PrivacyReport.to_dict()
+   * @returns {{text: string, report: object}} report: SanText(+): the fields of Python's
+   *   PrivacyReport.to_dict(); TEM, CusText(+): those of Python's MechanismReport.to_dict() but its
+   *   prose (neighbouring, metric, numeric_note; worst_case_note says what the worst case is, or
+   *   why there is none). worst_case_token_epsilon is the C library's
+   *   (ldp_report.worst_case_epsilon), null where no worst case exists.
    */
   sanitize(text) {
     const utf8 = utf8Of(text);
@@ -462,31 +503,61 @@ export class LdpText {
     const mechanism = MECHANISMS[mod.HEAP32[(ptr + L.mechanism) >> 2]];
     const epsilon = f64(L.epsilon);
     const n = mod.HEAPU32[(ptr + L.nTokens) >> 2];
-    const plus = mechanism === 'santext+';
-    const p = plus ? f64(L.p) : null;
-    const dMax = f64(L.dMax);
     const tolerance = f64(L.tolerance);
-    const worst = plus ? null : epsilon * dMax;
-    return {
-      mechanism,
-      notion: plus ? 'UMLDP' : 'MLDP',
-      epsilon,
-      p,
-      epsilon0: f64(L.epsilon0),
-      d_max: dMax,
+    // ldp_report.worst_case_epsilon: +inf where no worst case exists (Python: None)
+    const w = L.worstCase !== null ? f64(L.worstCase) : this.worstCaseTokenEpsilon;
+    const worst = w === null || !Number.isFinite(w) ? null : w;
+    // the probability of keeping a keepable word in the clear: SanText+ 1 - p, CusText+ 1 (p = 0)
+    const p = this.p === null ? null : f64(L.p);
+    const common = {
       n_tokens: n,
       per_token_epsilon: epsilon,
       document_epsilon: epsilon * n,
       ledger_unit: this.ledgerUnit,
       worst_case_token_epsilon: worst,
       worst_case_document_epsilon: worst === null ? null : worst * n,
-      worst_case_note: this.info.worst_case_note,
+      worst_case_note: this.worstCaseNote,
       numeric_tolerance: tolerance,
       ratio_slack: 2 * tolerance,
-      kept_in_clear_probability: plus ? 1.0 - p : null,
+      kept_in_clear_probability: p === null ? null : 1.0 - p,
       seeded: mod.HEAP32[(ptr + L.seeded) >> 2] !== 0,
-      // what sampled, as Python's PrivacyReport names it: here always the C library (in wasm)
+      // what sampled, as the Python reports name it: here always the C library (in wasm)
       backend: 'libldptext',
+    };
+    if (SANTEXT_FAMILY.includes(mechanism)) { // Python's PrivacyReport, field for field
+      const { n_tokens, ...rest } = common;
+      return {
+        mechanism,
+        notion: mechanism === 'santext+' ? 'UMLDP' : 'MLDP',
+        epsilon,
+        p,
+        epsilon0: f64(L.epsilon0),
+        d_max: f64(L.dMax),
+        n_tokens,
+        ...rest,
+      };
+    }
+    // Python's MechanismReport (TEM, CusText(+)) without its prose fields neighbouring, metric and
+    // numeric_note: the parameters are the bundle's, as ldp_bundle_info states them
+    const tem = mechanism === 'tem';
+    const { kept_in_clear_probability, seeded, backend, ...head } = common;
+    let parameters;
+    if (tem) {
+      parameters = { epsilon, gamma: this.gamma, beta: this.beta, d_max: this.dMax };
+    } else {
+      parameters = { epsilon, k: this.k, similarity: this.similarity };
+      const groups = this.manifest.privacy && this.manifest.privacy.groups; // checked at open
+      if (typeof groups === 'number') parameters.groups = groups;
+    }
+    return {
+      mechanism,
+      notion: tem ? 'metric-LDP' : 'LDP within output sets',
+      epsilon,
+      ...head,
+      kept_in_clear_probability,
+      seeded,
+      backend,
+      parameters,
     };
   }
 

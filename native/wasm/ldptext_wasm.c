@@ -19,7 +19,8 @@ LDP_API int ldp_wasm_sanitizer_new_seeded(const ldp_bundle *bundle, uint32_t see
 /* The layout of ldp_report as this compiler lays it out, so that JavaScript reads it without
  * guessing: field 0 is sizeof(ldp_report), fields 1..6 the offsets of epsilon, epsilon0, p,
  * n_tokens (a size_t: 4 bytes here), mechanism and seeded (ints), 7..9 those of size (a size_t
- * JavaScript sets to field 0 before each call), d_max and tolerance; any other field gives 0. */
+ * JavaScript sets to field 0 before each call), d_max and tolerance, 10 that of
+ * worst_case_epsilon (layout 3); any other field gives 0. */
 LDP_API size_t ldp_wasm_report_layout(int field) {
     switch (field) {
     case 0: return sizeof(ldp_report);
@@ -32,6 +33,7 @@ LDP_API size_t ldp_wasm_report_layout(int field) {
     case 7: return offsetof(ldp_report, size);
     case 8: return offsetof(ldp_report, d_max);
     case 9: return offsetof(ldp_report, tolerance);
+    case 10: return offsetof(ldp_report, worst_case_epsilon);
     default: return 0;
     }
 }

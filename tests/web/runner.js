@@ -5,7 +5,8 @@
  * spec: { cases: [{ name, bundle, keys: [base64], seed?, expect?, ops: [[op, arg], ...] }], rounds }
  *   expect: LdpText.open's options.expect (the application's pins), passed as it is
  *   op: sanitize (text), sanitize_bytes (byte values), tokenize (text), sample_ids (ids),
- *       detokenize (ids), close_then_sanitize (text)
+ *       detokenize (ids), close_then_sanitize (text), facts (no argument: what the LdpText states
+ *       about its bundle, from ldp_bundle_info)
  * result: { version, cases: [{ name, ok, results | code, message, error, pin, at }], heap, random }
  *   error: the error's class name; pin: the unmet pin of an LdpTextExpectationError, else null */
 
@@ -21,11 +22,21 @@ async function runOp(san, op, arg) {
     case 'tokenize': return Array.from(san.tokenize(arg));
     case 'sample_ids': return Array.from(san.sampleIds(arg));
     case 'detokenize': return san.detokenize(arg);
+    case 'facts': return facts(san);
     case 'close_then_sanitize':
       san.close();
       return san.sanitize(arg);
     default: throw new Error(`unknown op ${op}`);
   }
+}
+
+/* The sanitizer's public facts (the manifest left out: the Python test reads its own). */
+function facts(san) {
+  const { manifest, ...info } = san.info;
+  return { mechanism: san.mechanism, epsilon: san.epsilon, epsilon0: san.epsilon0, p: san.p,
+    dMax: san.dMax, gamma: san.gamma, beta: san.beta, k: san.k, similarity: san.similarity,
+    ledgerUnit: san.ledgerUnit, worstCaseTokenEpsilon: san.worstCaseTokenEpsilon,
+    worstCaseNote: san.worstCaseNote, seeded: san.seeded, info };
 }
 
 async function runCase(LdpText, c, load) {
