@@ -59,6 +59,42 @@ with open("/proc/self/maps") as maps:
 print(json.dumps(out))
 """
 
+# seeded outputs of every mechanism libldptext runs, for the cross-platform identity check: the same
+# seed must give the same text and ids on every architecture (the release is then the same law)
+IDENTITY = r"""
+import json, sys, warnings
+import ldptext
+from ldptext.custext import CusTextSanitizer
+from ldptext.tem import TEMSanitizer
+
+warnings.simplefilter("ignore")  # seeded mode warns
+pub, text, out = sys.argv[1], sys.argv[2], {}
+for kind, cls, path in (("santext+", ldptext.Sanitizer, sys.argv[3]), ("tem", TEMSanitizer, sys.argv[4]),
+                        ("custext+", CusTextSanitizer, sys.argv[5])):
+    with cls.load(path, trusted_keys=[pub], seed=11) as san:
+        out[kind] = {"backend": san.backend, "texts": [r.text for r in san.sanitize_batch([text, text])],
+                     "ids": [int(i) for i in san.sample_ids(san.tokenize(text * 3))]}
+print(json.dumps(out))
+"""
+
+
+def identity_inputs(tmp_path: Path, santext_bundle: Path) -> list:
+    """IDENTITY's script and its arguments after the public key: the text and three bundles."""
+    from conftest import random_word_embeddings
+    from ldptext_precompute.custext.build import build_custext_bundle
+    from ldptext_precompute.tem.build import build_tem_bundle
+
+    emb = random_word_embeddings(47, 5, 8)
+    stop = tmp_path / "stop.txt"
+    stop.write_text("w0\nw1\nw2\n")
+    tem = build_tem_bundle(tmp_path / "tem.ldpb", embeddings="unused", loaded=emb, epsilon=3.0, gamma=2.4,
+                           head_size=6)
+    cus = build_custext_bundle(tmp_path / "cus.ldpb", embeddings="unused", loaded=emb, epsilon=1.5, k=4,
+                               mechanism="custext+", non_sensitive=str(stop), similarity="cosine", device="cpu")
+    (tmp_path / "identity.py").write_text(IDENTITY)
+    return [TEXT, santext_bundle, tem, cus]
+
+
 # inside the namespace: cover each file named in HIDE with /dev/null, then run the command given
 HIDE_AND_RUN = r"""
 set -eu
@@ -285,5 +321,16 @@ def test_aarch64_wheel_runs_libldptext_under_qemu(tmp_path):
     ran = covered.inside(*apy, tmp_path / "quickstart.py", bundle, pub, TEXT, PYTHONPATH=str(site))
     out = check_quickstart(ran, site)
     assert out["native"].endswith("-aarch64-linux-gnu.so"), out["native"]
+
+    # cross-platform identity: seeded SanText+, TEM and CusText+ releases on aarch64 are this
+    # machine's, text for text and id for id
+    args = identity_inputs(tmp_path, bundle)
+    here = run([sys.executable, tmp_path / "identity.py", pub, *args])
+    assert here.returncode == 0, tail(here)
+    there = covered.inside(*apy, tmp_path / "identity.py", pub, *args, PYTHONPATH=str(site))
+    assert there.returncode == 0, tail(there)
+    expected, got = json.loads(here.stdout.splitlines()[-1]), json.loads(there.stdout.splitlines()[-1])
+    assert all(r["backend"] == "libldptext" for r in got.values()), got
+    assert got == expected
 
     check_plain_wheel(covered, raw, apy, PYTHONPATH=str(site))
