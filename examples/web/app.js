@@ -30,26 +30,55 @@ function list(ul, items) {
   }));
 }
 
+const NAMES = { santext: 'SanText', 'santext+': 'SanText+', tem: 'TEM', custext: 'CusText', 'custext+': 'CusText+' };
+
+/* TEM and CusText(+): the report's own statement of the worst case (ldp_bundle_info's note). */
+function renderFamily(r) {
+  const tem = r.mechanism === 'tem';
+  list($('protected'), [
+    tem ? `Every token: two words x, x′ are indistinguishable up to exp(ε·min(d(x, x′), γ)), γ = ` +
+          `${fmt(r.parameters.gamma)} (ε = ${fmt(r.epsilon)}).`
+        : `Every re-drawn token: two words of the same output set are indistinguishable up to exp(ε), ` +
+          `ε = ${fmt(r.epsilon)}.`,
+    'The text you typed stays in this page: only the sanitized text and this report would be uploaded.',
+  ]);
+  list($('not-protected'), [
+    `The number of tokens (${r.n_tokens}): token-level privacy never hides the length.`,
+    `Worst case: ${r.worst_case_note}.`,
+    'Side channels of the device (timing, memory) are out of scope.',
+  ]);
+}
+
 function render(san, result) {
   const r = result.report;
   const plus = r.mechanism === 'santext+';
+  const family = !r.mechanism.startsWith('santext');
   const vocab = san.manifest.vocab || {};
   $('sanitized').textContent = result.text;
 
   const table = $('report');
   table.replaceChildren();
-  row(table, 'Mechanism', `${plus ? 'SanText+' : 'SanText'} (${r.notion})`);
-  row(table, 'ε per token (metric)', `${fmt(r.epsilon)}  — any two words x, x′: ε·d(x, x′)`);
+  row(table, 'Mechanism', `${NAMES[r.mechanism] ?? r.mechanism} (${r.notion})`);
+  if (family) row(table, 'ε per token', fmt(r.epsilon));
+  else row(table, 'ε per token (metric)', `${fmt(r.epsilon)}  — any two words x, x′: ε·d(x, x′)`);
   if (plus) {
     row(table, 'p (non-sensitive word re-drawn)', `${fmt(r.p)}  — ε₀ = ln(1/p) = ${fmt(r.epsilon0)}`);
   }
   row(table, 'Tokens released', String(r.n_tokens));
   row(table, 'Budget charge (n·ε)', `${fmt(r.document_epsilon)} in ${r.ledger_unit}`);
   row(table, 'Worst-case LDP level per token',
-    r.worst_case_token_epsilon === null ? 'none (see below)' : `ε·D_max = ${fmt(r.worst_case_token_epsilon)}`);
+    r.worst_case_token_epsilon === null ? 'none (see below)'
+      : `${family ? '' : 'ε·D_max = '}${fmt(r.worst_case_token_epsilon)}`);
   row(table, 'Numeric tolerance τ', `${r.numeric_tolerance.toExponential(1)} (ratio bounds hold with slack exp(2τ))`);
   row(table, 'Seeded', r.seeded ? 'YES: reproducible, NOT private' : 'no (crypto.getRandomValues)');
 
+  if (family) {
+    renderFamily(r);
+    $('upload').textContent = JSON.stringify({ text: result.text, privacy_report: r }, null, 2);
+    $('result').hidden = false;
+    $('result').dataset.count = String(Number($('result').dataset.count) + 1);
+    return;
+  }
   const protectedItems = [
     `Every re-drawn token: its output cannot tell two words x, x′ apart by more than a factor ` +
       `exp(ε·d(x, x′)), d their distance in the bundle's embedding (ε = ${fmt(r.epsilon)})` +
