@@ -27,17 +27,18 @@ except ImportError:  # pragma: no cover - exercised when the extension could not
 
 __all__ = ["available", "library_bundle", "Adoption", "LibrarySanitizers", "library_error"]
 
-# libldptext return codes (native/include/ldptext.h) that the Python side treats specially
-LDP_E_NOMEM = -2
-LDP_E_INVALID_UTF8 = -5
-LDP_E_INPUT_ID = -6
-LDP_E_SAMPLER = -7
-LDP_E_TOO_LONG = -8
-LDP_E_PARAMETER_MISMATCH = -100
-TOKENIZER_CODES = (-110, -111, -112)  # tokenizer.json the library cannot read or lacks a part of
-# what kind of bundle error each other code is (ldptext.h groups them; bundle.py's classes)
-FORMAT_CODES = range(-54, -29)      # header, metadata and manifest (-30 .. -54)
-SCHEMA_FORMAT_CODES = (-80, -81)    # a missing array, a missing parameter
+from .ldp_codes import (GROUPS, LDP_E_INPUT_ID, LDP_E_INVALID_UTF8, LDP_E_MISSING_ARRAY, LDP_E_NOMEM,
+                        LDP_E_PARAMETER_MISMATCH, LDP_E_PARAMS, LDP_E_SAMPLER, LDP_E_TOO_LONG)
+
+# what kind of bundle error each code is: the header's sections (ldp_codes.GROUPS), bundle.py's classes
+TOKENIZER_CODES = frozenset(c for c, g in GROUPS.items() if g == "tokenizer")  # the library lacks a part
+FORMAT_CODES = frozenset(c for c, g in GROUPS.items()
+                         if g in ("container: safetensors header", "signature and trust", "manifest")
+                         ) | {LDP_E_MISSING_ARRAY, LDP_E_PARAMS}
+INTEGRITY_CODES = frozenset(c for c, g in GROUPS.items()
+                            if g in ("arrays", "SanText schema and semantics",
+                                     "the arrays of the mechanisms on the SanText engine")
+                            ) - FORMAT_CODES - {LDP_E_PARAMETER_MISMATCH}
 
 
 def available() -> bool:
@@ -72,13 +73,13 @@ def library_bundle(bundle: Bundle) -> Any:
         code, message = int(e.args[0]), str(e.args[1])
         if code in TOKENIZER_CODES:
             return None
-        if code in FORMAT_CODES or code in SCHEMA_FORMAT_CODES:
+        if code in FORMAT_CODES:
             raise BundleFormatError(f"libldptext refuses the bundle: {message}") from None
         if code == LDP_E_NOMEM:
             raise MemoryError("libldptext: out of memory while opening the bundle") from None
         if code == LDP_E_PARAMETER_MISMATCH:
             raise ParameterMismatchError(f"libldptext refuses the bundle: {message}") from None
-        if code <= -60:
+        if code in INTEGRITY_CODES:
             raise BundleIntegrityError(f"libldptext refuses the bundle: {message}") from None
         raise BundleError(f"libldptext refuses the bundle: {message}") from None
 
