@@ -644,8 +644,8 @@ static int read_params(ldp_bundle *b) {
 }
 
 /* TEMSanitizer._check_tables: bot_gamma float64 (V,) finite and >= 0, bot_count int32 (V,) in
- * [0, |O|], and no row kept in the clear. */
-static int check_tem_arrays(ldp_bundle *b, uint64_t v, uint64_t o, const uint8_t *keep) {
+ * [0, |O|] (that TEM keeps no row is check_tables' keep rule). */
+static int check_tem_arrays(ldp_bundle *b, uint64_t v, uint64_t o) {
     const ldp_array *g = ldp_bundle_array(b, "bot_gamma"), *c = ldp_bundle_array(b, "bot_count");
     size_t i;
     if (g == NULL || c == NULL) return LDP_E_MISSING_ARRAY;
@@ -656,30 +656,27 @@ static int check_tem_arrays(ldp_bundle *b, uint64_t v, uint64_t o, const uint8_t
     b->bot_count = (const int32_t *)c->data;
     for (i = 0; i < v; i++)
         if (!(isfinite(b->bot_gamma[i]) && b->bot_gamma[i] >= 0) || b->bot_count[i] < 0 ||
-            (uint64_t)b->bot_count[i] > o || keep[i])
+            (uint64_t)b->bot_count[i] > o)
             return LDP_E_TEM_TABLES;
     return LDP_OK;
 }
 
-/* CusTextSanitizer._check_tables: group_id int32 (V,); a row is kept exactly when it is a valid
- * input outside every group (CusText+ stop words; CusText keeps none); every output is in a group;
- * no row proposes the tail or an output of another group; every group has at least K outputs. */
+/* CusTextSanitizer._check_tables: group_id int32 (V,); a valid input is kept exactly when it lies
+ * outside every group (CusText+ stop words; which rows may be kept at all is check_tables' keep
+ * rule); every output is in a group; no row proposes the tail or an output of another group; every
+ * group has at least K outputs. Sets b->group_size and b->n_groups (check.c reads them). */
 static int check_custext_arrays(ldp_bundle *b, const ldp_santext_table *t, const uint8_t *valid) {
     const ldp_array *a = ldp_bundle_array(b, "group_id");
     const size_t v = (size_t)t->n_rows, k = (size_t)t->head_size, slots = k + 1;
     const uint8_t *keep = t->keep_row;
     size_t i, j;
-    uint64_t *sizes;
     int32_t top = -1;
-    int rc = LDP_OK;
     if (a == NULL) return LDP_E_MISSING_ARRAY;
     if (a->dtype != LDP_DT_I32) return LDP_E_SCHEMA_DTYPE;
     if (a->ndim != 1 || a->shape[0] != (uint64_t)v) return LDP_E_SCHEMA_SHAPE;
     b->group_id = (const int32_t *)a->data;
     for (i = 0; i < v; i++) {
-        const int32_t g = b->group_id[i];
-        if (keep[i] && (b->mechanism == LDP_MECH_CUSTEXT || !valid[i])) return LDP_E_CUSTEXT_TABLES;
-        if (valid[i] && (keep[i] != 0) != (g < 0)) return LDP_E_CUSTEXT_TABLES;
+        if (valid[i] && (keep[i] != 0) != (b->group_id[i] < 0)) return LDP_E_CUSTEXT_TABLES;
     }
     for (i = 0; i < (size_t)t->n_outputs; i++)
         if (b->group_id[t->outputs[i]] < 0) return LDP_E_CUSTEXT_TABLES;
@@ -697,13 +694,13 @@ static int check_custext_arrays(ldp_bundle *b, const ldp_santext_table *t, const
     /* np.bincount over the outputs' groups: every id up to the largest is a group of >= K */
     for (i = 0; i < (size_t)t->n_outputs; i++)
         if (b->group_id[t->outputs[i]] > top) top = b->group_id[t->outputs[i]];
-    sizes = (uint64_t *)calloc((size_t)top + 2, sizeof *sizes);
-    if (sizes == NULL) return LDP_E_NOMEM;
-    for (i = 0; i < (size_t)t->n_outputs; i++) sizes[b->group_id[t->outputs[i]]]++;
-    for (i = 0; top >= 0 && i <= (size_t)top; i++)
-        if (sizes[i] < (uint64_t)b->k) rc = LDP_E_CUSTEXT_TABLES;
-    free(sizes);
-    return rc;
+    b->n_groups = (size_t)(top + 1);
+    b->group_size = (uint64_t *)calloc(b->n_groups ? b->n_groups : 1, sizeof *b->group_size);
+    if (b->group_size == NULL) return LDP_E_NOMEM;
+    for (i = 0; i < (size_t)t->n_outputs; i++) b->group_size[b->group_id[t->outputs[i]]]++;
+    for (i = 0; i < b->n_groups; i++)
+        if (b->group_size[i] < (uint64_t)b->k) return LDP_E_CUSTEXT_TABLES;
+    return LDP_OK;
 }
 
 /* SanTextTables.__post_init__ / _check_values, Sanitizer._check_tables_match_parameters, and the
@@ -843,14 +840,15 @@ static int check_tables(ldp_bundle *b) {
                     return LDP_E_TABLE_TAIL_MASS;
         /* _check_tables_match_parameters */
         if (b->head_size != (int64_t)k) return LDP_E_TABLE_HEAD_SIZE;
-        /* SanText+ keeps non-sensitive valid rows; CusText+'s kept rows (its stop words) are
-         * checked against its groups below; the others keep none */
+        /* SanText+ keeps non-sensitive valid rows, CusText+ valid rows (its stop words, checked
+         * against its groups below); the others keep none */
         for (i = 0; i < v; i++) {
             if (!keep[i]) continue;
-            if (b->mechanism == LDP_MECH_SANTEXT_PLUS ? (sens[i] || !valid[i])
-                                                      : b->mechanism != LDP_MECH_CUSTEXT_PLUS)
+            if (b->mechanism == LDP_MECH_SANTEXT_PLUS    ? (sens[i] || !valid[i])
+                : b->mechanism == LDP_MECH_CUSTEXT_PLUS ? !valid[i]
+                                                        : 1)
                 return b->mechanism == LDP_MECH_TEM ? LDP_E_TEM_TABLES
-                       : b->mechanism == LDP_MECH_CUSTEXT ? LDP_E_CUSTEXT_TABLES
+                       : is_custext(b)                  ? LDP_E_CUSTEXT_TABLES
                                                           : LDP_E_TABLE_KEEP;
         }
         /* the sampler's table (santext_sampler.h), its squared norms, and its own check */
@@ -888,7 +886,7 @@ static int check_tables(ldp_bundle *b) {
         ldp_santext_tail_masses(&b->table, b->tail_mass);
         b->table.tail_mass = b->tail_mass;
         /* the mechanism's own arrays */
-        if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o, keep);
+        if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
         else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
         if (rc != LDP_OK) return rc;
         /* the signed numbers against the tables (check.c): a trusted signer's wrong eps fails here */
@@ -952,6 +950,7 @@ void ldp_bundle_close(ldp_bundle *b) {
     free(b->wide_gamma);
     free(b->zero_clusters);
     free(b->tail_mass);
+    free(b->group_size);
     free(b->arrays);
     ldp_json_free(b->manifest_doc);
     ldp_json_free(b->header_doc);

@@ -101,23 +101,27 @@ static int check_d_max(const ldp_bundle *b, int32_t x) {
     return far > b->d_max * (1.0 + 1e-9) + 1e-12 ? LDP_E_PARAMETER_MISMATCH : LDP_OK;
 }
 
+/* log(alias mass) - gamma of head slot i of row x: the realised log-probability of that output up
+ * to the row's normaliser; -inf where the slot has no proposal mass. */
+static double head_log_weight(const ldp_santext_table *t, int32_t x, size_t i) {
+    const size_t slots = (size_t)t->head_size + 1, row = (size_t)x * slots;
+    uint64_t mass = ldp_realised_mass(t->alias_threshold + row, t->alias_index + row, slots, i);
+    return mass == 0 ? -INFINITY : log((double)mass) - t->accept_gamma[row + i];
+}
+
 /* 1: the row's head ratios are checkable and agree with eps; 0: not checkable (fewer than two
  * head outputs at different distances); -1: they disagree. */
 static int check_row(const ldp_bundle *b, int32_t x, double tol) {
     const ldp_santext_table *t = &b->table;
-    const size_t k = (size_t)t->head_size, slots = k + 1;
-    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
-    const uint16_t *alias = t->alias_index + (size_t)x * slots;
+    const size_t k = (size_t)t->head_size;
     const int32_t *head = t->head_ids + (size_t)x * k;
-    const double *gamma = t->accept_gamma + (size_t)x * slots;
     double rmin = INFINITY, rmax = -INFINITY, dmin = INFINITY, dmax = -INFINITY;
     size_t i, used = 0;
     for (i = 0; i < k; i++) {
-        uint64_t mass = ldp_realised_mass(thr, alias, slots, i);
-        double d, r;
-        if (mass == 0 || (t->keep_row[x] && head[i] == x)) continue;
+        double w = head_log_weight(t, x, i), d, r;
+        if (w == -INFINITY || (t->keep_row[x] && head[i] == x)) continue;
         d = ldp_distance(t, x, head[i]);
-        r = log((double)mass) - gamma[i] + t->half_epsilon * d;
+        r = w + t->half_epsilon * d;
         rmin = fmin(rmin, r);
         rmax = fmax(rmax, r);
         dmin = fmin(dmin, d);
@@ -271,33 +275,28 @@ static double similarity(const ldp_bundle *b, int32_t x, int32_t y) {
 
 /* 1: row x's realised law over its output set is the exponential mechanism exp(eps u / 2) up to
  * tol (u the similarity min-max normalised over the set); 0: x is not sanitized (a stop word or
- * not an input); -1: it is not, or an output of its set has probability 0. */
-static int check_custext_row(const ldp_bundle *b, int32_t x, const uint64_t *sizes, double tol) {
+ * not an input); -1: it is not, or an output of its set has probability 0. scratch: 2 K doubles. */
+static int check_custext_row(const ldp_bundle *b, int32_t x, double tol, double *scratch) {
     const ldp_santext_table *t = &b->table;
-    const size_t k = (size_t)t->head_size, slots = k + 1;
-    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
-    const uint16_t *alias = t->alias_index + (size_t)x * slots;
+    const size_t k = (size_t)t->head_size;
     const int32_t *head = t->head_ids + (size_t)x * k;
-    const double *gamma = t->accept_gamma + (size_t)x * slots;
+    double *weight = scratch, *sim = scratch + k;
     double smin = INFINITY, smax = -INFINITY, lo = INFINITY, hi = -INFINITY, span;
     size_t i, live = 0;
     if (!b->valid_input[x] || b->group_id[x] < 0) return 0;
-    for (i = 0; i < k; i++) {
-        double sim;
-        if (ldp_realised_mass(thr, alias, slots, i) == 0) continue;
-        sim = similarity(b, x, head[i]);
-        smin = fmin(smin, sim);
-        smax = fmax(smax, sim);
+    for (i = 0; i < k; i++) { /* the members with proposal mass: their weights and similarities */
+        weight[live] = head_log_weight(t, x, i);
+        if (weight[live] == -INFINITY) continue;
+        sim[live] = similarity(b, x, head[i]);
+        smin = fmin(smin, sim[live]);
+        smax = fmax(smax, sim[live]);
         live++;
     }
-    if (live != sizes[b->group_id[x]]) return -1; /* a member with probability 0 */
+    if (live != b->group_size[b->group_id[x]]) return -1; /* a member with probability 0 */
     span = smax - smin;
-    for (i = 0; i < k; i++) {
-        uint64_t mass = ldp_realised_mass(thr, alias, slots, i);
-        double u, r;
-        if (mass == 0) continue;
-        u = span > 0 ? fmin(fmax((similarity(b, x, head[i]) - smin) / span, 0.0), 1.0) : 1.0;
-        r = log((double)mass) - gamma[i] - t->half_epsilon * u;
+    for (i = 0; i < live; i++) {
+        double u = span > 0 ? fmin(fmax((sim[i] - smin) / span, 0.0), 1.0) : 1.0;
+        double r = weight[i] - t->half_epsilon * u;
         lo = fmin(lo, r);
         hi = fmax(hi, r);
     }
@@ -310,8 +309,9 @@ static int check_custext_row(const ldp_bundle *b, int32_t x, const uint64_t *siz
 static int check_custext(const ldp_bundle *b) {
     const ldp_santext_table *t = &b->table;
     const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
-    int32_t rows[FIXED_ROWS + RANDOM_ROWS], top = -1, x;
-    uint64_t *sizes, groups = 0, smallest = 0, largest = 0;
+    int32_t rows[FIXED_ROWS + RANDOM_ROWS], x;
+    uint64_t groups = 0, smallest = 0, largest = 0;
+    double *scratch;
     size_t i, checked = 0;
     long n;
     int rc = LDP_OK;
@@ -320,16 +320,11 @@ static int check_custext(const ldp_bundle *b) {
         return LDP_E_PARAMETER_MISMATCH;
     if (b->epsilon0 != 0.0 || check_stated_worst_case(b, INFINITY) != LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
-    for (i = 0; i < (size_t)t->n_outputs; i++)
-        if (b->group_id[t->outputs[i]] > top) top = b->group_id[t->outputs[i]];
-    sizes = (uint64_t *)calloc((size_t)top + 2, sizeof *sizes);
-    if (sizes == NULL) return LDP_E_NOMEM;
-    for (i = 0; i < (size_t)t->n_outputs; i++) sizes[b->group_id[t->outputs[i]]]++;
-    for (i = 0; top >= 0 && i <= (size_t)top; i++) {
-        if (sizes[i] == 0) continue;
+    for (i = 0; i < b->n_groups; i++) { /* every group has >= K >= 1 outputs (bundle.c) */
+        const uint64_t size = b->group_size[i];
         groups++;
-        smallest = smallest == 0 || sizes[i] < smallest ? sizes[i] : smallest;
-        largest = sizes[i] > largest ? sizes[i] : largest;
+        smallest = smallest == 0 || size < smallest ? size : smallest;
+        largest = size > largest ? size : largest;
     }
     {
         static const char *const keys[3] = {"groups", "smallest_group", "largest_group"};
@@ -340,20 +335,23 @@ static int check_custext(const ldp_bundle *b) {
                 rc = LDP_E_PARAMETER_MISMATCH;
         }
     }
-    n = rc == LDP_OK ? check_rows(b, rows) : 0;
+    if (rc != LDP_OK) return rc;
+    scratch = (double *)malloc(2 * (size_t)t->head_size * sizeof *scratch);
+    if (scratch == NULL) return LDP_E_NOMEM;
+    n = check_rows(b, rows);
     if (n < 0) rc = LDP_E_RANDOM;
     for (i = 0; rc == LDP_OK && i < (size_t)n; i++) {
-        int r = check_custext_row(b, rows[i], sizes, tol);
+        int r = check_custext_row(b, rows[i], tol, scratch);
         if (r < 0) rc = LDP_E_PARAMETER_MISMATCH;
         checked += (size_t)(r > 0);
     }
     /* every sampled row a stop word: check the first sanitized row */
     for (x = 0; rc == LDP_OK && checked == 0 && x < t->n_rows; x++) {
-        int r = check_custext_row(b, x, sizes, tol);
+        int r = check_custext_row(b, x, tol, scratch);
         if (r < 0) rc = LDP_E_PARAMETER_MISMATCH;
         checked += (size_t)(r > 0);
     }
-    free(sizes);
+    free(scratch);
     return rc;
 }
 

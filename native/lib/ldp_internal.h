@@ -56,6 +56,8 @@ struct ldp_bundle {
     int64_t k;
     int cosine; /* 0: euclidean, 1: cosine */
     const int32_t *group_id;
+    uint64_t *group_size; /* outputs per group id (owned), n_groups = largest id + 1 */
+    size_t n_groups;
     ldp_santext_table table; /* borrows the arrays; emb_sqnorm and the widened arrays are owned */
     int32_t *emb_sqnorm;
     int32_t *wide_head;    /* a compact bundle's uint16 head_ids as int32, else NULL */
