@@ -49,7 +49,7 @@ def work(tmp_path_factory):
         rows.append(f"{' '.join(ws)},{topic}\n")
     (d / "data.csv").write_text("text,label\n" + "".join(rows))
     with single_thread_torch():
-        build_tiny_bundle(d / "signed.ldpb", sign_key=None)        # the session's developer key (trusted)
+        build_tiny_bundle(d / "signed.ldpb", sign_key=None)        # the test run's developer key (trusted)
         build_tiny_bundle(d / "unsigned.ldpb", sign_key=False)
     return d
 

@@ -33,7 +33,7 @@ def quick_start_python_block() -> str:
 
 
 def run_python(args: list[str]) -> subprocess.CompletedProcess:
-    # the session's LDPTEXT_HOME and LDPTEXT_DEV=1 (conftest): the tiny bundle's developer key is trusted
+    # the test run's LDPTEXT_HOME and LDPTEXT_DEV=1 (conftest): the tiny bundle's developer key is trusted
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
                           cwd=ROOT, env=dict(os.environ))
 

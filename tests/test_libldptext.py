@@ -208,7 +208,7 @@ def clib() -> LibLdptext:
 
 @pytest.fixture(scope="session")
 def dev_key(ldptext_home) -> bytes:
-    """The session's developer public key (tiny bundles are signed with it)."""
+    """The test run's developer public key (tiny bundles are signed with it)."""
     from ldptext import keys
     return keys.public_bytes(keys.developer_key().public_key())
 
