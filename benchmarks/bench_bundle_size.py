@@ -6,7 +6,7 @@ default since), both with the default tail clusters. Each bundle is also written
 time with the same tables in the wide dtypes every bundle used before the compact format (int32 head
 ids, uint16 alias slots, float64 exponents), so the saving of the format is measured on identical
 content. Sampling speed: ``Sanitizer.sample_ids`` (libldptext when built) over the token ids of the
-300 English news documents shipped with gensim (``lee_background.cor``, ASSETS.md), repeated to
+300 English news documents shipped with gensim (``lee_background.cor``, docs/assets.md), repeated to
 ``--tokens`` ids; the best of ``--repeats`` runs, both head sizes measured in the same run.
 
 Columns: ε; K; the exponents' stored dtype (float32 only where rounding moves no exponent by more

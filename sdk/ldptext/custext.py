@@ -1,8 +1,8 @@
 """CusText and CusText+ at runtime: ε-LDP per token among the inputs that share an output set.
 
 Mechanism of Chen et al. 2023, *A Customized Text Sanitization Mechanism with Differential Privacy*
-(Findings of ACL 2023; arXiv:2207.01193), its mapping function and sampling function (§3; the paper is
-not in ``shared/seeds``, the statements below are re-derived here):
+(Findings of ACL 2023; arXiv:2207.01193), its mapping function and sampling function (§3; the statements below
+are re-derived here):
 
 * **Output sets.** A public mapping partitions the output domain into groups of at least K tokens
   (greedily, in vocabulary order: the first unassigned token and its K − 1 nearest unassigned

@@ -2,7 +2,7 @@
 
 Mechanism of Carvalho, Vasiloudis, Feyisetan & Wang, *TEM: High Utility Metric Differential Privacy
 on Text* (arXiv:2107.07928, 2021; SDM 2023) — the truncated exponential mechanism and its threshold
-(the paper is not in ``shared/seeds``; statements re-derived here). With d the Euclidean distance of
+(statements re-derived here). With d the Euclidean distance of
 the bundle's metric embedding (the same int8-quantized embedding as SanText's), O the output domain
 (the vocabulary minus special tokens), a threshold γ > 0, L_x = {y ∈ O : d(x, y) ≤ γ} and
 L̄_x = O − L_x, TEM releases
@@ -98,8 +98,7 @@ class TEMSanitizer(TokenRuntime):
     token in ``metric:<id>`` (shared with SanText over the same metric). **Reference**: Carvalho,
     Vasiloudis, Feyisetan & Wang 2021, *TEM: High Utility Metric Differential Privacy on Text*
     (arXiv:2107.07928; SDM 2023), the section defining the truncated exponential mechanism, its
-    privacy theorem and the threshold γ (section numbers not checked: the paper is not in
-    ``shared/seeds``).
+    privacy theorem and the threshold γ (section numbers not checked).
 
     Attributes
     ----------

@@ -1,5 +1,5 @@
 """Public token embeddings for SanText: the packaged GloVe 6B-50d and MiniLM WordPiece tables
-(ASSETS.md), or a user's file. Everything loads offline.
+(docs/assets.md), or a user's file. Everything loads offline.
 
 Each source comes with its tokenizer (a Hugging Face ``tokenizers`` JSON, stored in the bundle), the
 mask of special tokens (never outputs) and the mask of valid inputs. Word-level vocabularies get one
