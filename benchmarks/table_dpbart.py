@@ -352,11 +352,12 @@ def _bundle_config_matches(path: Path, cfg) -> bool:
         return False
     try:
         from ldptext.bundle import open_unverified
+        from ldptext_precompute.checkpoints import jsonable
         from ldptext_precompute.dpbart import build as _build
 
         bundle, _ = open_unverified(path)
         recorded = getattr(_build, "_manifest_build_config", asdict)(cfg)   # starting weights by content
-        want = json.loads(json.dumps(_build._jsonable(recorded)))
+        want = json.loads(json.dumps(jsonable(recorded)))
         return bundle.manifest.get("build", {}).get("config") == want
     except Exception:   # a half-written or foreign file: rebuilt
         return False

@@ -43,6 +43,7 @@ from ldptext.dpbart import Rewriter
 from ldptext.dpbart_schema import GRAPHS, MECHANISM, SECTION, DPBartConfig, SpecialTokens
 from ldptext.fileio import file_sha256
 
+from ..checkpoints import StageCheckpoints, jsonable
 from .data import load_public_corpus, split_holdout
 from .model import Seq2SeqAdapter, load_model
 from .train import (StageHooks, TrainNoise, device_for_training, estimate_clip, greedy_decode_torch,
@@ -214,46 +215,18 @@ class _State:
     wall: dict = field(default_factory=dict)
 
 
-class _Checkpoints:
-    """Stage checkpoints: model weights (torch.save, loaded with weights_only) + JSON state."""
+def _save_stage(ck: StageCheckpoints, name: str, adapter: Seq2SeqAdapter, state: _State) -> None:
+    ck.save(name, adapter.model.state_dict(), asdict(state))
 
-    def __init__(self, work_dir: Path, fingerprint: str) -> None:
-        self.dir = work_dir
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.fp = fingerprint
 
-    def save(self, name: str, adapter: Seq2SeqAdapter, state: _State) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        torch.save({k: v.detach().cpu() for k, v in adapter.model.state_dict().items()}, tmp)
-        tmp.replace(self.dir / f"{name}.pt")
-        (self.dir / f"{name}.json").write_text(json.dumps({"fingerprint": self.fp, "state": asdict(state)}))
-
-    def save_partial(self, name: str, snap: dict, state: _State) -> None:
-        """Mid-stage state (weights, optimizer, schedule, random states): ``NAME.partial.ckpt``."""
-        tmp = self.dir / f".{name}.partial.tmp"
-        torch.save({"fingerprint": self.fp, "stage": name, "state": json.dumps(asdict(state)), "snap": snap}, tmp)
-        tmp.replace(self.dir / f"{name}.partial.ckpt")
-
-    def load_partial(self, name: str) -> dict | None:
-        """The mid-stage state of ``name`` saved by :meth:`save_partial` (same fingerprint), or None."""
-        f = self.dir / f"{name}.partial.ckpt"
-        if not f.is_file():
-            return None
-        data = torch.load(f, map_location="cpu", weights_only=True)
-        return data["snap"] if data.get("fingerprint") == self.fp and data.get("stage") == name else None
-
-    def drop_partial(self, name: str) -> None:
-        (self.dir / f"{name}.partial.ckpt").unlink(missing_ok=True)
-
-    def load(self, name: str, adapter: Seq2SeqAdapter) -> _State | None:
-        pt, js = self.dir / f"{name}.pt", self.dir / f"{name}.json"
-        if not (pt.is_file() and js.is_file()):
-            return None
-        meta = json.loads(js.read_text())
-        if meta.get("fingerprint") != self.fp:
-            return None
-        adapter.model.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
-        return _State(**meta["state"])
+def _load_stage(ck: StageCheckpoints, name: str, adapter: Seq2SeqAdapter) -> _State | None:
+    """The state of a finished stage, its weights loaded into ``adapter``; None when not finished."""
+    loaded = ck.load(name)
+    if loaded is None:
+        return None
+    weights, state = loaded
+    adapter.model.load_state_dict(weights)
+    return _State(**state)
 
 
 def load_init_weights(adapter: Seq2SeqAdapter, path: str | Path) -> None:
@@ -344,12 +317,12 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
     device = device_for_training()
     if cfg.dropout is not None:
         set_dropout(adapter.model, cfg.dropout)
-    ck = _Checkpoints(work_dir, cfg.fingerprint())
+    ck = StageCheckpoints(work_dir, cfg.fingerprint())
     state = _State()
     names = _stage_names(cfg)
     # resume from the latest finished stage
     for i in range(len(names) - 1, -1, -1):
-        loaded = ck.load(names[i], adapter)
+        loaded = _load_stage(ck, names[i], adapter)
         if loaded is not None:
             state = loaded
             log(f"resuming after stage {names[i]}")
@@ -361,14 +334,15 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
             continue
         t0 = time.time()
         stage = f"dpbart stage {index}/{len(names)}"  # which of the stages, for the progress label
-        snap = ck.load_partial(name)
-        if snap is not None:
+        partial = ck.load_partial(name)
+        snap = None
+        if partial is not None:
+            snap, partial_state = partial
             log(f"resuming stage {name} at step {snap['step']}")
             # the JSON state of the partial checkpoint (C, pruning history) replaces the stage-start one
-            state = _State(**json.loads(torch.load(work_dir / f"{name}.partial.ckpt", map_location="cpu",
-                                                   weights_only=True)["state"]))
+            state = _State(**partial_state)
         hooks = StageHooks(
-            resume=snap, save=lambda sn, _n=name: ck.save_partial(_n, sn, state), save_every=save_every,
+            resume=snap, save=lambda sn, _n=name: ck.save_partial(_n, sn, asdict(state)), save_every=save_every,
             evaluate=(lambda step, loss, _n=name: _log_eval(adapter, eval_ids, cfg, _n, step, loss, log,
                                                             pruned=state.pruned if _n.startswith("prune-") else []))
             if eval_ids else None, eval_every=eval_every, should_stop=should_stop)
@@ -407,7 +381,7 @@ def train_model(adapter: Seq2SeqAdapter, cfg: DPBartBuildConfig, train_ids: list
                 warmup_steps=cfg.warmup_steps, hooks=hooks)
         state.stage = name
         state.wall[name] = state.wall.get(name, 0.0) + time.time() - t0
-        ck.save(name, adapter, state)
+        _save_stage(ck, name, adapter, state)
         ck.drop_partial(name)
     adapter.model.to("cpu").eval()
     return state
@@ -886,7 +860,7 @@ def dpbart_manifest(*, config: DPBartConfig, cfg: DPBartBuildConfig, model_sourc
     dict
         JSON-safe (non-finite floats become ``None``).
     """
-    return _jsonable({
+    return jsonable({
         SECTION: config.manifest_section(),
         "sources": {"model": model_source, "public_corpus": cfg.public_corpus, "files": sources},
         "build": {"tool": "ldptext precompute dpbart", "versions": _versions(), "config": _manifest_build_config(cfg)},
@@ -1021,19 +995,6 @@ def build_dpbart_bundle(out: str | Path, cfg: DPBartBuildConfig, *, sign_key: An
     path = write_dpbart_bundle(out, config=config, blobs=blobs, manifest=manifest, sign_key=sign_key,
                                passphrase=passphrase)
     return path, {**summary.as_dict(), "total_wall_s": time.time() - t_start, "bundle_bytes": path.stat().st_size}
-
-
-def _jsonable(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats (e.g. the loss of a 0-step stage) become None."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def remove_work_dir(out: str | Path) -> None:

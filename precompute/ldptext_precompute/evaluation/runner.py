@@ -46,7 +46,7 @@ documents, test labels never seen in training, an unsanitized classifier that do
 majority-class rate) go to stderr as they are found, to ``results.json`` (``warnings``) and to
 ``report.md``.
 
-**Checkpoints.** Every finished stage is kept under ``OUT/checkpoints/`` (:class:`_Checkpoints`), each
+**Checkpoints.** Every finished stage is kept under ``OUT/checkpoints/`` (:class:`..checkpoints.CheckpointStore`), each
 file written atomically and named by a hash of everything that determines it: the exact privacy profile
 of each SanText bundle, the sanitized sample of the corpus for each (mechanism, ε, seed) — token ids,
 i.e. the sanitized text, which is the user's data and stays in the user's output directory; DP-BART's
@@ -65,7 +65,6 @@ Raw text is never logged, and is written nowhere except the sanitized-sample che
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import platform
@@ -92,6 +91,7 @@ from .records import (PRIOR_NAME, BundleInfo, DocumentLevelPrivacy, DPBartBundle
                       MechanismPrivacy, PrivacySummary, Results, SeedRun, UtilitySummary,
                       privacy_metric_definitions, randomness_description)
 from ..bleu import bleu_tokenize, corpus_bleu
+from ..checkpoints import CheckpointStore, jsonable
 from .utility import (CLASSIFIERS, MINILM_DIM, ClassifierSettings, SentenceEmbeddingSettings, classifier_settings,
                       fit_and_score)
 from ..metricdp import evaluation as _comparison
@@ -309,8 +309,7 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
     with _timed(timings, "tokenize_and_prior_s"):
         corpus = _Corpus(ds, domain.reference)
         prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
-    store = _Checkpoints(out / CHECKPOINT_DIR, resume=cfg.resume,
-                         base={"format": CHECKPOINT_FORMAT, "data": ds.fingerprint()})
+    store = _checkpoint_store(out, cfg, ds)
     sweep = _Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store,
                    classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache, dpbart=dpbart)
     with _timed(timings, "privacy_profiles_s"):
@@ -931,7 +930,7 @@ class _Sweep:
     prior: np.ndarray
     column_pool: np.ndarray
     bundles: dict[tuple[str, float], _Bundle]
-    store: _Checkpoints
+    store: CheckpointStore
     classifiers: list[ClassifierSettings] = field(default_factory=lambda: [ClassifierSettings()])
     cache_dir: Path | None = None
     dpbart: _DPBart | None = None
@@ -1003,84 +1002,20 @@ CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_FORMAT = 1
 
 
-class _Checkpoints:
-    """Finished stages as files named ``{stage}-{sha256 of the key}.{npz|json}`` under ``root``.
-
-    A key is a JSON-able dictionary of everything that determines the stage; ``base`` (the checkpoint
-    format and the data set's fingerprint) is added to every key, and so are the ldptext, scikit-learn
-    and wordfreq (the attacker's prior) versions. Files are written atomically
-    (:func:`ldptext.fileio.write_bytes_atomic`, mode 0o600: sanitized samples are the user's data); an
-    unreadable one counts as missing. With ``resume=False`` nothing from an earlier run is read
-    (everything is recomputed and written again), but what this run wrote is: two stages that share
-    a sample (the classifiers and the inversion attack) see the same draw. ``reused`` counts the
-    checkpoints read, per stage.
-    """
-
-    def __init__(self, root: Path, *, resume: bool, base: dict) -> None:
-        self.root = root
-        self.resume = resume
-        versions = _versions()
-        self.base = {**base, **{k: versions.get(k) for k in ("ldptext", "scikit-learn", "wordfreq")}}
-        self.reused: dict[str, int] = {}
-        self._written: set[Path] = set()  # what this run wrote: readable even with resume=False
-
-    def _readable(self, path: Path) -> bool:
-        return (self.resume or path in self._written) and path.is_file()
-
-    def path(self, stage: str, key: dict, suffix: str) -> Path:
-        """The file of one stage's checkpoint."""
-        blob = json.dumps(_jsonable({**self.base, **key}), sort_keys=True).encode()
-        return self.root / f"{stage}-{hashlib.sha256(blob).hexdigest()[:32]}.{suffix}"
-
-    def _hit(self, stage: str, path: Path) -> None:
-        if path not in self._written:  # an earlier run's work, not this run's own
-            self.reused[stage] = self.reused.get(stage, 0) + 1
-
-    def load_arrays(self, stage: str, key: dict) -> dict[str, np.ndarray] | None:
-        """The arrays of a checkpoint, or None when there is none (or it cannot be read)."""
-        path = self.path(stage, key, "npz")
-        if not self._readable(path):
-            return None
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError):
-            return None
-        self._hit(stage, path)
-        return arrays
-
-    def save_arrays(self, stage: str, key: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Write a checkpoint of arrays (``.npz``) atomically."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        path = self.path(stage, key, "npz")
-        write_bytes_atomic(path, buf.getvalue())
-        self._written.add(path)
-
-    def cached_json(self, stage: str, key: dict, compute, encode, decode):
-        """``decode`` of the JSON checkpoint when there is one; else ``compute()``, saved via ``encode``."""
-        path = self.path(stage, key, "json")
-        if self._readable(path):
-            try:
-                value = decode(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
-            else:
-                self._hit(stage, path)
-                return value
-        value = compute()
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, (json.dumps(_jsonable(encode(value)), sort_keys=True) + "\n").encode())
-        self._written.add(path)
-        return value
+def _checkpoint_store(out: Path, cfg: EvaluationConfig, ds: Dataset) -> CheckpointStore:
+    """The sweep's checkpoints under ``out/checkpoints``: every key also carries the layout version, the
+    data set's fingerprint and the ldptext, scikit-learn and wordfreq (the attacker's prior) versions."""
+    versions = _versions()
+    base = {"format": CHECKPOINT_FORMAT, "data": ds.fingerprint(),
+            **{k: versions.get(k) for k in ("ldptext", "scikit-learn", "wordfreq")}}
+    return CheckpointStore(out / CHECKPOINT_DIR, resume=cfg.resume, base=base)
 
 
 def _profile_to_arrays(prof: M.MechanismProfile, meta: dict) -> dict[str, np.ndarray]:
     """A profile and JSON-able extras as the arrays of one ``.npz`` checkpoint."""
     arrays = {name: np.asarray(getattr(prof, name)) for name in _PROFILE_ARRAYS}
     extra = {"threshold": prof.threshold, "prior_name": prof.prior_name, "extra": prof.extra, **meta}
-    arrays["meta"] = np.array(json.dumps(_jsonable(extra)))
+    arrays["meta"] = np.array(json.dumps(jsonable(extra)))
     return arrays
 
 
@@ -1175,23 +1110,7 @@ def _versions() -> dict:
 def _write_json(path: Path, document: dict) -> None:
     """Write a document as indented JSON (non-finite floats as null), atomically."""
     from .report import shareable_mode
-    write_bytes_atomic(path, (json.dumps(_jsonable(document), indent=2) + "\n").encode(), mode=shareable_mode())
-
-
-def _jsonable(obj):
-    """``obj`` with numpy scalars as Python numbers, non-finite floats as None, paths and keys as str."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        f = float(obj)
-        return f if math.isfinite(f) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+    write_bytes_atomic(path, (json.dumps(jsonable(document), indent=2) + "\n").encode(), mode=shareable_mode())
 
 
 def command_line() -> str:
