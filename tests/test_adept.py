@@ -20,6 +20,7 @@ from ldptext import noise as N
 from ldptext.errors import ParameterError
 from ldptext.rng import Generator, SeededModeWarning
 from ldptext_precompute.dpbart import adept as A
+from ldptext_precompute.dpbart import adept_noise as AN
 
 
 def _gen(seed):
@@ -50,12 +51,12 @@ def test_l1_distance_of_clipped_outputs_never_exceeds_2c_sqrt_n_and_is_tight(L, 
         if i % 4 == 0:  # heavy tails and sign-structured pairs
             z = rng.standard_cauchy(size=(1, L, d))
             z2 = -np.sign(z) * rng.uniform(0, 1e3, size=z.shape)
-        a, b = N.clip_l2_norm(z, clip), N.clip_l2_norm(z2, clip)
+        a, b = AN.clip_l2_norm(z, clip), AN.clip_l2_norm(z2, clip)
         assert np.linalg.norm(a) <= clip * (1 + 1e-12) and np.linalg.norm(b) <= clip * (1 + 1e-12)
         worst = max(worst, float(np.abs(a - b).sum()))
     assert worst <= sens
     za, zb = _antipodal(n, L)
-    dist = float(np.abs(N.clip_l2_norm(za, clip) - N.clip_l2_norm(zb, clip)).sum())
+    dist = float(np.abs(AN.clip_l2_norm(za, clip) - AN.clip_l2_norm(zb, clip)).sum())
     assert dist <= sens and abs(dist - ref) <= 1e-9 * ref  # tight: the bound is reached
     # the published Δ₁ = 2C is exceeded by a factor √n on this pair
     assert dist / (A.PUBLISHED_SENSITIVITY * clip) == pytest.approx(math.sqrt(n), rel=1e-9)
@@ -69,7 +70,7 @@ def test_integer_grid_keeps_the_ball_exactly_and_the_sensitivity_is_reached():
     bad = [np.full((1, L, d), 1e308), np.full((1, L, d), np.inf), np.full((1, L, d), np.nan),
            np.where(np.arange(n).reshape(1, L, d) % 2, -np.inf, 3.0)]
     for z in bad + [rng.normal(size=(1, L, d)) * 10.0 ** rng.uniform(-2, 3) for _ in range(200)]:
-        q = N.l2_ball_grid(z, clip, k)
+        q = AN.l2_ball_grid(z, clip, k)
         assert q.dtype == np.int64
         assert sum(int(v) ** 2 for v in q.ravel()) <= K * K  # exact integer check
         qs.append(q)
@@ -78,7 +79,7 @@ def test_integer_grid_keeps_the_ball_exactly_and_the_sensitivity_is_reached():
             l1 = int(np.abs(a - b).sum())
             assert Fraction(l1) ** 2 <= 4 * K * K * n  # ‖q − q'‖₁ ≤ 2K√n, exactly
     za, zb = _antipodal(n, L)
-    qa, qb = N.l2_ball_grid(za, clip, k), N.l2_ball_grid(zb, clip, k)
+    qa, qb = AN.l2_ball_grid(za, clip, k), AN.l2_ball_grid(zb, clip, k)
     assert int(np.abs(qa - qb).sum()) == 2 * K * 4  # = 2K√16: reached exactly
 
 
@@ -98,7 +99,7 @@ def _laplace_log_ratio(y, a, b, scale):
 def test_published_scale_breaks_epsilon_and_the_corrected_scale_keeps_it(n, eps):
     clip = 1.3
     za, zb = _antipodal(n)
-    a, b = N.clip_l2_norm(za, clip), N.clip_l2_norm(zb, clip)
+    a, b = AN.clip_l2_norm(za, clip), AN.clip_l2_norm(zb, clip)
     y = a  # the worst output for this pair: every coordinate on a's side
     for s, factor in ((2.0, math.sqrt(n)), (1.0, 2 * math.sqrt(n))):  # as published (2C/ε) and the C/ε reading
         flawed = A.published_laplace_scale(eps, clip, published_sensitivity=s)
@@ -116,7 +117,7 @@ def test_published_scale_breaks_epsilon_and_the_corrected_scale_keeps_it(n, eps)
     # the discrete noise actually used: exact rational log-ratio at the worst integer point
     cal = A.corrected_calibration(eps, clip=clip, n=n)
     num, den = cal.sampler_parameters
-    qa, qb = N.l2_ball_grid(za, clip), N.l2_ball_grid(zb, clip)
+    qa, qb = AN.l2_ball_grid(za, clip), AN.l2_ball_grid(zb, clip)
     l1 = int(np.abs(qa - qb).sum())
     assert Fraction(l1 * den, num) <= Fraction(eps)  # (‖q − q'‖₁ / t) ≤ ε exactly
     assert cal.epsilon_bound <= eps and Fraction(cal.epsilon_bound) ** 2 * Fraction(num, den) ** 2 >= \
@@ -137,7 +138,7 @@ def test_noise_variance_and_scale_match_the_calibration():
     n = L * d
     cal = A.corrected_calibration(eps, clip=clip, n=n)
     docs = 3000
-    out = N.privatize_l2_ball(np.zeros((docs, L, d)), cal, _gen(7)).astype(np.float64)
+    out = AN.privatize_l2_ball(np.zeros((docs, L, d)), cal, _gen(7)).astype(np.float64)
     noise = out.ravel()  # zero input: the release is the noise (on the grid)
     N_ = noise.size
     # independent reference: discrete Laplace P(k) ∝ q^|k| on the grid, q = exp(−1/t)
@@ -164,14 +165,14 @@ def test_release_is_input_grid_plus_integer_noise_and_pruned_stay_zero():
     n = L * (d - 2)
     cal = A.corrected_calibration(10.0, clip=clip, n=n)
     z = np.random.default_rng(3).normal(size=(4, L, d)) * 5
-    out = N.privatize_l2_ball(z, cal, _gen(1), pruned=pruned)
+    out = AN.privatize_l2_ball(z, cal, _gen(1), pruned=pruned)
     assert np.all(out[..., pruned] == 0)
     # at ε = ∞ (evaluation) the release is exactly the clipped grid value
     inf = A.corrected_calibration(math.inf, clip=clip, n=n, allow_infinite_epsilon=True)
-    exact = N.privatize_l2_ball(z, inf, _gen(1), pruned=pruned).astype(np.float64)
-    q = N.l2_ball_grid(z, clip, pruned=pruned)
+    exact = AN.privatize_l2_ball(z, inf, _gen(1), pruned=pruned).astype(np.float64)
+    q = AN.l2_ball_grid(z, clip, pruned=pruned)
     assert np.array_equal(np.rint(exact / inf.grid_unit).astype(np.int64), q)
-    assert np.allclose(exact, N.clip_l2_norm(z, clip, pruned), atol=2 * inf.grid_unit)
+    assert np.allclose(exact, AN.clip_l2_norm(z, clip, pruned), atol=2 * inf.grid_unit)
 
 
 # ------------------------------------------------------------------------------ (4) bad parameters
@@ -193,9 +194,9 @@ def test_infinite_epsilon_only_with_the_evaluation_flag_and_n_mismatch_refused()
     assert not cal.private and cal.sampler_parameters is None
     good = A.corrected_calibration(1.0, clip=1.0, n=12)
     with pytest.raises(ParameterError, match="n=12"):
-        N.privatize_l2_ball(np.zeros((1, 3, 5)), good, _gen(0))
+        AN.privatize_l2_ball(np.zeros((1, 3, 5)), good, _gen(0))
     with pytest.raises(ParameterError):
-        N.privatize_l2_ball(np.zeros((1, 3, 4)), good, _gen(0), pruned=np.array([9]))
+        AN.privatize_l2_ball(np.zeros((1, 3, 4)), good, _gen(0), pruned=np.array([9]))
     with pytest.raises(ParameterError):
         A.flawed_actual_epsilon(0.0, 10)
     with pytest.raises(ParameterError):
@@ -264,3 +265,8 @@ def test_cli_runs_and_prints_json(bundle):
     assert p.returncode == 0, p.stderr
     lines = [json.loads(x) for x in p.stdout.splitlines()]
     assert len(lines) == 2 and all(x["report"]["mechanism"] == "adept-corrected" for x in lines)
+
+
+def test_the_runtime_ships_no_adept_noise():
+    # ADePT is an offline baseline: its ℓ₂-ball noise lives with the offline package only
+    assert not {"clip_l2_norm", "l2_ball_grid", "calibrate_l2_ball", "privatize_l2_ball"} & set(dir(N))

@@ -36,7 +36,7 @@ Our corrected version, on DP-BART's pipeline
   γ = C/2^k (k = 20) by truncation towards zero, and Σq² ≤ K² is checked in exact integer
   arithmetic, so the integer sensitivities are exactly 2K√n (ℓ₁) and 2K (ℓ₂): the grid changes no
   sensitivity, it moves each clipped value by less than γ (≈ 1e-6·C) towards zero before the noise,
-  and the release (q + Y)·γ is post-processing of q + Y (:func:`ldptext.noise.calibrate_l2_ball`).
+  and the release (q + Y)·γ is post-processing of q + Y (:func:`.adept_noise.calibrate_l2_ball`).
 * **Clip constant.** Default C = C_v·√n with C_v the bundle's value clip: the ball of that radius
   contains DP-BART's cube [−C_v, C_v]ⁿ and the Laplace scale 2C√n/ε = 2C_v·n/ε equals DP-BART's,
   so at equal ε both add the same noise and differ only in how the signal is bounded.
@@ -67,6 +67,8 @@ from ldptext import noise as _noise
 from ldptext import runtime as _runtime
 from ldptext.errors import InputError, ParameterError
 from ldptext.rng import Generator
+
+from .adept_noise import calibrate_l2_ball, l2_ball_l1_sensitivity, privatize_l2_ball
 
 __all__ = ["MECHANISM", "PUBLISHED_SENSITIVITY", "published_laplace_scale", "flawed_actual_epsilon",
            "corrected_l1_sensitivity", "corrected_laplace_scale", "corrected_calibration", "default_clip",
@@ -136,9 +138,9 @@ def flawed_actual_epsilon(epsilon_claimed: float, n: int, *,
 def corrected_l1_sensitivity(clip: float, n: int) -> float:
     """Δ₁ = 2C√n of the ℓ₂ ball of radius C in n dimensions, rounded up.
 
-    :func:`ldptext.noise.l2_ball_l1_sensitivity`; Habernal 2021 (EMNLP), Thm 5.1.
+    :func:`.adept_noise.l2_ball_l1_sensitivity`; Habernal 2021 (EMNLP), Thm 5.1.
     """
-    return _noise.l2_ball_l1_sensitivity(clip, n)
+    return l2_ball_l1_sensitivity(clip, n)
 
 
 def corrected_laplace_scale(epsilon: float, clip: float, n: int) -> float:
@@ -169,7 +171,7 @@ def corrected_calibration(epsilon: Any, *, clip: float, n: int, mechanism: str =
     Returns
     -------
     NoiseCalibration
-        From :func:`ldptext.noise.calibrate_l2_ball`; for Laplace ``scale`` ≥ 2C√n/ε and
+        From :func:`.adept_noise.calibrate_l2_ball`; for Laplace ``scale`` ≥ 2C√n/ε and
         ``epsilon_bound`` ≤ ε exactly.
 
     Raises
@@ -179,7 +181,7 @@ def corrected_calibration(epsilon: Any, *, clip: float, n: int, mechanism: str =
     """
     eps, _ = _noise.validate_privacy_parameters(epsilon, delta, mechanism)
     _noise.require_finite_epsilon(eps, allow_infinite=bool(allow_infinite_epsilon), flag="allow_infinite_epsilon=True")
-    return _noise.calibrate_l2_ball(mechanism, eps, delta, clip=clip, n=n, grid_bits=grid_bits)
+    return calibrate_l2_ball(mechanism, eps, delta, clip=clip, n=n, grid_bits=grid_bits)
 
 
 def default_clip(value_clip: float, n: int) -> float:
@@ -330,7 +332,7 @@ class AdeptRewriter:
     def encode_noised(self, chunks: Sequence[Sequence[int]], calib: _noise.NoiseCalibration) -> np.ndarray:
         """The releases: encoder (each chunk alone) → ℓ₂ clip → grid → exact discrete noise."""
         z = self.rewriter.encoder_outputs(chunks)
-        return _noise.privatize_l2_ball(z, calib, self._rng, pruned=self.rewriter.pruned)
+        return privatize_l2_ball(z, calib, self._rng, pruned=self.rewriter.pruned)
 
     def rewrite(self, text: str, **kwargs: Any) -> AdeptRewritten:
         """Rewrite one document; keyword arguments as :meth:`rewrite_batch`."""
