@@ -90,10 +90,14 @@ web-bundle: setup native
 web-demo: web-bundle wasm
 	$(VPY) examples/web/serve.py --bundle $(WEB_BUNDLE) --developer
 
-# SanText+ against the public SanText code's approach (benchmarks/bench_santext.py: one table; the
-# MiniLM bundles and their neighbour cache are kept in $(CACHE)/bench-santext)
+# SanText+ against the public SanText code's approach (benchmarks/bench_santext.py): MiniLM with the
+# frequency split w = 0.9 and the default split, GloVe-50k, at eps = 1, 3, 10, 15; speed ratios,
+# load times and resident memory of the C library, the Python SDK and the web wrapper (node; the
+# column is left empty without node or native/build/wasm). The bundles and their neighbour caches
+# are kept in $(CACHE)/bench-santext. BENCH_ARGS=--quick: one bundle at two eps (a smoke run).
+BENCH_ARGS ?=
 bench: setup native libldptext
-	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py --workdir $(CACHE)/bench-santext
+	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py --workdir $(CACHE)/bench-santext $(BENCH_ARGS)
 
 # DP-BART: the int8 ONNX runtime against PyTorch fp32 eager on the bundle of make dpbart-train (trained
 # here in the foreground first if it is missing: about an hour on two cores)

