@@ -225,8 +225,8 @@ def test_sweep_with_both_classifiers_records_reports_and_resumes(tiny, tmp_path,
     assert list((tmp_path / "eval" / "checkpoints").glob("embedding-*.npz"))
     # a re-run embeds nothing and fits nothing: everything comes from the checkpoints
     monkeypatch.setattr(SentenceEncoder, "encode", lambda *a, **k: pytest.fail("re-embedded"))
-    from ldptext_precompute.evaluation import runner
-    monkeypatch.setattr(runner, "fit_and_score", lambda *a, **k: pytest.fail("re-fitted"))
+    from ldptext_precompute.evaluation import scoring
+    monkeypatch.setattr(scoring, "fit_and_score", lambda *a, **k: pytest.fail("re-fitted"))
     again = evaluate(cfg)
     assert [e["utility"]["classifiers"] for e in again["entries"]] == \
         [e["utility"]["classifiers"] for e in res["entries"]]

@@ -21,7 +21,7 @@ from conftest import CallCounter  # noqa: E402
 from conftest_dpbart import build_tiny_bundle, single_thread_torch  # noqa: E402
 from ldptext.dpbart import Rewriter  # noqa: E402
 from ldptext.errors import BundleFormatError, ParameterError, SignatureError  # noqa: E402
-from ldptext_precompute.evaluation import runner  # noqa: E402
+from ldptext_precompute.evaluation import runner, sampling, scoring  # noqa: E402
 from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
 
 # words of the tiny DP-BART vocabulary (conftest_dpbart.WORDS), so that both tokenizers know them
@@ -91,7 +91,7 @@ def test_dpbart_in_the_sweep_end_to_end_and_resumed(work, tmp_path, monkeypatch,
     # a late failure: the classifier fails on the last run (none 1 + santext 2 + dpbart 2 x 2 = 7 fits),
     # after every DP-BART rewrite was drawn
     rewrites = _count_rewrites(monkeypatch)
-    monkeypatch.setattr(runner, "fit_and_score", CallCounter(runner.fit_and_score, fail_at=7))
+    monkeypatch.setattr(scoring, "fit_and_score", CallCounter(scoring.fit_and_score, fail_at=7))
     with pytest.raises(RuntimeError, match="injected"):
         evaluate(_config(work, out))
     assert rewrites.calls == 4 and not (out / "results.json").exists()
@@ -99,8 +99,8 @@ def test_dpbart_in_the_sweep_end_to_end_and_resumed(work, tmp_path, monkeypatch,
     # the re-run rewrites nothing and only redoes the failed fit
     monkeypatch.undo()
     rewrites = _count_rewrites(monkeypatch)
-    fit = CallCounter(runner.fit_and_score)
-    monkeypatch.setattr(runner, "fit_and_score", fit)
+    fit = CallCounter(scoring.fit_and_score)
+    monkeypatch.setattr(scoring, "fit_and_score", fit)
     res = evaluate(_config(work, out, plots=True))
     assert (rewrites.calls, fit.calls) == (0, 1)
     saved = json.loads((out / "results.json").read_text())
@@ -178,8 +178,8 @@ def test_bad_dpbart_bundle_fails_clearly_before_sampling(work, tmp_path, monkeyp
         "missing file": (tmp_path / "nope.ldpb", True, Exception, ["DP-BART bundle"]),
     }[case]
     built, sanitize = CallCounter(None, fail_at=1), CallCounter(None, fail_at=1)
-    monkeypatch.setattr(runner, "_load_bundles", built)
-    monkeypatch.setattr(runner, "_sanitize", sanitize)
+    monkeypatch.setattr(runner, "load_bundles", built)
+    monkeypatch.setattr(sampling, "sanitize", sanitize)
     rewrites = _count_rewrites(monkeypatch)
     with pytest.raises(error) as e:
         evaluate(_config(work, tmp_path / "eval", dpbart_bundle=str(path), allow_unsigned=allow))

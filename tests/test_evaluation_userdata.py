@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 
 from conftest import CallCounter  # noqa: E402
 from ldptext.errors import InputError  # noqa: E402
-from ldptext_precompute.evaluation import runner  # noqa: E402
+from ldptext_precompute.evaluation import metrics, runner, sampling, scoring  # noqa: E402
 from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
 
 TOPICS = {"sport": ["goal", "match", "team", "coach"], "food": ["bread", "soup", "salad", "cheese"],
@@ -182,14 +182,14 @@ def test_resume_after_a_late_failure_recomputes_nothing_finished(work, tmp_path,
     data.write_text("text,label\n" + "".join(f"{_doc(rng, t)},{t}\n" for t in ("food", "music", "tech") * 12))
     out = tmp_path / "eval"
     cfg = dict(seeds=2, epsilons=[2.0, 4.0])       # utility runs: none 1 + santext 2x2 + random 2 = 7
-    real_sanitize, real_fit = runner._sanitize, runner.fit_and_score
-    real_profile = runner.M.profile_mechanism
+    real_sanitize, real_fit = sampling.sanitize, scoring.fit_and_score
+    real_profile = metrics.profile_mechanism
 
     # the classifier fails on the last configuration's last seed, after every sample was drawn
     fit = CallCounter(real_fit, fail_at=7)
     sanitize = CallCounter(real_sanitize)
-    monkeypatch.setattr(runner, "fit_and_score", fit)
-    monkeypatch.setattr(runner, "_sanitize", sanitize)
+    monkeypatch.setattr(scoring, "fit_and_score", fit)
+    monkeypatch.setattr(sampling, "sanitize", sanitize)
     with pytest.raises(RuntimeError, match="injected"):
         evaluate(_config(work, data, out, **cfg))
     assert (fit.calls, sanitize.calls) == (7, 6) and not (out / "results.json").exists()
@@ -199,9 +199,9 @@ def test_resume_after_a_late_failure_recomputes_nothing_finished(work, tmp_path,
     # report writer fails
     from ldptext_precompute.evaluation import report
     fit, sanitize, profile = CallCounter(real_fit), CallCounter(real_sanitize), CallCounter(real_profile)
-    monkeypatch.setattr(runner, "fit_and_score", fit)
-    monkeypatch.setattr(runner, "_sanitize", sanitize)
-    monkeypatch.setattr(runner.M, "profile_mechanism", profile)
+    monkeypatch.setattr(scoring, "fit_and_score", fit)
+    monkeypatch.setattr(sampling, "sanitize", sanitize)
+    monkeypatch.setattr(metrics, "profile_mechanism", profile)
     monkeypatch.setattr(report, "write_report", CallCounter(None, fail_at=1))
     with pytest.raises(RuntimeError, match="injected"):
         evaluate(_config(work, data, out, **cfg))
@@ -210,15 +210,15 @@ def test_resume_after_a_late_failure_recomputes_nothing_finished(work, tmp_path,
     # ... and the next one does nothing but write the outputs
     monkeypatch.undo()
     fit, sanitize = CallCounter(real_fit), CallCounter(real_sanitize)
-    monkeypatch.setattr(runner, "fit_and_score", fit)
-    monkeypatch.setattr(runner, "_sanitize", sanitize)
+    monkeypatch.setattr(scoring, "fit_and_score", fit)
+    monkeypatch.setattr(sampling, "sanitize", sanitize)
     resumed = evaluate(_config(work, data, out, **cfg))
     assert (fit.calls, sanitize.calls) == (0, 0)
 
     # equal to a clean run in another directory (and --fresh recomputes everything)
     fit, sanitize = CallCounter(real_fit), CallCounter(real_sanitize)
-    monkeypatch.setattr(runner, "fit_and_score", fit)
-    monkeypatch.setattr(runner, "_sanitize", sanitize)
+    monkeypatch.setattr(scoring, "fit_and_score", fit)
+    monkeypatch.setattr(sampling, "sanitize", sanitize)
     clean = evaluate(_config(work, data, tmp_path / "clean", resume=False, **cfg))
     assert (fit.calls, sanitize.calls) == (7, 6)
     assert _comparable(resumed) == _comparable(clean)
@@ -249,7 +249,7 @@ def test_bad_input_fails_clearly_before_sampling(work, tmp_path, monkeypatch, ca
     name, content, expected = BAD[case]
     (tmp_path / name).write_bytes(content)
     built = CallCounter(None, fail_at=1)                 # loading bundles would be the first heavy step
-    monkeypatch.setattr(runner, "_load_bundles", built)
+    monkeypatch.setattr(runner, "load_bundles", built)
     with pytest.raises(InputError) as e:
         evaluate(_config(work, tmp_path / name, tmp_path / "eval"))
     assert built.calls == 0

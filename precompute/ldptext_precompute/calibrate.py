@@ -552,7 +552,7 @@ def _expected_utility_from_bundle(args, path: str) -> dict:
     """
     from ldptext.santext import Sanitizer
     from .evaluation.datasets import load_dataset
-    from .evaluation.runner import _Corpus
+    from .evaluation.sweep import Corpus
     from .evaluation.utility import classifier_settings, fit_and_score
 
     ds = load_dataset(args.data, text_col=args.text_col, label_col=args.label_col, test=args.test,
@@ -572,7 +572,7 @@ def _expected_utility_from_bundle(args, path: str) -> dict:
                 warnings.simplefilter("ignore")
                 san = Sanitizer.load(path, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                                      seed=seed)
-            corpus = _Corpus(ds, san)
+            corpus = Corpus(ds, san)
             train_txt, test_txt = corpus.decode(san.sample_ids(corpus.flat).astype(np.int64))
             run = fit_and_score(train_txt, ds.train_labels, {"s": test_txt, "o": ds.test_texts}, ds.test_labels,
                                 seed=seed, settings=settings)

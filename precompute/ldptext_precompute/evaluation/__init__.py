@@ -18,7 +18,10 @@ Modules:
 * :mod:`.utility`   downstream classifier (TF-IDF + logistic regression); corpus BLEU is
   :mod:`ldptext_precompute.bleu`;
 * :mod:`.datasets`  CSV / JSONL loaders and the built-in Rotten Tomatoes corpus;
-* :mod:`.runner`    the sweep over mechanisms, ε and seeds (DP-BART too, from a given ``dpbart`` bundle);
+* :mod:`.runner`    the sweep over mechanisms, ε and seeds (DP-BART too, from a given ``dpbart`` bundle),
+  step by step: :mod:`.config` (its configuration), :mod:`.bundles`, :mod:`.sweep` (shared state,
+  checkpoints, seeds), :mod:`.profiles` (privacy), :mod:`.sampling` (releases of the corpus),
+  :mod:`.scoring` (utility), :mod:`.output` (``results.json``, report, plots), :mod:`.console` (stderr);
 * :mod:`.records`   the records of ``results.json``;
 * :mod:`.report`    ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).

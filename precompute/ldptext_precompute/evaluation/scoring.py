@@ -1,0 +1,150 @@
+"""The utility step of the sweep: per configuration and seed, the classifiers trained on released text,
+BLEU against the input and the token attacks, each run kept as a checkpoint."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..bleu import bleu_tokenize, corpus_bleu
+from .attacks import empirical_attack_success, nearest_neighbour_inversion
+from .config import DPBART
+from .console import Warnings, log, progress_iter
+from .records import Entry, SeedRun, UtilitySummary
+from .sampling import rewritten_sample, sample_key, sanitized_sample
+from .sweep import NN_KS, NN_TABLE_VERSION, Sweep
+from .utility import ClassifierSettings, SentenceEmbeddingSettings, fit_and_score
+
+
+def measure_utility(sweep: Sweep, entries: list[Entry], notes: Warnings) -> None:
+    """Step 6: fill in every entry's :class:`.records.UtilitySummary` (one run per seed).
+
+    The unsanitized configuration goes first: a classifier that cannot handle the data fails before
+    anything is sampled, and one that does not beat the majority-class rate is warned about at once.
+    """
+    majority = sweep.corpus.ds.majority_rate()
+    ordered = sorted(entries, key=lambda e: e.mechanism != "none")
+    for entry in progress_iter(ordered, sweep.cfg, desc="utility", unit="config"):
+        started = time.perf_counter()
+        entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
+        if entry.mechanism == DPBART:  # the guarantee as the Rewriter reported it (chunks are seed-free)
+            sample = rewritten_sample(sweep, entry, 0, sample_key(sweep, entry, 0))
+            entry.privacy = entry.privacy.with_sample(sample["chunks"], sample["report"])
+        accuracies = ", ".join(f"{name} {c['sanitized_test']['accuracy'].mean:.4f}"
+                               for name, c in entry.utility.classifiers.items())
+        log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
+            f"{accuracies} (majority class {majority:.4f})")
+        if entry.mechanism == "none":
+            notes.extend(_ceiling_warnings(entry.utility, majority))
+
+
+def _ceiling_warnings(utility: UtilitySummary, majority: float) -> list[str]:
+    """A warning when the classifier on unsanitized text does not beat the majority-class rate."""
+    acc = utility.sanitized_test["accuracy"].mean
+    if not (acc > majority + 1e-9):
+        return [f"the classifier on unsanitized text does not beat the majority-class rate (accuracy "
+                f"{acc:.4f}, macro-F1 {utility.sanitized_test['macro_f1'].mean:.4f}, majority class "
+                f"{majority:.4f}): the data set is too small or its labels are not predictable from "
+                f"the text, so the sanitized rows say nothing about utility"]
+    return []
+
+
+def _utility_runs(sweep: Sweep, entry: Entry) -> list[SeedRun]:
+    """The runs of one configuration: one per seed (a single one for the unsanitized text, where seeds
+    change nothing), each combining the runs of every classifier (:meth:`.records.SeedRun.combine`).
+    """
+    per_classifier = {settings.name: _classifier_runs(sweep, entry, settings) for settings in sweep.classifiers}
+    n_runs = len(next(iter(per_classifier.values())))
+    runs = [SeedRun.combine({name: runs[i] for name, runs in per_classifier.items()}) for i in range(n_runs)]
+    if entry.mechanism != DPBART:  # DP-BART's output is not aligned with its input: no token attack
+        for s, run in enumerate(runs):
+            run.nn_inversion = _nn_inversion(sweep, entry, s)
+    return runs
+
+
+def _nn_inversion(sweep: Sweep, entry: Entry, seed_index: int) -> dict:
+    """success@k of the embedding nearest-neighbour inversion on one seed's sample (from its checkpoint)."""
+    if entry.mechanism == "none":
+        key = {"stage": "nn_attack", "mechanism": "none", "ks": list(NN_KS), "table": NN_TABLE_VERSION}
+        return sweep.store.cached_json("nn_attack", key, lambda: nearest_neighbour_inversion(
+            sweep.nn_table(), sweep.corpus.flat, sweep.corpus.flat, NN_KS), dict, dict)
+    skey = sample_key(sweep, entry, seed_index)
+    key = {"stage": "nn_attack", "sample": skey, "ks": list(NN_KS), "table": NN_TABLE_VERSION}
+    return sweep.store.cached_json("nn_attack", key, lambda: nearest_neighbour_inversion(
+        sweep.nn_table(), sweep.corpus.flat, sanitized_sample(sweep, entry, seed_index, skey), NN_KS),
+        dict, dict)
+
+
+def _classifier_runs(sweep: Sweep, entry: Entry, classifier: ClassifierSettings) -> list[SeedRun]:
+    """The runs of one configuration with one classifier, each from its checkpoint when there is one."""
+    settings = classifier.to_dict()
+    if isinstance(classifier, SentenceEmbeddingSettings):
+        settings["encoder"] = sweep.encoder_fingerprint(classifier)
+    if entry.mechanism == "none":
+        key = {"stage": "utility", "mechanism": "none", "classifier": settings}
+        return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep, classifier),
+                                        SeedRun.to_dict, SeedRun.from_dict)]
+    runs = []
+    for s in range(sweep.cfg.seeds):
+        skey = sample_key(sweep, entry, s)
+        key = {"stage": "utility", "sample": skey, "classifier": settings}
+
+        def compute(s=s, skey=skey) -> SeedRun:
+            if entry.mechanism == DPBART:
+                return _rewritten_run(sweep, rewritten_sample(sweep, entry, s, skey), seed=s,
+                                      settings=classifier)
+            released = sanitized_sample(sweep, entry, s, skey)
+            return _release_run(sweep, released, _decoder(entry), seed=s, settings=classifier)
+
+        runs.append(sweep.store.cached_json("utility", key, compute, SeedRun.to_dict, SeedRun.from_dict))
+    return runs
+
+
+def _decoder(entry: Entry) -> np.ndarray | None:
+    """The exact Bayes decoder of the entry's mechanism (None for CMP, which has none)."""
+    return None if entry.mechanism == "cmp" or entry.profile is None else entry.profile.decoder
+
+
+def _rewritten_run(sweep: Sweep, sample: dict, seed: int, settings: ClassifierSettings) -> SeedRun:
+    """Utility of one DP-BART rewrite of the corpus with one classifier: no unchanged-token rate (NaN) and
+    no token attack (the output is not aligned with the input).
+    """
+    n_train = sweep.corpus.n_train
+    run, bleu = _fit_and_bleu(sweep, sample["texts"][:n_train], sample["texts"][n_train:], seed, settings)
+    return SeedRun(classifier=run.scores, bleu=bleu, unchanged_token_rate=float("nan"),
+                   empirical_attack_success=None, hyperparameters=run.hyperparameters)
+
+
+def _fit_and_bleu(sweep: Sweep, train_txt: list[str], test_txt: list[str], seed: int, settings: ClassifierSettings):
+    """The classifier trained on released training text, scored on released and original test text, and
+    the corpus BLEU of the released documents against their inputs.
+    """
+    corpus, ds = sweep.corpus, sweep.corpus.ds
+    run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
+                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings))
+    hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
+    return run, corpus_bleu(hyps, corpus.references)
+
+
+def _unsanitized_run(sweep: Sweep, settings: ClassifierSettings) -> SeedRun:
+    """The utility ceiling: the classifier on the raw text; BLEU, unchanged rate and attack all 1."""
+    ds = sweep.corpus.ds
+    run = fit_and_score(ds.train_texts, ds.train_labels,
+                        {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels,
+                        settings=settings, encoder=sweep.encoder(settings))
+    return SeedRun(classifier=run.scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0,
+                   hyperparameters=run.hyperparameters)
+
+
+def _release_run(sweep: Sweep, released: np.ndarray, decoder: np.ndarray | None, seed: int,
+                 settings: ClassifierSettings) -> SeedRun:
+    """Utility of one sanitized sample of the corpus (train + test) with one classifier."""
+    corpus = sweep.corpus
+    train_txt, test_txt = corpus.decode(released)
+    run, bleu = _fit_and_bleu(sweep, train_txt, test_txt, seed, settings)
+    return SeedRun(
+        classifier=run.scores, bleu=bleu,
+        unchanged_token_rate=float(np.mean(released == corpus.flat)) if released.size else float("nan"),
+        empirical_attack_success=(None if decoder is None
+                                  else empirical_attack_success(decoder, corpus.flat, released)),
+        hyperparameters=run.hyperparameters)
