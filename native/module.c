@@ -360,6 +360,9 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.alias_threshold = self->views[T_THR].buf;
     self->table.alias_index = self->views[T_ALIAS].buf;
     self->table.accept_gamma = self->views[T_GAMMA].buf;
+    self->table.head_ids_u16 = NULL; /* the Python tables arrive in the wide dtypes */
+    self->table.alias_index_u8 = NULL;
+    self->table.accept_gamma_f32 = NULL;
     self->table.tail_floor = self->views[T_FLOOR].buf;
     self->table.keep_row = self->views[T_KEEP].buf;
     self->table.n_clusters = (int32_t)(self->views[T_CGAMMA].len / rows);

@@ -115,16 +115,85 @@ uint64_t ldp_realised_mass(const uint32_t *thr, const uint16_t *alias, size_t sl
     return mass;
 }
 
+uint64_t ldp_table_realised_mass(const ldp_santext_table *t, int32_t x, size_t slot) {
+    const size_t slots = (size_t)t->head_size + 1u, row = (size_t)x * slots;
+    const uint32_t *thr = t->alias_threshold + row;
+    const uint8_t *al = t->alias_index_u8 + row;
+    uint64_t mass = thr[slot];
+    size_t j;
+    if (t->alias_index_u8 == NULL) return ldp_realised_mass(thr, t->alias_index + row, slots, slot);
+    for (j = 0; j < slots; j++) mass += al[j] == slot ? ((uint64_t)1 << 32) - thr[j] : 0u;
+    return mass;
+}
+
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out) {
-    const size_t k = (size_t)t->head_size, slots = k + 1u;
     int32_t x;
-    for (x = 0; x < t->n_rows; x++)
-        out[x] = ldp_realised_mass(t->alias_threshold + (size_t)x * slots,
-                                   t->alias_index + (size_t)x * slots, slots, k);
+    for (x = 0; x < t->n_rows; x++) out[x] = ldp_table_realised_mass(t, x, (size_t)t->head_size);
+}
+
+void ldp_table_head_row(const ldp_santext_table *t, int32_t x, int32_t *dst) {
+    const size_t k = (size_t)t->head_size, row = (size_t)x * k;
+    size_t j;
+    if (t->head_ids_u16 == NULL)
+        for (j = 0; j < k; j++) dst[j] = t->head_ids[row + j];
+    else
+        for (j = 0; j < k; j++) dst[j] = (int32_t)t->head_ids_u16[row + j];
+}
+
+void ldp_table_alias_row(const ldp_santext_table *t, int32_t x, uint16_t *dst) {
+    const size_t slots = (size_t)t->head_size + 1u, row = (size_t)x * slots;
+    size_t j;
+    if (t->alias_index_u8 == NULL)
+        for (j = 0; j < slots; j++) dst[j] = t->alias_index[row + j];
+    else
+        for (j = 0; j < slots; j++) dst[j] = (uint16_t)t->alias_index_u8[row + j];
+}
+
+void ldp_table_gamma_row(const ldp_santext_table *t, int32_t x, double *dst) {
+    const size_t slots = (size_t)t->head_size + 1u, row = (size_t)x * slots;
+    size_t j;
+    if (t->accept_gamma_f32 == NULL)
+        for (j = 0; j < slots; j++) dst[j] = t->accept_gamma[row + j];
+    else
+        for (j = 0; j < slots; j++) dst[j] = (double)t->accept_gamma_f32[row + j];
+}
+
+/* A head row strictly increasing with ids in [0, rows): 0, else 1. Branch-free per element (this
+ * runs over every table at every bundle load); the narrow form needs no lower bound. */
+static int head_row_bad(const ldp_santext_table *t, int64_t j) {
+    const int64_t k = t->head_size, rows = t->n_rows;
+    int64_t c;
+    int bad;
+    if (t->head_ids_u16 != NULL) {
+        const uint16_t *h = t->head_ids_u16 + j * k;
+        bad = h[0] >= rows;
+        for (c = 1; c < k; c++) bad |= (h[c] <= h[c - 1]) | (h[c] >= rows);
+    } else {
+        const int32_t *h = t->head_ids + j * k;
+        bad = h[0] < 0 || h[0] >= rows;
+        for (c = 1; c < k; c++) bad |= (h[c] <= h[c - 1]) | (h[c] >= rows);
+    }
+    return bad;
+}
+
+/* Every alias slot < slots and every exponent >= 0 (not NaN), in either form: 0, else 1. */
+static int slots_bad(const ldp_santext_table *t) {
+    const int64_t n = (int64_t)t->n_rows * ((int64_t)t->head_size + 1), slots = t->head_size + 1;
+    int64_t j;
+    int bad = 0;
+    if (t->alias_index_u8 != NULL)
+        for (j = 0; j < n; j++) bad |= t->alias_index_u8[j] >= slots;
+    else
+        for (j = 0; j < n; j++) bad |= t->alias_index[j] >= slots;
+    if (t->accept_gamma_f32 != NULL)
+        for (j = 0; j < n; j++) bad |= !(t->accept_gamma_f32[j] >= 0.0f);
+    else
+        for (j = 0; j < n; j++) bad |= !(t->accept_gamma[j] >= 0.0);
+    return bad;
 }
 
 int ldp_santext_table_check(const ldp_santext_table *t) {
-    const int64_t rows = t->n_rows, dim = t->dim, k = t->head_size, slots = k + 1;
+    const int64_t rows = t->n_rows, dim = t->dim, k = t->head_size;
     int64_t j;
     if (rows <= 0 || dim <= 0 || k <= 0 || k >= 65535 || t->n_outputs < k ||
         t->n_clusters < 1 || t->n_clusters > LDP_MAX_CLUSTERS)
@@ -154,22 +223,13 @@ int ldp_santext_table_check(const ldp_santext_table *t) {
      * together with sorted outputs it guarantees a non-empty tail when n_outputs > k. Row by row
      * (no division per element), the findings of a row accumulated without branches: this check
      * runs over every table at every bundle load. */
-    for (j = 0; j < rows; j++) {
-        const int32_t *h = t->head_ids + j * k;
-        int bad = h[0] < 0 || h[0] >= rows;
-        int64_t c;
-        for (c = 1; c < k; c++) bad |= (h[c] <= h[c - 1]) | (h[c] >= rows);
-        if (bad) return LDP_SAMPLE_ERR_INVARIANT;
-    }
-    {
-        const uint16_t *al = t->alias_index;
-        const double *g = t->accept_gamma;
-        const int64_t n = rows * slots;
-        int bad = 0;
-        for (j = 0; j < n; j++) bad |= (al[j] >= slots) | !(g[j] >= 0.0);
-        if (bad) return LDP_SAMPLE_ERR_INVARIANT;
-    }
-    return LDP_SAMPLE_OK;
+    if ((t->head_ids == NULL) == (t->head_ids_u16 == NULL) ||
+        (t->alias_index == NULL) == (t->alias_index_u8 == NULL) ||
+        (t->accept_gamma == NULL) == (t->accept_gamma_f32 == NULL))
+        return LDP_SAMPLE_ERR_INVARIANT; /* exactly one form of each */
+    for (j = 0; j < rows; j++)
+        if (head_row_bad(t, j)) return LDP_SAMPLE_ERR_INVARIANT;
+    return slots_bad(t) ? LDP_SAMPLE_ERR_INVARIANT : LDP_SAMPLE_OK;
 }
 
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
@@ -228,6 +288,51 @@ static int in_sorted(const int32_t *v, int32_t n, int32_t key) {
     }
 }
 
+/* The same over a compact bundle's uint16 row, eight at a time with SSE2; a key outside [0, 65535]
+ * is in no such row. */
+static int in_sorted_u16(const uint16_t *v, int32_t n, int32_t key) {
+    int32_t i = 0, hit = 0;
+    if (key < 0 || key > 65535) return 0;
+    if (n > LINEAR_MEMBERSHIP_MAX) {
+        size_t lo = 0, len = (size_t)n;
+        while (len > 1) {
+            size_t half = len / 2;
+            lo += half & ((size_t)0 - (size_t)(v[lo + half - 1] < key));
+            len -= half;
+        }
+        return v[lo] == key;
+    }
+#if defined(__SSE2__) && !defined(LDP_PORTABLE)
+    {
+        const __m128i k8 = _mm_set1_epi16((short)(uint16_t)key);
+        __m128i acc = _mm_setzero_si128();
+        for (; i + 8 <= n; i += 8)
+            acc = _mm_or_si128(acc, _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(v + i)), k8));
+        hit = _mm_movemask_epi8(acc) != 0;
+    }
+#endif
+    for (; i < n; i++) hit |= v[i] == key;
+    return hit;
+}
+
+/* Whether key is in row x's head, in either stored form. */
+static int in_head(const ldp_santext_table *t, int32_t x, int32_t key) {
+    const size_t at = (size_t)x * (size_t)t->head_size;
+    if (t->head_ids_u16 != NULL) return in_sorted_u16(t->head_ids_u16 + at, t->head_size, key);
+    return in_sorted(t->head_ids + at, t->head_size, key);
+}
+
+/* Ask for accept_gamma[i] ahead of its use, in either stored form. */
+static void prefetch_gamma(const ldp_santext_table *t, size_t i) {
+#if defined(__GNUC__)
+    if (t->accept_gamma_f32 != NULL) __builtin_prefetch(t->accept_gamma_f32 + i, 0, 3);
+    else __builtin_prefetch(t->accept_gamma + i, 0, 3);
+#else
+    (void)t;
+    (void)i;
+#endif
+}
+
 /* The first of two trials whose probabilities multiply to exp(-e) (cluster_bounds.h): keep with
  * probability KEEP[q] / 2^32 >= exp(-q/32), one random word; q = 0 keeps without drawing. */
 static int keep_trial(ldp_chacha *g, unsigned q) {
@@ -249,10 +354,8 @@ enum { PROPOSED_HEAD = 0, PROPOSED_TAIL = 1 };
 static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
     const int32_t k = t->head_size;
     const uint32_t slots = (uint32_t)k + 1u;
-    const int32_t *head = t->head_ids + (size_t)x * (size_t)k;
-    const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
-    const uint16_t *alias = t->alias_index + (size_t)x * slots;
-    const double *gamma = t->accept_gamma + (size_t)x * slots;
+    const size_t head_at = (size_t)x * (size_t)k, slot_at = (size_t)x * slots;
+    const uint32_t *thr = t->alias_threshold + slot_at;
     const uint64_t tail_mass = t->tail_mass[x];
     const uint32_t tail_high = (uint32_t)(tail_mass >> 32), tail_low = (uint32_t)tail_mass;
     for (;;) {
@@ -275,19 +378,19 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
                 /* The range checks below re-assert what SantextTable validated at construction:
                  * they cost a compare each and keep memory safe even if a caller mutates the
                  * arrays later. */
-                if (ldp_next_u32_inline(g) >= thr[slot]) slot = alias[slot];
+                if (ldp_next_u32_inline(g) >= thr[slot]) slot = ldp_alias_slot(t, slot_at + slot);
                 if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
             } while (slot == (uint32_t)k);
         } else {
             slot = (uint32_t)k;
         }
         if (slot < (uint32_t)k) {
-            int accept = ldp_bernoulli_exp(g, gamma[slot]);
+            int accept = ldp_bernoulli_exp(g, ldp_accept_gamma(t, slot_at + slot));
             if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
             if (accept) {
-                if (head[slot] < 0 || head[slot] >= t->n_rows)
-                    return -LDP_SAMPLE_ERR_INVARIANT;
-                *y = head[slot];
+                const int32_t id = ldp_head_id(t, head_at + slot);
+                if (id < 0 || id >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+                *y = id;
                 return PROPOSED_HEAD;
             }
         } else {
@@ -300,7 +403,7 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
                 if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
                 cand = t->outputs[ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs)];
                 if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-            } while (in_sorted(head, k, cand));
+            } while (in_head(t, x, cand));
             /* the first trial of the tail acceptance (santext_sampler.h): one random word, no
              * distance; q = 0 (no bound, every older bundle) draws nothing */
             if (!keep_trial(g, cluster_units(t, x, cand))) continue;
@@ -308,9 +411,10 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
 #if defined(__GNUC__)
             __builtin_prefetch(t->emb_scale + cand, 0, 0);
             __builtin_prefetch(t->emb_sqnorm + cand, 0, 0);
-            __builtin_prefetch(gamma + k, 0, 3); /* accept_tail reads them: often evicted meanwhile */
+            /* accept_tail reads these: often evicted meanwhile */
             __builtin_prefetch(t->tail_floor + x, 0, 3);
 #endif
+            prefetch_gamma(t, slot_at + (size_t)k);
             *y = cand;
             return PROPOSED_TAIL;
         }
@@ -341,7 +445,7 @@ static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int
     const size_t slots = (size_t)t->head_size + 1u;
     double d = ldp_distance(t, x, y);
     double g_tail = (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[cluster_units(t, x, y)]) +
-                    t->accept_gamma[(size_t)x * slots + (size_t)t->head_size];
+                    ldp_accept_gamma(t, (size_t)x * slots + (size_t)t->head_size);
     /* the table trial only where the bundle has tail clusters: their builds state its rounding
      * in the tolerance; older bundles (C = 1) keep the exact trial their tolerance was made for */
     int accept = t->n_clusters > 1 ? bernoulli_exp_by_table(g, g_tail) : ldp_bernoulli_exp(g, g_tail);

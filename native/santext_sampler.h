@@ -53,7 +53,30 @@ typedef struct {
                                   * of a slot (derived: ldp_santext_tail_masses) */
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
+    /* A compact bundle's narrow arrays, read where they are stored (no widened copy): when one of
+     * these is set, it replaces the wide array above (which is then NULL). Every narrow value
+     * widens exactly (uint16 -> int32, uint8 -> uint16, float32 -> float64), so the sampler draws
+     * the same outputs from either form. Read them through the accessors below. */
+    const uint16_t *head_ids_u16;    /* [n_rows][K] instead of head_ids */
+    const uint8_t *alias_index_u8;   /* [n_rows][K+1] instead of alias_index */
+    const float *accept_gamma_f32;   /* [n_rows][K+1] instead of accept_gamma */
 } ldp_santext_table;
+
+/* Element i (row-major index) of head_ids, alias_index and accept_gamma, in whichever form the
+ * table holds. */
+static inline int32_t ldp_head_id(const ldp_santext_table *t, size_t i) {
+    return t->head_ids_u16 != NULL ? (int32_t)t->head_ids_u16[i] : t->head_ids[i];
+}
+static inline uint32_t ldp_alias_slot(const ldp_santext_table *t, size_t i) {
+    return t->alias_index_u8 != NULL ? (uint32_t)t->alias_index_u8[i] : (uint32_t)t->alias_index[i];
+}
+static inline double ldp_accept_gamma(const ldp_santext_table *t, size_t i) {
+    return t->accept_gamma_f32 != NULL ? (double)t->accept_gamma_f32[i] : t->accept_gamma[i];
+}
+/* Row x of head_ids (K ids), alias_index and accept_gamma (K + 1 slots), widened into dst. */
+void ldp_table_head_row(const ldp_santext_table *t, int32_t x, int32_t *dst);
+void ldp_table_alias_row(const ldp_santext_table *t, int32_t x, uint16_t *dst);
+void ldp_table_gamma_row(const ldp_santext_table *t, int32_t x, double *dst);
 
 /* Most tail clusters (cluster ids are uint8); cluster_gamma counts units of 1/32 (cluster_bounds.h). */
 #define LDP_MAX_CLUSTERS 256
@@ -75,6 +98,8 @@ int ldp_santext_table_check(const ldp_santext_table *t);
 /* Exact proposal mass of slot `slot` of one alias row (alias.py realised_masses), in 2^-32 units of
  * a slot: thr[slot] + sum over j with alias[j] = slot of (2^32 - thr[j]). */
 uint64_t ldp_realised_mass(const uint32_t *thr, const uint16_t *alias, size_t slots, size_t slot);
+/* ldp_realised_mass of slot `slot` of row x of the table, in either alias form. */
+uint64_t ldp_table_realised_mass(const ldp_santext_table *t, int32_t x, size_t slot);
 /* The realised mass of every row's tail slot K, for t->tail_mass. The table must have passed
  * ldp_santext_table_check. */
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);

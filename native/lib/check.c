@@ -105,8 +105,8 @@ static int check_d_max(const ldp_bundle *b, int32_t x) {
  * to the row's normaliser; -inf where the slot has no proposal mass. */
 static double head_log_weight(const ldp_santext_table *t, int32_t x, size_t i) {
     const size_t slots = (size_t)t->head_size + 1, row = (size_t)x * slots;
-    uint64_t mass = ldp_realised_mass(t->alias_threshold + row, t->alias_index + row, slots, i);
-    return mass == 0 ? -INFINITY : log((double)mass) - t->accept_gamma[row + i];
+    uint64_t mass = ldp_table_realised_mass(t, x, i);
+    return mass == 0 ? -INFINITY : log((double)mass) - ldp_accept_gamma(t, row + i);
 }
 
 /* 1: the row's head ratios are checkable and agree with eps; 0: not checkable (fewer than two
@@ -114,13 +114,13 @@ static double head_log_weight(const ldp_santext_table *t, int32_t x, size_t i) {
 static int check_row(const ldp_bundle *b, int32_t x, double tol) {
     const ldp_santext_table *t = &b->table;
     const size_t k = (size_t)t->head_size;
-    const int32_t *head = t->head_ids + (size_t)x * k;
+    const size_t head_at = (size_t)x * k;
     double rmin = INFINITY, rmax = -INFINITY, dmin = INFINITY, dmax = -INFINITY;
     size_t i, used = 0;
     for (i = 0; i < k; i++) {
         double w = head_log_weight(t, x, i), d, r;
-        if (w == -INFINITY || (t->keep_row[x] && head[i] == x)) continue;
-        d = ldp_distance(t, x, head[i]);
+        if (w == -INFINITY || (t->keep_row[x] && ldp_head_id(t, head_at + i) == x)) continue;
+        d = ldp_distance(t, x, ldp_head_id(t, head_at + i));
         r = w + t->half_epsilon * d;
         rmin = fmin(rmin, r);
         rmax = fmax(rmax, r);
@@ -279,7 +279,7 @@ static double similarity(const ldp_bundle *b, int32_t x, int32_t y) {
 static int check_custext_row(const ldp_bundle *b, int32_t x, double tol, double *scratch) {
     const ldp_santext_table *t = &b->table;
     const size_t k = (size_t)t->head_size;
-    const int32_t *head = t->head_ids + (size_t)x * k;
+    const size_t head_at = (size_t)x * k;
     double *weight = scratch, *sim = scratch + k;
     double smin = INFINITY, smax = -INFINITY, lo = INFINITY, hi = -INFINITY, span;
     size_t i, live = 0;
@@ -287,7 +287,7 @@ static int check_custext_row(const ldp_bundle *b, int32_t x, double tol, double 
     for (i = 0; i < k; i++) { /* the members with proposal mass: their weights and similarities */
         weight[live] = head_log_weight(t, x, i);
         if (weight[live] == -INFINITY) continue;
-        sim[live] = similarity(b, x, head[i]);
+        sim[live] = similarity(b, x, ldp_head_id(t, head_at + i));
         smin = fmin(smin, sim[live]);
         smax = fmax(smax, sim[live]);
         live++;

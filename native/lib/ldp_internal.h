@@ -58,11 +58,8 @@ struct ldp_bundle {
     const int32_t *group_id;
     uint64_t *group_size; /* outputs per group id (owned), n_groups = largest id + 1 */
     size_t n_groups;
-    ldp_santext_table table; /* borrows the arrays; emb_sqnorm and the widened arrays are owned */
-    int32_t *emb_sqnorm;
-    int32_t *wide_head;    /* a compact bundle's uint16 head_ids as int32, else NULL */
-    uint16_t *wide_alias;  /* its uint8 alias_index as uint16, else NULL */
-    double *wide_gamma;    /* its float32 accept_gamma as float64, else NULL */
+    ldp_santext_table table; /* borrows the arrays (compact ones in their stored form) */
+    int32_t *emb_sqnorm;     /* owned, as are zero_clusters and tail_mass */
     uint8_t *zero_clusters;/* V zeros for a bundle without tail clusters (C = 1), else NULL */
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     const uint8_t *valid_input, *sensitive;
