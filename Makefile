@@ -202,7 +202,7 @@ DPBART_TABLE_ARGS         ?=
 dpbart-table: setup native
 	@test -f $(DPBART_TABLE_SOURCE) || { echo "dpbart-table: $(DPBART_TABLE_SOURCE) not there yet: make" \
 	  "dpbart-train, then wait for its 'bundle written' line (make dpbart-train-status)"; exit 1; }
-	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/table_dpbart.py --source-bundle $(DPBART_TABLE_SOURCE) \
+	TOKENIZERS_PARALLELISM=false $(VPY) -m ldptext_precompute.evaluation.dpbart_table --source-bundle $(DPBART_TABLE_SOURCE) \
 	  --out-dir $(DPBART_TABLE_OUT) \
 	  --max-train $(DPBART_TABLE_MAX_TRAIN) --seeds $(DPBART_TABLE_SEEDS) \
 	  --prplus-steps $(DPBART_TABLE_PRPLUS_STEPS) $(DPBART_TABLE_ARGS)

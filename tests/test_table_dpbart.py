@@ -1,16 +1,14 @@
-"""benchmarks/table_dpbart.py: the Table 6.5 layout, every bundle from one trained base stage (the
-source work dir only read, the base never retrained), a rerun that recomputes nothing, a resumed interrupted
+"""ldptext_precompute.evaluation.dpbart_table: the Table 6.5 layout, every bundle from one trained base
+stage (the source work dir only read, the base never retrained), a rerun that recomputes nothing, a resumed interrupted
 run, BLEU = 100 for an identity rewrite and macro-F1 against an independent computation.
 
 Every fixture is generated and tiny: a random DP-BART model over a 40-word vocabulary trained 2 steps per stage
 (tests/conftest_dpbart.py), 40 labelled documents, ε ∈ {∞, 500, 10}, two seeds."""
 import hashlib
-import importlib.util
 import json
 import math
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,23 +19,12 @@ pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 
 from conftest import CallCounter  # noqa: E402
+from ldptext_precompute.evaluation import dpbart_table as T  # noqa: E402
 from conftest_dpbart import build_tiny_bundle, single_thread_torch, tiny_bert2bert, tiny_sentences  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 EPS = (math.inf, 500.0, 10.0)
 TOPICS = {"animals": ["cat", "dog", "bird", "fox"], "sky": ["sun", "moon", "star", "night"]}
 COMMON = "the a and on is was over under".split()
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("table_dpbart", ROOT / "benchmarks" / "table_dpbart.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["table_dpbart"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-T = _load_script()
 
 
 def _snapshot(d: Path) -> dict:

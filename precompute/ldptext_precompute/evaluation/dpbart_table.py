@@ -14,7 +14,7 @@ SDK's discrete Gaussian with δ = 1e-5 per release, the TF-IDF + logistic-regres
 ``evaluation/utility.py`` and the corpus BLEU-4 of ``ldptext_precompute/bleu.py`` (× 100, as in the
 table). Usage::
 
-    python benchmarks/table_dpbart.py --source-bundle ~/.cache/ldptext/minilm-dpbart.ldpb \
+    python -m ldptext_precompute.evaluation.dpbart_table --source-bundle ~/.cache/ldptext/minilm-dpbart.ldpb \
         --out-dir ~/.cache/ldptext/dpbart-table [--max-train 2000] [--max-test 0] [--seeds 1] \
         [--epsilons inf,2500,1000,750,500,250,100,50,10] [--prplus-steps 100] [--threads 1]
 
@@ -82,7 +82,17 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from ldptext.bundle import UnsignedBundleWarning, open_unverified
+from ldptext.dpbart import Rewriter
 from ldptext.fileio import file_sha256
+from ldptext.rng import SeededModeWarning
+from ..bleu import bleu_tokenize, corpus_bleu
+from ..checkpoints import jsonable
+from ..dpbart.adept import AdeptRewriter
+from . import utility
+from .datasets import load_dataset
+from .sweep import seed_int
 
 EPSILONS = (math.inf, 2500.0, 1000.0, 750.0, 500.0, 250.0, 100.0, 50.0, 10.0)
 MODELS = ("adept", "clv", "pr", "pr+")
@@ -240,8 +250,6 @@ def source_build_config(source_bundle: str | Path | None = None, config: str | P
         values = values.get("build", {}).get("config", values) if "build" in values else values
         where = [] if isinstance(config, dict) else [Path(config).parent]
     elif source_bundle is not None:
-        from ldptext.bundle import open_unverified
-
         bundle, _ = open_unverified(source_bundle)
         values = bundle.manifest["build"]["config"]
         where = [Path(source_bundle).parent]
@@ -351,8 +359,6 @@ def _bundle_config_matches(path: Path, cfg) -> bool:
     if not path.is_file():
         return False
     try:
-        from ldptext.bundle import open_unverified
-        from ldptext_precompute.checkpoints import jsonable
         from ldptext_precompute.dpbart import build as _build
 
         bundle, _ = open_unverified(path)
@@ -520,8 +526,6 @@ def ensure_bundles(tc: TableConfig, cfg, *, adapter_factory: Callable | None = N
 # --------------------------------------------------------------------------------------- data
 def load_data(tc: TableConfig):
     """The labelled data set with the stratified caps (``evaluation.datasets.load_dataset``)."""
-    from ldptext_precompute.evaluation.datasets import load_dataset
-
     return load_dataset(tc.data, text_col=tc.text_col, label_col=tc.label_col,
                         max_train=tc.max_train, max_test=tc.max_test)
 
@@ -532,8 +536,6 @@ def bleu100(rewritten: Sequence[str], originals: Sequence[str]) -> float:
 
     ``ldptext_precompute.bleu`` (lower-cased word / punctuation tokens, no smoothing) × 100.
     """
-    from ldptext_precompute.bleu import bleu_tokenize, corpus_bleu
-
     return 100.0 * corpus_bleu([bleu_tokenize(t) for t in rewritten], [bleu_tokenize(t) for t in originals])
 
 
@@ -548,9 +550,7 @@ def downstream(train_texts: Sequence[str], train_labels: Sequence, test_texts: S
     dict
         ``macro_f1``, ``accuracy``, ``hyperparameters``.
     """
-    from ldptext_precompute.evaluation.utility import fit_and_score
-
-    run = fit_and_score(list(train_texts), list(train_labels), {"original_test": list(test_texts)},
+    run = utility.fit_and_score(list(train_texts), list(train_labels), {"original_test": list(test_texts)},
                         list(test_labels), seed=seed)
     s = run.scores["original_test"]
     return {"macro_f1": s["macro_f1"], "accuracy": s["accuracy"], "hyperparameters": run.hyperparameters}
@@ -566,10 +566,6 @@ def summarize(values: Sequence[float]) -> dict:
 
 # ------------------------------------------------------------------------------------ rewriting
 def _load_rewriter(path: Path, seed: int | None, threads: int | None):
-    from ldptext.bundle import UnsignedBundleWarning
-    from ldptext.dpbart import Rewriter
-    from ldptext.rng import SeededModeWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsignedBundleWarning)   # the table's own evaluation bundles
         warnings.simplefilter("ignore", SeededModeWarning)       # the header states the seeded mode
@@ -586,14 +582,10 @@ def rewrite_texts(tc: TableConfig, model: str, bundle: Path, epsilon: float, see
         ``texts`` (rewritten, same order), ``chunks`` (per document), ``report`` (of a document with the
         most chunks: the per-chunk and composed guarantee as the rewriter states it).
     """
-    from ldptext.rng import SeededModeWarning
-
     rw = _load_rewriter(bundle, None if model == "adept" else seed, tc.threads)
     options = dict(epsilon=epsilon, delta=tc.release_delta, mechanism=tc.mechanism, beam=tc.beam, long=tc.long,
                    allow_infinite_epsilon=math.isinf(epsilon))
     if model == "adept":
-        from ldptext_precompute.dpbart.adept import AdeptRewriter
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SeededModeWarning)
             runner = AdeptRewriter(rw, seed=seed)
@@ -625,8 +617,6 @@ class Counters:
 def _cell_seed(tc: TableConfig, model: str, eps: float, s: int) -> int | None:
     if math.isinf(eps):
         return 0           # no noise is drawn: the rewrite is the same for every seed
-    from ldptext_precompute.evaluation.runner import seed_int  # as ldptext evaluate seeds its streams
-
     return seed_int(tc.seed_base, s, f"{model}:{_eps_str(eps)}") if tc.reproducible else None
 
 
@@ -661,8 +651,7 @@ def compute_cells(tc: TableConfig, ds, bundles: BundleSet, *, log: Callable[[str
             digests[p] = file_sha256(p)
         return digests[p]
 
-    from ldptext_precompute.evaluation.utility import ClassifierSettings
-    classifier = ClassifierSettings().to_dict()
+    classifier = utility.ClassifierSettings().to_dict()
     cells = []
     for s in range(tc.seeds):
         key = {"stage": "cell", "model": "original", "data": data_fp, "classifier": classifier, "seed": s}
@@ -822,8 +811,6 @@ def _model_name(model: str) -> str:
 
 def _bundle_numbers(bundles: BundleSet) -> tuple:
     """C, |P| of PR and n of PR (or CLV) from the bundle manifests."""
-    from ldptext.bundle import open_unverified
-
     for key in ("pr", "clv"):
         p = bundles.paths.get(key)
         if p:
@@ -986,7 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         doc = run_table(tc, cfg)
     except ValueError as e:
-        print(f"table_dpbart: {e}", file=sys.stderr)
+        print(f"dpbart_table: {e}", file=sys.stderr)
         return 2
     print(doc["markdown"])
     c = doc["computed"]

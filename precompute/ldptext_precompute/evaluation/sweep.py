@@ -187,7 +187,7 @@ def rank(tag: str, ids: np.ndarray) -> np.ndarray:
 
 
 def seed_int(seed_base: int, seed_index: int, stream: str) -> int:
-    """The 64-bit seed of one (seed, stream) pair (also benchmarks/table_dpbart.py's)."""
+    """The 64-bit seed of one (seed, stream) pair (also the DP-BART table's, :mod:`.dpbart_table`)."""
     return int.from_bytes(hashlib.sha256(f"{seed_base}:{seed_index}:{stream}".encode()).digest()[:8], "little")
 
 
