@@ -32,15 +32,18 @@ def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
 
 
 def build_tiny_bundle(path, *, n=60, dim=8, seed=0, epsilon=2.0, mechanism="santext",
-                      p=0.3, w=0.7, head_size=8, scale=1.0, **kwargs):
-    """A small signed bundle over generated embeddings (frequencies: earlier words more frequent)."""
+                      p=0.3, w=0.7, head_size=8, scale=1.0, allow_weak_privacy=True, **kwargs):
+    """A small signed bundle over generated embeddings (frequencies: earlier words more frequent).
+    Near-identity ε is allowed: the tests of exactness run at large ε on purpose (the refusal has its
+    own tests, tests/test_verbatim.py)."""
     from ldptext_precompute.santext.build import build_santext_bundle
 
     emb = random_word_embeddings(n, dim, seed, scale)
     freqs = np.linspace(1.0, 0.0, len(emb.vocab))
     return build_santext_bundle(path, embeddings="unused", loaded=emb, epsilon=epsilon,
                                 mechanism=mechanism, p=p, w=w, head_size=head_size,
-                                progress=False, frequencies=freqs, **kwargs)
+                                progress=False, frequencies=freqs, allow_weak_privacy=allow_weak_privacy,
+                                **kwargs)
 
 
 def bundle_manifest(san) -> dict:
@@ -76,13 +79,13 @@ def edited_bundle(src, dst, edit, arrays_edit=None, sign_key=None):
                           sign_key=sign_key)
 
 
-def load_seeded(path, seed=0, **kwargs):
+def load_seeded(path, seed=0, allow_weak_privacy=True, **kwargs):
     from ldptext.rng import SeededModeWarning
     from ldptext.santext import Sanitizer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededModeWarning)
-        return Sanitizer.load(path, seed=seed, **kwargs)
+        return Sanitizer.load(path, seed=seed, allow_weak_privacy=allow_weak_privacy, **kwargs)
 
 
 class CallCounter:

@@ -38,7 +38,7 @@ def set_epsilon(value):
 
 def test_the_honest_bundle_loads_on_every_backend(eps10):
     for backend in BACKENDS:
-        with Sanitizer.load(eps10, trusted_keys=[PUB], backend=backend) as san:
+        with Sanitizer.load(eps10, trusted_keys=[PUB], allow_weak_privacy=True, backend=backend) as san:
             assert san.epsilon == 10.0
 
 
@@ -48,15 +48,16 @@ def test_a_relabelled_epsilon_is_refused_at_load(eps10, tmp_path, backend, label
     path = relabelled(eps10, tmp_path / "lie.ldpb", set_epsilon(label))
     B.read_bundle(path, trusted_keys=[PUB])           # the signature and hashes are valid
     with pytest.raises(ParameterMismatchError, match="epsilon .* is not what the tables realise"):
-        Sanitizer.load(path, trusted_keys=[PUB], backend=backend, expect={"epsilon_max": label})
+        Sanitizer.load(path, trusted_keys=[PUB], allow_weak_privacy=True, backend=backend,
+                       expect={"epsilon_max": label})
     with pytest.raises(ParameterMismatchError):
-        Sanitizer.load(path.read_bytes(), trusted_keys=[PUB], backend=backend)
+        Sanitizer.load(path.read_bytes(), trusted_keys=[PUB], backend=backend, allow_weak_privacy=True)
 
 
 def test_the_refusal_names_the_realised_epsilon(eps10, tmp_path):
     path = relabelled(eps10, tmp_path / "lie.ldpb", set_epsilon(3.0))
     with pytest.raises(ParameterMismatchError) as e:
-        Sanitizer.load(path, trusted_keys=[PUB])
+        Sanitizer.load(path, trusted_keys=[PUB], allow_weak_privacy=True)
     realised = float(str(e.value).split("about ")[1].split(":")[0])
     assert realised == pytest.approx(10.0, rel=1e-6)
 
@@ -69,7 +70,7 @@ def test_an_understated_d_max_is_refused_at_load(eps10, tmp_path, edit, fragment
     path = relabelled(eps10, tmp_path / "dmax.ldpb", edit)
     for backend in BACKENDS:
         with pytest.raises(ParameterMismatchError, match=fragment):
-            Sanitizer.load(path, trusted_keys=[PUB], backend=backend)
+            Sanitizer.load(path, trusted_keys=[PUB], allow_weak_privacy=True, backend=backend)
 
 
 def test_a_relabelled_p_is_refused_at_load(eps10, tmp_path):
@@ -78,17 +79,17 @@ def test_a_relabelled_p_is_refused_at_load(eps10, tmp_path):
         pytest.skip("p is SanText+ only")
     path = relabelled(eps10, tmp_path / "p.ldpb", lambda m: m["params"].update(p=0.9))
     with pytest.raises(ParameterMismatchError, match="epsilon0"):
-        Sanitizer.load(path, trusted_keys=[PUB])
+        Sanitizer.load(path, trusted_keys=[PUB], allow_weak_privacy=True)
     # p and epsilon0 changed together: the sampler then really uses p = 0.9 and the statement is
     # true (p is in no array), so the bundle loads, with p = 0.9
     both = relabelled(eps10, tmp_path / "p2.ldpb",
                       lambda m: m["params"].update(p=0.9, epsilon0=float(np.log(1 / 0.9))))
-    with Sanitizer.load(both, trusted_keys=[PUB]) as san:
+    with Sanitizer.load(both, trusted_keys=[PUB], allow_weak_privacy=True) as san:
         assert san.p == 0.9
 
 
 def test_load_reads_random_rows_beyond_the_fixed_sample(eps10):
-    with Sanitizer.load(eps10, trusted_keys=[PUB]) as san:
+    with Sanitizer.load(eps10, trusted_keys=[PUB], allow_weak_privacy=True) as san:
         t = san.tables
         fixed = set(C.fixed_rows(t).tolist())
         seen = set()
@@ -103,7 +104,7 @@ def test_load_reads_random_rows_beyond_the_fixed_sample(eps10):
 
 def test_a_table_that_lies_on_one_row_is_caught_when_that_row_is_checked(eps10):
     """The check is per row: the ratios of one row built for another ε are refused by themselves."""
-    with Sanitizer.load(eps10, trusted_keys=[PUB]) as san:
+    with Sanitizer.load(eps10, trusted_keys=[PUB], allow_weak_privacy=True) as san:
         t = san.tables
         kwargs = dict(mechanism=san.mechanism, epsilon=san.epsilon, epsilon0=san.epsilon0, p=san.p,
                       d_max=san.d_max, tolerance=san.tolerance, dmax_rows=np.zeros(0, np.int64))

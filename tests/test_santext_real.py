@@ -17,7 +17,8 @@ def glove_bundle(tmp_path_factory, cache, epsilon, mechanism="santext", vocab=30
     from ldptext_precompute.santext.build import build_santext_bundle
     path = tmp_path_factory.mktemp("g") / f"glove-{mechanism}-{epsilon:g}.ldpb"
     return build_santext_bundle(path, embeddings="glove-6b-50d", vocab_size=vocab, epsilon=epsilon,
-                                mechanism=mechanism, head_size=32, cache_dir=cache, progress=False)
+                                mechanism=mechanism, head_size=32, cache_dir=cache, progress=False,
+                                allow_weak_privacy=True)  # ε = 30 and 1e4: underflow tests
 
 
 @pytest.mark.parametrize("epsilon", [30.0, 1e4])
@@ -58,7 +59,7 @@ def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
     from ldptext_precompute.santext.build import build_santext_bundle
     path = tmp_path_factory.mktemp("m") / "minilm.ldpb"
     build_santext_bundle(path, embeddings="minilm-wordpiece", epsilon=20.0, mechanism="santext",
-                         head_size=32, progress=False)
+                         head_size=32, progress=False, allow_weak_privacy=True)
     san = load_seeded(path)
     assert len(san.vocab) == 30522
     special = [i for i, t in enumerate(san.vocab) if t.startswith("[") and t.endswith("]")]

@@ -9,7 +9,8 @@ SanText / SanText+
     The full runtime schema and semantic checks (:class:`ldptext.santext.Sanitizer`, whose
     construction also runs the load-time check of :mod:`ldptext.santext_check`); then that check's ε,
     ε₀ and D_max tests on the fixed row sample, with D_max measured from every sampled row (the
-    largest-norm rows and an even spread) to every valid input.
+    largest-norm rows and an even spread) to every valid input, and the stated largest verbatim rate
+    (:mod:`ldptext.verbatim`) against every sampled row's own.
 DP-BART
     The structural fields the noise calibration uses: |P| (``n_pruned``) = length of ``pruned``, its
     indices distinct and in [0, d); the encoder graph, run on one input of length L (``seq_len``),
@@ -67,10 +68,12 @@ def check_parameters(bundle: Bundle) -> None:
 def _check_santext(bundle: Bundle) -> None:
     from .santext import Sanitizer
     from .santext_check import check_realised, fixed_rows
+    from .verbatim import VerbatimRate, check_stated_maximum
 
     try:
         # construction runs the load-time check (ldptext.santext_check) on its own sample
-        san = Sanitizer(bundle, backend="fallback")
+        # a weak bundle is consistent or not like any other: its label is checked, not refused
+        san = Sanitizer(bundle, backend="fallback", allow_weak_privacy=True)
     except ParameterMismatchError:
         raise
     except BundleError as e:
@@ -81,6 +84,9 @@ def _check_santext(bundle: Bundle) -> None:
     rows = fixed_rows(san.tables)
     check_realised(san.tables, mechanism=san.mechanism, epsilon=san.epsilon, epsilon0=san.epsilon0,
                    p=san.p, d_max=san.d_max, tolerance=san.tolerance, rows=rows, dmax_rows=rows)
+    stated = VerbatimRate.from_manifest(san.manifest["privacy"].get("verbatim"))
+    if stated is not None:
+        check_stated_maximum(san.tables, san.epsilon, stated, rows)
 
 
 def _check_dpbart(bundle: Bundle) -> None:

@@ -54,7 +54,7 @@ from . import decoding as _decoding
 from . import noise as _noise
 from . import runtime as _runtime
 from .dpbart_schema import GRAPHS, MECHANISM, DPBartConfig, encoder_row
-from .errors import BundleFormatError, InputError, ParameterError
+from .errors import BundleFormatError, InputError, ParameterError, WeakPrivacyError
 from .rng import Generator
 from .tokenization import TextTokenizer
 
@@ -65,6 +65,16 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Rewriter", "Rewritten", "DPBartReport", "LONG_POLICIES", "onnx_session", "iter_rewrite"]
 
 LONG_POLICIES = ("split", "truncate", "refuse")
+#: Noise below this many C (standard deviation per coordinate, C the clip bound) is near identity:
+#: each clipped coordinate keeps ±10% of its range, and the decoder sees almost the clean encoding.
+#: A finite ε that gives less is refused unless ``allow_weak_privacy=True``. The thesis' settings
+#: (ε ≤ 10,000 with n in the thousands) give 0.28 and more.
+NEAR_IDENTITY_NOISE = 0.1
+
+
+def relative_noise(calib: _noise.NoiseCalibration) -> float:
+    """The noise's standard deviation per coordinate over C (0 without noise)."""
+    return math.sqrt(calib.variance) / calib.clip
 
 
 def onnx_session(model: bytes | str | os.PathLike, *, threads: int | None = None) -> Any:
@@ -130,7 +140,7 @@ class DPBartReport:
     total_epsilon, total_delta : float
         The composed guarantee of the whole document over k releases (k·ε, min(1, k·δ)).
     private : bool
-        False only at ε = ∞ (no noise: evaluation only).
+        False at ε = ∞ (no noise: evaluation only) and for weak privacy (``weak_privacy``).
     beam : int
         Beam width used (1 = greedy).
     max_output_tokens : int
@@ -157,6 +167,12 @@ class DPBartReport:
         ``delta_bound``).
     epsilon_slack : float
         What sampling adds to ε: 0.0 (exact sampling).
+    relative_noise : float
+        The noise's standard deviation per coordinate over C (0 at ε = ∞).
+    weak_privacy : bool
+        True when ``relative_noise`` is below :data:`NEAR_IDENTITY_NOISE`: the decoder sees almost the
+        clean encoding, so the output is close to the non-private rewrite (only with
+        ``allow_weak_privacy=True``).
 
     Notes
     -----
@@ -196,6 +212,8 @@ class DPBartReport:
     sampler_parameters: tuple[int, int] | None = None
     epsilon_bound: float | None = None
     epsilon_slack: float = 0.0
+    relative_noise: float = math.inf
+    weak_privacy: bool = False
 
     @property
     def sigma(self) -> float | None:
@@ -234,6 +252,8 @@ class DPBartReport:
         dl = f", δ={self.delta:g}" if self.mechanism == "gaussian" else ""
         flags = "".join([" (truncated)" if self.truncated else "",
                          "; ε=∞: NO PRIVACY, evaluation only" if self.evaluation_only else "",
+                         f"; WEAK PRIVACY: noise sd {self.relative_noise:.2g}·C, the output is close to the "
+                         "non-private rewrite (allowed explicitly)" if self.weak_privacy else "",
                          "; SEEDED: reproducible, NOT private" if self.seeded else "",
                          "; exact noise, no ε slack" if self.noise_exact and not self.evaluation_only else ""])
         return (f"dpbart-{self.variant} {self.mechanism}: ε={self.epsilon:g}{dl} per chunk, {self.chunks} "
@@ -412,7 +432,8 @@ class Rewriter(_runtime.Closable):
 
     # ------------------------------------------------------------------ public API
     def rewrite(self, text: str, *, epsilon: float, delta: float | None = None, mechanism: str = "gaussian",
-                beam: int = 1, long: str = "split", allow_infinite_epsilon: bool = False) -> Rewritten:
+                beam: int = 1, long: str = "split", allow_infinite_epsilon: bool = False,
+                allow_weak_privacy: bool = False) -> Rewritten:
         """Rewrite one document with (ε, δ)-LDP per chunk.
 
         Parameters
@@ -434,6 +455,9 @@ class Rewriter(_runtime.Closable):
         allow_infinite_epsilon : bool
             Evaluation only: accept ε = ∞ (no noise; the report says ``private=False``,
             ``evaluation_only=True``).
+        allow_weak_privacy : bool
+            Accept a finite ε whose noise is below :data:`NEAR_IDENTITY_NOISE`·C per coordinate (the
+            output is close to the non-private rewrite; the report says ``weak_privacy=True``).
 
         Returns
         -------
@@ -445,6 +469,8 @@ class Rewriter(_runtime.Closable):
         ------
         ParameterError
             A parameter is out of range; ε = ∞ without ``allow_infinite_epsilon=True``.
+        WeakPrivacyError
+            The noise is near identity without ``allow_weak_privacy=True``.
         InputError
             Not a string, or too long under ``long="refuse"`` (the text is never quoted).
         BudgetExceededError
@@ -466,18 +492,19 @@ class Rewriter(_runtime.Closable):
         noise, so the report's ``epsilon_slack`` is 0 and ``noise_exact`` is True.
         """
         return self.rewrite_batch([text], epsilon=epsilon, delta=delta, mechanism=mechanism, beam=beam,
-                                  long=long, allow_infinite_epsilon=allow_infinite_epsilon)[0]
+                                  long=long, allow_infinite_epsilon=allow_infinite_epsilon,
+                                  allow_weak_privacy=allow_weak_privacy)[0]
 
     def rewrite_batch(self, texts: Sequence[str], *, epsilon: float, delta: float | None = None,
                       mechanism: str = "gaussian", beam: int = 1, long: str = "split",
-                      allow_infinite_epsilon: bool = False) -> list[Rewritten]:
+                      allow_infinite_epsilon: bool = False, allow_weak_privacy: bool = False) -> list[Rewritten]:
         """Rewrite several documents (same order); each chunk of each document is its own release.
 
         Parameters
         ----------
         texts : sequence of str
             The private documents (not one string).
-        epsilon, delta, mechanism, beam, long, allow_infinite_epsilon
+        epsilon, delta, mechanism, beam, long, allow_infinite_epsilon, allow_weak_privacy
             As :meth:`rewrite`.
 
         Returns
@@ -498,7 +525,8 @@ class Rewriter(_runtime.Closable):
         (Findings of ACL), as presented in Igamberdiev 2023, *Differentially Private Methods in NLP*
         (PhD thesis, TU Darmstadt), §6.3.3–6.3.5.
         """
-        calib, beam, long = self._check(epsilon, delta, mechanism, beam, long, allow_infinite_epsilon)
+        calib, beam, long = self._check(epsilon, delta, mechanism, beam, long, allow_infinite_epsilon,
+                                        allow_weak_privacy)
         if isinstance(texts, str):
             raise InputError("rewrite_batch expects a sequence of strings, not one string")
         texts = list(texts)
@@ -676,7 +704,8 @@ class Rewriter(_runtime.Closable):
 
     # ------------------------------------------------------------------ internals
     def _check(self, epsilon: Any, delta: Any, mechanism: str, beam: Any, long: str,
-               allow_infinite_epsilon: bool = False) -> tuple[_noise.NoiseCalibration, int, str]:
+               allow_infinite_epsilon: bool = False,
+               allow_weak_privacy: bool = False) -> tuple[_noise.NoiseCalibration, int, str]:
         if long not in LONG_POLICIES:
             raise ParameterError(f"long must be one of {LONG_POLICIES}, got {long!r}")
         if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or not 1 <= int(beam) <= 64:
@@ -685,6 +714,13 @@ class Rewriter(_runtime.Closable):
         _noise.require_finite_epsilon(eps, allow_infinite=bool(allow_infinite_epsilon),
                                       flag="allow_infinite_epsilon=True")
         calib = _noise.calibrate(mechanism, eps, delta, clip=self.clip, n=self.n)
+        rel = relative_noise(calib)
+        if calib.private and rel < NEAR_IDENTITY_NOISE and not allow_weak_privacy:
+            raise WeakPrivacyError(
+                f"epsilon {eps:g} adds noise of only {rel:.2g}·C per coordinate (below "
+                f"{NEAR_IDENTITY_NOISE:g}·C): the output would be close to the non-private rewrite; use a "
+                "smaller epsilon, or allow_weak_privacy=True (--allow-weak-privacy) to accept it (every "
+                "report will say so)")
         return calib, int(beam), long
 
     def _chunks(self, text: str, long: str, index: int) -> tuple[list[list[int]], bool]:
@@ -746,12 +782,15 @@ class Rewriter(_runtime.Closable):
             n_pruned=len(self._pruned), clip=calib.clip, sensitivity=calib.sensitivity, scale=calib.scale,
             sigma_analytic=calib.sigma_analytic, grid_unit=calib.grid_unit, delta_bound=calib.delta_bound,
             chunks=chunks, truncated=truncated, total_epsilon=calib.epsilon * chunks,
-            total_delta=min(1.0, calib.delta * chunks), private=calib.private, beam=beam,
+            total_delta=min(1.0, calib.delta * chunks), beam=beam,
+            private=calib.private and relative_noise(calib) >= NEAR_IDENTITY_NOISE,
             max_output_tokens=self.max_output_tokens, backend=self._rng.backend, notes=tuple(notes),
             seeded=bool(self._rng.seeded),
             evaluation_only=not calib.private, noise_exact=calib.noise_exact,
             noise_parameter=calib.noise_parameter, sampler_parameters=calib.sampler_parameters,
-            epsilon_bound=calib.epsilon_bound, epsilon_slack=calib.epsilon_slack)
+            epsilon_bound=calib.epsilon_bound, epsilon_slack=calib.epsilon_slack,
+            relative_noise=relative_noise(calib),
+            weak_privacy=calib.private and relative_noise(calib) < NEAR_IDENTITY_NOISE)
 
 
 def iter_rewrite(rewriter: Rewriter, texts: Iterable[str], *, batch_size: int = 32,

@@ -63,6 +63,11 @@ class ParameterMismatchError(BundleIntegrityError):
     a bundle is (re-)signed)."""
 
 
+class WeakPrivacyError(ParameterError):
+    """The output would be close to the input (a huge finite ε): refused unless explicitly allowed
+    (``allow_weak_privacy=True`` / ``--allow-weak-privacy``), and then every report says so."""
+
+
 class ClosedError(LdptextError):
     """A :class:`ldptext.Sanitizer` or :class:`ldptext.Rewriter` was used after ``close()`` (or after
     its ``with`` block ended)."""

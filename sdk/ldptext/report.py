@@ -72,6 +72,12 @@ class PrivacyReport:
     backend : str
         What sampled: ``"libldptext"`` (the C library), ``"native"`` (the C extension's sampler) or
         ``"fallback"`` (numpy, the same distribution, much slower).
+    verbatim_median, verbatim_max : float or None
+        Median and largest P(M(x) = x) over the sensitive inputs: how often a sensitive word is
+        released unchanged (:mod:`ldptext.verbatim`).
+    weak_privacy : bool
+        True when the median is at least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN`: the output
+        is close to the input (only with ``allow_weak_privacy=True``).
     """
 
     mechanism: str
@@ -92,6 +98,9 @@ class PrivacyReport:
     kept_in_clear_probability: float | None  # SanText+: 1 - p for non-sensitive tokens
     seeded: bool
     backend: str                 # "libldptext", "native" or "fallback"
+    verbatim_median: float | None = None
+    verbatim_max: float | None = None
+    weak_privacy: bool = False
 
     def to_dict(self) -> dict:
         """The report as a JSON-ready dict (no infinities: a missing worst case is ``null``).
@@ -118,9 +127,14 @@ class PrivacyReport:
             guarantee = (f"MLDP eps*d(x,x'); worst case eps*D_max={self.worst_case_token_epsilon:.4g}-LDP "
                          f"per token, document {self.worst_case_document_epsilon:.4g}")
         seeded = "; SEEDED: reproducible, NOT private" if self.seeded else ""
+        verbatim = "" if self.verbatim_median is None else (
+            f"; sensitive words released unchanged w.p. {self.verbatim_median:.3g} (median) to "
+            f"{self.verbatim_max:.3g} (largest)")
+        weak = "; WEAK PRIVACY: the output is close to the input (allowed explicitly)" if self.weak_privacy else ""
         return (f"{self.mechanism}: metric eps={self.epsilon:g} per token; {guarantee}; {self.n_tokens} "
                 f"tokens, ledger charge {self.document_epsilon:.4g} ({self.ledger_unit}); numeric "
-                f"tolerance {self.numeric_tolerance:.1e} (ratio slack exp({self.ratio_slack:.1e})){seeded}")
+                f"tolerance {self.numeric_tolerance:.1e} (ratio slack exp({self.ratio_slack:.1e}))"
+                f"{verbatim}{weak}{seeded}")
 
 
 @dataclass(frozen=True)

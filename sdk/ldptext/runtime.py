@@ -294,7 +294,8 @@ DPBART_REFUSAL = ("this is a dpbart bundle (document rewriting, not token saniti
 
 def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
                        allow_unsigned: bool = False, seed: int | None = None,
-                       expect: "BundleExpectation | Mapping[str, Any] | None" = None) -> Any:
+                       expect: "BundleExpectation | Mapping[str, Any] | None" = None,
+                       allow_weak_privacy: bool = False) -> Any:
     """Verify a bundle, then open the runtime of its mechanism (any token-level one).
 
     The mechanism is read from the manifest only after :func:`open_bundle` has checked the
@@ -314,6 +315,8 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
         Reproducible, **not private** output (warns).
     expect : BundleExpectation, mapping or None
         The application's pins.
+    allow_weak_privacy : bool
+        SanText(+): accept a bundle whose output is close to its input (:mod:`ldptext.verbatim`).
 
     Returns
     -------
@@ -337,7 +340,9 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
         raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
     module, name = TOKEN_RUNTIMES[bundle.mechanism]
-    return getattr(importlib.import_module(module), name)(bundle, seed=seed)
+    # the verbatim rate is stated and checked for SanText(+) bundles
+    extra = {"allow_weak_privacy": allow_weak_privacy} if bundle.mechanism in ("santext", "santext+") else {}
+    return getattr(importlib.import_module(module), name)(bundle, seed=seed, **extra)
 
 
 def row_ids(xs: Any, n_rows: int) -> np.ndarray:

@@ -72,6 +72,8 @@ from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of
 from .santext_check import DMAX_ROWS, check_realised, load_rows
+from .verbatim import (VerbatimRate, check_stated_maximum, refuse_near_identity, sensitive_inputs,
+                       verbatim_probabilities)
 from .tokenization import TextTokenizer
 
 try:
@@ -188,9 +190,10 @@ class Sanitizer(_runtime.Closable):
                  "_table", "_vocab", "_tokenizer", "_library", "_sanitizers")
 
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
-                 ledger: "Ledger | None" = None) -> None:
+                 ledger: "Ledger | None" = None, allow_weak_privacy: bool = False) -> None:
         self._bundle = bundle
         self.ledger = ledger
+        self.allow_weak_privacy = bool(allow_weak_privacy)
         self.key_id: str | None = bundle.key_id
         self.manifest: dict = bundle.manifest
         self.mechanism: str = bundle.mechanism
@@ -244,7 +247,8 @@ class Sanitizer(_runtime.Closable):
     @classmethod
     def load(cls, path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
-             ledger: "Ledger | None" = None, expect: Any = None) -> "Sanitizer":
+             ledger: "Ledger | None" = None, expect: Any = None,
+             allow_weak_privacy: bool = False) -> "Sanitizer":
         """Verify (signature, key, hashes, schema) and memory-map a SanText(+) bundle.
 
         Use it as a context manager (``with Sanitizer.load(...) as san:``) or call :meth:`close` to
@@ -274,6 +278,9 @@ class Sanitizer(_runtime.Closable):
             The application's pins (mechanism, ε range, bundle id, minimum format version), see
             :class:`ldptext.runtime.BundleExpectation`; a verified bundle that does not match raises
             ``BundleExpectationError``.
+        allow_weak_privacy : bool
+            Accept a bundle whose ε releases the median sensitive word unchanged with probability at
+            least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN` (every report then says so).
 
         Returns
         -------
@@ -285,6 +292,9 @@ class Sanitizer(_runtime.Closable):
         BundleError
             Missing file, bad signature, untrusted key, wrong mechanism, or a corrupted or
             inconsistent bundle (a ``BundleError`` subclass says which); the same for bytes.
+        WeakPrivacyError
+            The output would be close to the input (:mod:`ldptext.verbatim`) and
+            ``allow_weak_privacy`` is False.
 
         Notes
         -----
@@ -297,7 +307,7 @@ class Sanitizer(_runtime.Closable):
         """
         bundle = _runtime.open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
                                       allow_unsigned=allow_unsigned, expect=expect)
-        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
+        return cls(bundle, seed=seed, backend=backend, ledger=ledger, allow_weak_privacy=allow_weak_privacy)
 
     def _check_parameters(self) -> None:
         """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""
@@ -327,6 +337,23 @@ class Sanitizer(_runtime.Closable):
         check_realised(t, mechanism=self.mechanism, epsilon=self.epsilon, epsilon0=self.epsilon0,
                        p=self.p, d_max=self.d_max, tolerance=self.tolerance, rows=rows,
                        dmax_rows=rows[:DMAX_ROWS])
+        self.verbatim: VerbatimRate = self._verbatim(rows)
+        refuse_near_identity(self.verbatim, allow=self.allow_weak_privacy,
+                             flag="allow_weak_privacy=True (--allow-weak-privacy)")
+
+    def _verbatim(self, rows: np.ndarray) -> VerbatimRate:
+        """The stated verbatim rate, its largest value checked on the first checked rows; a bundle
+        older than the statement gets an estimate from all the checked rows."""
+        t = self.tables
+        stated = VerbatimRate.from_manifest(self.manifest["privacy"].get("verbatim"))
+        if stated is not None:
+            check_stated_maximum(t, self.epsilon, stated, rows[:DMAX_ROWS])
+            return stated
+        xs = np.intersect1d(rows, sensitive_inputs(t))
+        v = verbatim_probabilities(t, self.epsilon, xs, threads=1)
+        if v.size == 0:
+            return VerbatimRate(0.0, 0.0, 0)
+        return VerbatimRate(float(v.max()), float(np.median(v)), int(xs.size))
 
     @property
     def per_token_epsilon(self) -> float:
@@ -570,7 +597,8 @@ class Sanitizer(_runtime.Closable):
             "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token",
             numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
             kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None,
-            seeded=self.seeded, backend=self.backend)
+            seeded=self.seeded, backend=self.backend, verbatim_median=self.verbatim.median,
+            verbatim_max=self.verbatim.maximum, weak_privacy=self.verbatim.near_identity)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.

@@ -42,6 +42,7 @@ import ldptext
 from ldptext import alias as _alias
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
+from ldptext import verbatim as _verbatim
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import CLUSTER_GAMMA_UNIT, MAX_CLUSTERS, SanTextTables, gamma_float32
 
@@ -505,7 +506,8 @@ def check_tolerance(tolerance: float) -> None:
 
 def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: float | None,
                      emb: _emb.Embeddings, domain: DomainSplit, nb: Neighbours,
-                     metric_vectors: np.ndarray, started: float, gamma_rounding: float = 0.0) -> dict[str, Any]:
+                     metric_vectors: np.ndarray, started: float, gamma_rounding: float = 0.0,
+                     verbatim: "_verbatim.VerbatimRate | None" = None) -> dict[str, Any]:
     """The manifest sections of a SanText(+) bundle (the bundle adds format, mechanism, arrays).
 
     Parameters
@@ -529,6 +531,9 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
         ``time.perf_counter()`` at the start of the build.
     gamma_rounding : float
         :attr:`Tables.gamma_rounding`.
+    verbatim : VerbatimRate or None
+        The tables' verbatim rate (:func:`ldptext.verbatim.verbatim_rate`), stated in
+        ``privacy.verbatim``; a near-identity rate is also stated in ``privacy.weak_privacy``.
 
     Returns
     -------
@@ -548,11 +553,16 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
     if mechanism == "santext+":
         params["non_sensitive"] = domain.non_sensitive
     n_kept = int(domain.keep_row.sum())
+    privacy = dict(d_max=nb.d_max, metric="euclidean over the bundle's int8-quantized embeddings",
+                   quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
+                   notion="UMLDP" if mechanism == "santext+" else "MLDP")
+    if verbatim is not None:
+        privacy["verbatim"] = verbatim.as_manifest()
+        if verbatim.near_identity:
+            privacy["weak_privacy"] = "allowed at build: " + verbatim.describe()
     return dict(
         params=params,
-        privacy=dict(d_max=nb.d_max, metric="euclidean over the bundle's int8-quantized embeddings",
-                     quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
-                     notion="UMLDP" if mechanism == "santext+" else "MLDP"),
+        privacy=privacy,
         vocab=dict(size=len(emb.vocab), dim=int(emb.vectors.shape[1]), outputs=n_outputs,
                    sensitive=int(domain.sensitive.sum()), non_sensitive=n_kept, kind=emb.kind),
         sources=dict(embeddings=emb.source, frequencies=domain.frequency_source),
@@ -608,7 +618,7 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
                          frequencies: np.ndarray | None = None,
-                         non_sensitive: str | Path | None = None) -> Path:
+                         non_sensitive: str | Path | None = None, allow_weak_privacy: bool = False) -> Path:
     """Build and sign a SanText(+) bundle.
 
     Parameters
@@ -653,6 +663,9 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         ``"function-words"`` (default: closed-class function words and punctuation marks),
         ``"frequency:W"``, or a file with one word per line (:func:`parse_non_sensitive`).
         Special and out-of-vocabulary rows are always sensitive.
+    allow_weak_privacy : bool
+        Accept an ε at which the median sensitive word is released unchanged with probability at
+        least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN` (the bundle and every report say so).
 
     Returns
     -------
@@ -664,6 +677,9 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     ParameterError
         A parameter is out of range (ε must be finite), the embeddings are unusable, the output
         domain is empty, or the realised numeric tolerance would exceed the stated 1e-9.
+    WeakPrivacyError
+        The output would be close to the input (:mod:`ldptext.verbatim`) and
+        ``allow_weak_privacy`` is False.
 
     Notes
     -----
@@ -697,7 +713,11 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                            device=device, progress=progress)
     tables, rounding = santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
                                       domain=domain, nb=nb, epsilon=epsilon)
+    verbatim = _verbatim.verbatim_rate(tables, float(epsilon))
     manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,
-                                nb=nb, metric_vectors=metric_vectors, started=started, gamma_rounding=rounding)
+                                nb=nb, metric_vectors=metric_vectors, started=started, gamma_rounding=rounding,
+                                verbatim=verbatim)
+    # after the tolerance check: a build that cannot be exact is refused for that first
+    _verbatim.refuse_near_identity(verbatim, allow=allow_weak_privacy, flag="--allow-weak-privacy")
     return write_santext_bundle(out, mechanism=mechanism, tables=tables, manifest=manifest, emb=emb,
                                 sign_key=sign_key, passphrase=passphrase)

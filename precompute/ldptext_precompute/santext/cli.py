@@ -56,6 +56,9 @@ def register(targets: Any) -> None:
                    help=f"tail clusters C, 1-256 (default {DEFAULT_CLUSTERS}): per row and cluster, a bound "
                         "that lets the sampler refuse far tail candidates without their distance (same "
                         "distribution; V*C bytes; 1 = none)")
+    p.add_argument("--allow-weak-privacy", action="store_true",
+                   help="accept an epsilon at which the median sensitive word is released unchanged with "
+                        "probability >= 0.9 (refused otherwise); the bundle and every report then say so")
     add_signing_options(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
@@ -83,6 +86,6 @@ def run(args: argparse.Namespace) -> int:
         p=args.p, w=args.w, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
         head_size=args.head_size, tail_clusters=args.tail_clusters,
         **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
-        progress=True)
+        progress=True, allow_weak_privacy=args.allow_weak_privacy)
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -186,7 +186,7 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     started = time.perf_counter()
     # any token-level mechanism: the runtime of the verified bundle's mechanism (sanitize.load_runtime)
     with load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                      expect=expect) as san:
+                      expect=expect, allow_weak_privacy=getattr(args, "allow_weak_privacy", False)) as san:
         attach_ledger(san, args, san.ledger_unit)
         bundle_id = hashlib.sha256(canonical_json(san.manifest)).hexdigest()
         with atomic_path(target, mode=0o644) as tmp:

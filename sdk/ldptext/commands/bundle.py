@@ -200,6 +200,23 @@ def _num(x: Any) -> float | None:
     return None
 
 
+def _verbatim_summary(privacy: dict) -> list[tuple[str, str]]:
+    """The stated verbatim rate (:mod:`ldptext.verbatim`) and the weak-privacy label."""
+    from ..verbatim import VerbatimRate
+
+    try:
+        rate = VerbatimRate.from_manifest(privacy.get("verbatim"))
+    except Exception:  # shown, not verified, here: bundle verify refuses a malformed one
+        return [("verbatim rate", "malformed")]
+    if rate is None:
+        return [("verbatim rate", "not stated (older bundle: estimated at each load)")]
+    rows = [("verbatim rate", rate.describe())]
+    if rate.near_identity:
+        rows.append(("WEAK PRIVACY", "the output is close to the input: median sensitive word released "
+                                     "unchanged w.p. >= 0.9 (built with --allow-weak-privacy)"))
+    return rows
+
+
 def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     """The guarantee a user gets from this bundle, from the signed manifest's own numbers.
 
@@ -258,6 +275,7 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
             rows.append(("worst case per token", f"eps*D_max = {per_token:.6g}-LDP (a true bound for SanText)"))
             rows.append(("document of n tokens", f"n x {per_token:.6g}-LDP (e.g. 100 tokens: "
                          f"{100 * per_token:.6g}); the number of tokens is not hidden"))
+        rows += _verbatim_summary(privacy)
     elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
         rows += _dpbart_summary(manifest["dpbart"])
     elif mech in _COMPARISON and eps is not None:

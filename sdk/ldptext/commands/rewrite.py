@@ -71,6 +71,10 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-infinite-epsilon", action="store_true",
                    help="evaluation only: accept --epsilon inf, which adds NO noise (no privacy); every "
                         "report says private: false, evaluation_only: true")
+    p.add_argument("--allow-weak-privacy", action="store_true",
+                   help="accept a finite epsilon whose noise is below 0.1 C per coordinate (the output is close "
+                        "to the non-private rewrite; refused otherwise); every report then says private: false, "
+                        "weak_privacy: true")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip lines that are not UTF-8 or cannot be rewritten (e.g. too long under --long "
                         "refuse): no output line for them, their numbers on stderr; each line is still "
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                        seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long,
-                allow_infinite_epsilon=args.allow_infinite_epsilon)
+                allow_infinite_epsilon=args.allow_infinite_epsilon, allow_weak_privacy=args.allow_weak_privacy)
     rw.rewrite_batch([], **opts)  # the checks that need the bundle, before reading any input
     attach_ledger(rw, args, "ldp")
     process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH,

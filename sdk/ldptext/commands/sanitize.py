@@ -52,6 +52,9 @@ def register(sub: Any) -> None:
     p.add_argument("--trusted-key", action="append", default=None,
                    help="public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
+    p.add_argument("--allow-weak-privacy", action="store_true",
+                   help="accept a SanText(+) bundle whose median sensitive word is released unchanged with "
+                        "probability >= 0.9 (refused otherwise); every report then says so")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip lines that are not UTF-8 or cannot be sanitized: no output line for them, "
                         "their count and line numbers (never their text) on stderr; default: stop with an "
@@ -127,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_parquet(args)
     san = load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                       seed=args.seed, expect=expectation_from_args(args))
+                       seed=args.seed, expect=expectation_from_args(args),
+                       allow_weak_privacy=args.allow_weak_privacy)
     with san:
         attach_ledger(san, args, san.ledger_unit)
         process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines)
