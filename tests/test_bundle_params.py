@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from conftest import build_tiny_bundle, edited_bundle
 from ldptext import bundle as B
-from ldptext.bundle_check import check_parameters
+from ldptext.bundle_check import check_parameters, sign_bundle
 from ldptext.errors import ParameterMismatchError
 
 KEY = Ed25519PrivateKey.generate()
@@ -28,7 +28,7 @@ def edited(src, dst, edit, arrays_edit=None):
 
 def test_a_consistent_bundle_passes_and_resigns(tiny, tmp_path):
     check_parameters(B.open_unverified(tiny)[0])
-    out = B.sign_bundle(tiny, KEY, out=tmp_path / "re.ldpb")
+    out = sign_bundle(tiny, KEY, out=tmp_path / "re.ldpb")
     assert out.read_bytes() == tiny.read_bytes()      # deterministic signature, canonical header
 
 
@@ -38,9 +38,9 @@ def test_edited_epsilon_is_refused_even_with_force(tiny, tmp_path, factor):
         m["params"]["epsilon"] *= factor
     path = edited(tiny, tmp_path / "e.ldpb", edit)
     with pytest.raises(ParameterMismatchError, match="epsilon"):
-        B.sign_bundle(path, KEY, force=True)
+        sign_bundle(path, KEY, force=True)
     with pytest.raises(ParameterMismatchError, match="epsilon"):
-        B.sign_bundle(path, KEY)                       # unsigned input: no force needed, same check
+        sign_bundle(path, KEY)                       # unsigned input: no force needed, same check
 
 
 @pytest.mark.parametrize("edit, fragment", [
@@ -53,7 +53,7 @@ def test_edited_epsilon_is_refused_even_with_force(tiny, tmp_path, factor):
 def test_other_parameters_are_checked(tiny, tmp_path, edit, fragment):
     path = edited(tiny, tmp_path / "x.ldpb", edit)
     with pytest.raises(ParameterMismatchError, match=fragment):
-        B.sign_bundle(path, KEY, force=True)
+        sign_bundle(path, KEY, force=True)
 
 
 def test_cli_sign_force_refuses_a_tampered_epsilon(tiny, tmp_path, capsys):
@@ -108,4 +108,4 @@ def test_dpbart_structural_fields(tmp_path):
                          ({"pruned": (1, 1)}, "distinct"), ({"pruned": (1, 6)}, "distinct")]:
         path = _dpbart(tmp_path, **kw)
         with pytest.raises(ParameterMismatchError, match=fragment):
-            B.sign_bundle(path, KEY, force=True)
+            sign_bundle(path, KEY, force=True)

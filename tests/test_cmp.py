@@ -16,6 +16,7 @@ from scipy import stats
 
 from conftest import load_seeded, random_word_embeddings
 
+from ldptext.bundle_check import sign_bundle
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
 from ldptext.cmp import CMPSanitizer
@@ -192,7 +193,7 @@ def test_precompute_commands_build_signed_bundles_and_refuse_bad_parameters(tmp_
 
 
 def test_estimated_inversion_attack_is_a_sane_lower_bound(tmp_path, emb):
-    from ldptext_precompute.metricdp.evaluation import estimate_inversion_attack
+    from ldptext_precompute.evaluation.comparison import estimate_inversion_attack
     counts = np.zeros(emb.vectors.shape[0])
     counts[:8] = np.arange(8) + 1.0
     prior = np.ones_like(counts)
@@ -263,7 +264,7 @@ def test_cli_sanitize_without_faiss_is_one_line_naming_the_extra(bundle, tmp_pat
 
 def test_bundle_sign_checks_cmp_parameters_even_with_force(bundle, tmp_path):
     from ldptext.errors import ParameterMismatchError
-    _bundle.sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
+    sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
     assert (tmp_path / "ok.ldpb").read_bytes() == bundle.read_bytes()
     mech = _bundle.open_unverified(bundle)[0].mechanism
     edits = [(lambda m: m["privacy"].update(d_max=m["privacy"]["d_max"] * 0.8), "D_max"),
@@ -276,7 +277,7 @@ def test_bundle_sign_checks_cmp_parameters_even_with_force(bundle, tmp_path):
         edits.append((lambda m: m["params"].update({"lambda": 0.5}), "Mahalanobis only"))
     for edit, fragment in edits:
         with pytest.raises(ParameterMismatchError, match=fragment):
-            _bundle.sign_bundle(_edited(bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
+            sign_bundle(_edited(bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
 
 
 def test_bundle_inspect_states_the_cmp_guarantee(bundle, capsys):

@@ -15,6 +15,7 @@ from scipy import stats
 
 from conftest import random_word_embeddings
 
+from ldptext.bundle_check import sign_bundle
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
 from ldptext.custext import CusTextSanitizer
@@ -278,19 +279,19 @@ def test_cli_sanitize_parquet_local_runs_custext(bundle, tmp_path, capsys):
 ])
 def test_bundle_sign_refuses_relabelled_custext_parameters_even_with_force(bundle, tmp_path, edit, fragment):
     from ldptext.errors import ParameterMismatchError
-    _bundle.sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
+    sign_bundle(bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")   # consistent: signs
     assert (tmp_path / "ok.ldpb").read_bytes() == bundle.read_bytes()
     path = _edited(bundle, tmp_path / "e.ldpb", edit)
     with pytest.raises(ParameterMismatchError, match=fragment):
-        _bundle.sign_bundle(path, _keys.developer_key(), force=True)
+        sign_bundle(path, _keys.developer_key(), force=True)
 
 
 def test_bundle_sign_refuses_a_relabelled_cosine_custext_plus(plus_bundle, tmp_path):
     from ldptext.errors import ParameterMismatchError
-    _bundle.sign_bundle(plus_bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")
+    sign_bundle(plus_bundle, _keys.developer_key(), out=tmp_path / "ok.ldpb")
     for edit in (lambda m: m["params"].update(epsilon=3.0), lambda m: m["params"].update(similarity="euclidean")):
         with pytest.raises(ParameterMismatchError, match="tables realise"):
-            _bundle.sign_bundle(_edited(plus_bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
+            sign_bundle(_edited(plus_bundle, tmp_path / "e.ldpb", edit), _keys.developer_key(), force=True)
 
 
 def test_bundle_inspect_states_the_custext_guarantee(bundle, plus_bundle, capsys):

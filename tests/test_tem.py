@@ -15,6 +15,7 @@ from scipy import stats
 
 from conftest import edited_bundle, random_word_embeddings
 
+from ldptext.bundle_check import sign_bundle
 from ldptext.errors import ParameterError
 from ldptext.rng import SeededModeWarning
 from ldptext.tem import TEMSanitizer, threshold_from_beta
@@ -235,12 +236,11 @@ def test_bundle_sign_resigns_a_consistent_tem_bundle_identically(signed, tmp_pat
     (lambda m: m["params"].update(head_size=7), "head_size"),
 ])
 def test_bundle_sign_refuses_relabelled_tem_parameters_even_with_force(signed, tmp_path, edit, fragment):
-    from ldptext import bundle as B
     from ldptext import keys as K
     from ldptext.errors import ParameterMismatchError
     path = _edited(signed, tmp_path / "e.ldpb", edit)
     with pytest.raises(ParameterMismatchError, match=fragment):
-        B.sign_bundle(path, K.developer_key(), force=True)
+        sign_bundle(path, K.developer_key(), force=True)
 
 
 @pytest.mark.parametrize("edit, fragment", [
@@ -262,13 +262,12 @@ def test_a_trusted_signers_relabelled_tem_bundle_is_refused_at_load(signed, tmp_
 
 
 def test_bundle_sign_refuses_a_gamma_that_is_not_betas_threshold(tmp_path, emb):
-    from ldptext import bundle as B
     from ldptext import keys as K
     from ldptext.errors import ParameterMismatchError
     path = build_tem_bundle(tmp_path / "b.ldpb", embeddings="unused", loaded=emb, epsilon=3.0, beta=0.2, head_size=6)
-    B.sign_bundle(path, K.developer_key(), out=tmp_path / "ok.ldpb")
+    sign_bundle(path, K.developer_key(), out=tmp_path / "ok.ldpb")
     with pytest.raises(ParameterMismatchError, match="beta"):
-        B.sign_bundle(_edited(path, tmp_path / "e.ldpb", lambda m: m["params"].update(beta=0.1)),
+        sign_bundle(_edited(path, tmp_path / "e.ldpb", lambda m: m["params"].update(beta=0.1)),
                       K.developer_key(), force=True)
 
 

@@ -653,31 +653,3 @@ def open_unverified(path: BundleSource, *, on_signature: Callable[[SignatureInfo
     path, manifest, arrays, info = _load(path, trust_check=on_signature)
     return Bundle(path=path, manifest=manifest, arrays=arrays, key_id=info.key_id,
                   signed=info.signed), info
-
-
-def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None = None,
-                out: str | os.PathLike | None = None, force: bool = False) -> Path:
-    """(Re-)sign a bundle with ``sign_key``, writing ``out`` (default: in place, atomically).
-
-    Content is verified against the manifest first. A bundle whose existing signature does not
-    verify is refused unless ``force``: re-signing would otherwise launder a tampered file. Then, with
-    or without ``force``, the manifest's privacy parameters must be what the arrays realise
-    (:func:`ldptext.bundle_check.check_parameters`; ``ParameterMismatchError`` otherwise): a signature
-    never vouches for an ε the tables do not implement.
-    """
-    from .bundle_check import check_parameters
-
-    bundle, info = open_unverified(path)
-    if info.signed and not info.valid and not force:
-        raise SignatureError("bundle's existing signature does not verify; refusing to re-sign "
-                             "(pass force=True if you rebuilt it yourself)")
-    check_parameters(bundle)
-    manifest = {k: v for k, v in bundle.manifest.items()
-                if k not in ("format", "format_version", "mechanism", "arrays")}
-    arrays = {n: np.array(a) for n, a in bundle.arrays.items() if not n.startswith(BLOB_PREFIX)}
-    blobs = {n[len(BLOB_PREFIX):]: bytes(a) for n, a in bundle.arrays.items()
-             if n.startswith(BLOB_PREFIX)}
-    mechanism = bundle.mechanism
-    del bundle  # release the mapping before the file is replaced
-    return write_bundle(out if out is not None else path, mechanism=mechanism, arrays=arrays,
-                        manifest=manifest, blobs=blobs, sign_key=sign_key, passphrase=passphrase)

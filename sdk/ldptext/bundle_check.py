@@ -29,12 +29,16 @@ is by construction the realised one; it is range-checked.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
+from . import bundle as _bundle
 from .bundle import Bundle
-from .errors import BundleError, ParameterMismatchError
+from .errors import BundleError, ParameterMismatchError, SignatureError
 
-__all__ = ["check_parameters"]
+__all__ = ["check_parameters", "sign_bundle"]
 
 _COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
 
@@ -127,3 +131,29 @@ def _check_dpbart(bundle: Bundle) -> None:
     if tuple(out.shape) != (1, seq_len, hidden):
         raise ParameterMismatchError(f"the encoder graph returns shape {tuple(out.shape)}, but the manifest "
                                      f"states L={seq_len}, d={hidden}")
+
+
+def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None = None,
+                out: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """(Re-)sign a bundle with ``sign_key``, writing ``out`` (default: in place, atomically).
+
+    Content is verified against the manifest first. A bundle whose existing signature does not
+    verify is refused unless ``force``: re-signing would otherwise launder a tampered file. Then, with
+    or without ``force``, the manifest's privacy parameters must be what the arrays realise
+    (:func:`check_parameters`; ``ParameterMismatchError`` otherwise): a signature
+    never vouches for an ε the tables do not implement.
+    """
+    bundle, info = _bundle.open_unverified(path)
+    if info.signed and not info.valid and not force:
+        raise SignatureError("bundle's existing signature does not verify; refusing to re-sign "
+                             "(pass force=True if you rebuilt it yourself)")
+    check_parameters(bundle)
+    manifest = {k: v for k, v in bundle.manifest.items()
+                if k not in ("format", "format_version", "mechanism", "arrays")}
+    arrays = {n: np.array(a) for n, a in bundle.arrays.items() if not n.startswith(_bundle.BLOB_PREFIX)}
+    blobs = {n[len(_bundle.BLOB_PREFIX):]: bytes(a) for n, a in bundle.arrays.items()
+             if n.startswith(_bundle.BLOB_PREFIX)}
+    mechanism = bundle.mechanism
+    del bundle  # release the mapping before the file is replaced
+    return _bundle.write_bundle(out if out is not None else path, mechanism=mechanism, arrays=arrays,
+                        manifest=manifest, blobs=blobs, sign_key=sign_key, passphrase=passphrase)

@@ -14,7 +14,7 @@ from ldptext.errors import LdptextError
 from ldptext.fileio import file_sha256
 from ldptext.runtime import open_bundle
 from ldptext.santext import Sanitizer
-from ..metricdp import evaluation as _comparison
+from . import comparison as _comparison
 from .config import SANTEXT_MECHANISMS, EvaluationConfig
 from .console import log
 from .records import DPBartBundleInfo

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 
 from ldptext.errors import ParameterError
-from ..metricdp import evaluation as _comparison
+from . import comparison as _comparison
 from ..santext.knn import DEFAULT_HEAD_SIZE
 from . import metrics as M
 from .utility import CLASSIFIERS

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from ..checkpoints import jsonable
-from ..metricdp import evaluation as _comparison
+from . import comparison as _comparison
 from . import metrics as M
 from .bundles import Bundle
 from .config import DPBART, SANTEXT_MECHANISMS
@@ -41,7 +41,7 @@ def profile_mechanisms(sweep: Sweep) -> list[Entry]:
 def _profile_comparison(sweep: Sweep, mech: str, eps: float, bundle: Bundle) -> Entry:
     """A comparison mechanism's entry: TEM / CusText(+) profiled exactly from their runtimes' realised
     law (as SanText), CMP / Mahalanobis with the estimated inversion attack
-    (:mod:`ldptext_precompute.metricdp.evaluation`); each from its checkpoint when there is one.
+    (:mod:`ldptext_precompute.evaluation.comparison`); each from its checkpoint when there is one.
     """
     cfg, domain, runtime = sweep.cfg, sweep.domain, bundle.sanitizer
     info = _comparison.bundle_info(bundle.path, runtime, domain.vocab_size)

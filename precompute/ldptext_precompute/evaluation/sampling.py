@@ -9,7 +9,7 @@ import numpy as np
 
 from ldptext.dpbart import Rewriter
 from ldptext.rng import SeededModeWarning
-from ..metricdp import evaluation as _comparison
+from . import comparison as _comparison
 from .baselines import CMPMechanism, random_replacement
 from .bundles import load_unsigned
 from .config import DPBART, DPBART_BATCH, SANTEXT_MECHANISMS, EvaluationConfig

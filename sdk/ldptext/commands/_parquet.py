@@ -131,7 +131,7 @@ def run_parquet(args: argparse.Namespace) -> int:
     Notes
     -----
     The local engine runs the runtime of the verified bundle's mechanism (any token-level one:
-    ``ldptext.commands.sanitize.load_runtime``); each non-null row is one release of its
+    ``ldptext.runtime.load_token_runtime``); each non-null row is one release of its
     ``sanitize_batch``, with the guarantee its report states (docs/mechanisms.md). The Spark engine
     runs SanText(+) bundles. For SanText(+), every non-null row is one release of
     :meth:`ldptext.Sanitizer.sanitize_batch`: per token
@@ -175,7 +175,7 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     from ..fileio import atomic_path
     from ..spark import BatchStats, ColumnLayout, JobSummary, sanitize_record_batch
     from ._ledger import attach_ledger
-    from .sanitize import load_runtime
+    from ..runtime import load_token_runtime
 
     pa, pq = _pyarrow()
     reader = _open_input(source)
@@ -184,8 +184,8 @@ def _run_local(args: argparse.Namespace, source: Path, target: Path, expect: Any
     n_rows, n_groups = reader.metadata.num_rows, reader.num_row_groups
     total = BatchStats()
     started = time.perf_counter()
-    # any token-level mechanism: the runtime of the verified bundle's mechanism (sanitize.load_runtime)
-    with load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+    # any token-level mechanism: the runtime of the verified bundle's mechanism
+    with load_token_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                       expect=expect, allow_weak_privacy=getattr(args, "allow_weak_privacy", False)) as san:
         attach_ledger(san, args, san.ledger_unit)
         bundle_id = hashlib.sha256(canonical_json(san.manifest)).hexdigest()

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import bundle as _bundle
+from ..bundle_check import sign_bundle
 from .. import errors as _errors
 from .. import keys as _keys
 from .keys import add_passphrase_options, read_passphrase
@@ -66,7 +67,7 @@ def run_sign(args) -> int:
     arrays, ``--force`` or not (:func:`ldptext.bundle_check.check_parameters`).
     """
     key = _keys.load_private_key(args.key, read_passphrase(args))
-    path = _bundle.sign_bundle(args.file, key, out=args.out, force=args.force)
+    path = sign_bundle(args.file, key, out=args.out, force=args.force)
     b, _ = _bundle.open_unverified(path)
     print(f"signed {path} with key {_keys.key_id(key.public_key())} (parameters checked against the arrays)")
     print(f"bundle id {b.bundle_id}")

@@ -5,27 +5,24 @@ never echoes text). With ``--column`` it sanitizes one column of a Parquet file 
 file instead, on this process or with ``--engine spark`` (``_parquet.py``, docs/spark.md).
 
 Any token-level bundle: the runtime is chosen by the mechanism of the **verified** manifest
-(:func:`load_runtime`: signature, trusted signer, hashes and pins first, through
-:func:`ldptext.runtime.open_bundle`), one of :data:`RUNTIMES` — SanText(+) (:class:`ldptext.Sanitizer`),
-TEM (:class:`ldptext.TEMSanitizer`), CusText(+) (:class:`ldptext.CusTextSanitizer`), CMP and
-Mahalanobis (:class:`ldptext.CMPSanitizer`; the ``faiss`` extra). A DP-BART bundle is refused with a
-pointer to ``ldptext rewrite``. See docs/mechanisms.md."""
+(:func:`ldptext.runtime.load_token_runtime`: signature, trusted signer, hashes and pins first, through
+:func:`ldptext.runtime.open_bundle`), one of :data:`ldptext.runtime.TOKEN_RUNTIMES` — SanText(+)
+(:class:`ldptext.Sanitizer`), TEM (:class:`ldptext.TEMSanitizer`), CusText(+)
+(:class:`ldptext.CusTextSanitizer`), CMP and Mahalanobis (:class:`ldptext.CMPSanitizer`; the ``faiss``
+extra). A DP-BART bundle is refused with a pointer to ``ldptext rewrite``. See docs/mechanisms.md."""
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
 from ..errors import ParameterError
-from ..runtime import TOKEN_RUNTIMES, load_token_runtime
+from ..runtime import load_token_runtime
 from ._io import process
 from ._ledger import add_ledger_options, attach_ledger, check_ledger_options
 from ._pinning import add_pinning_options, expectation_from_args
 
 BATCH = 256
 
-#: the runtime class of every mechanism ``ldptext sanitize`` runs, and how one is opened (verified first)
-RUNTIMES = TOKEN_RUNTIMES
-load_runtime = load_token_runtime
 
 
 def register(sub: Any) -> None:
@@ -103,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
     Notes
     -----
-    The runtime follows the verified bundle's mechanism (:func:`load_runtime`); each output line is,
+    The runtime follows the verified bundle's mechanism (:func:`ldptext.runtime.load_token_runtime`); each
+    output line is,
     per token, for any two lines of the same length (the number of tokens is not hidden):
 
     * SanText: ε·d(x, x')-MLDP (worst case ε·D_max-LDP per token); SanText+: (V_S, V_P, ε, ε₀)-UMLDP
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         from ._parquet import run_parquet
 
         return run_parquet(args)
-    san = load_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+    san = load_token_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
                        seed=args.seed, expect=expectation_from_args(args),
                        allow_weak_privacy=args.allow_weak_privacy)
     with san:

@@ -281,7 +281,7 @@ def bundle_info(path: Path, runtime: Any, vocab_size: int):
     -------
     ldptext_precompute.evaluation.records.BundleInfo
     """
-    from ..evaluation.records import BundleInfo
+    from .records import BundleInfo
 
     report = runtime.privacy_report(1)
     outputs = runtime.outputs if hasattr(runtime, "outputs") else runtime.tables.outputs
