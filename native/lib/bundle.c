@@ -991,25 +991,35 @@ static int start(const uint8_t (*keys)[32], size_t n_keys, ldp_bundle **out, ldp
 
 int ldp_bundle_open_memory(const uint8_t *data, size_t len, const uint8_t (*keys)[32],
                            size_t n_keys, ldp_bundle **out) {
+    uint8_t *copy;
+    if (out == NULL) return LDP_E_ARG;
+    *out = NULL;
+    if ((data == NULL && len > 0) || (keys == NULL && n_keys > 0)) return LDP_E_ARG;
+    /* a private copy: verified bytes cannot change under us, and malloc aligns it */
+    copy = (uint8_t *)malloc(len ? len : 1);
+    if (copy == NULL) return LDP_E_NOMEM;
+    if (len) memcpy(copy, data, len);
+    return ldp_bundle_open_owned(copy, len, keys, n_keys, out);
+}
+
+int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], size_t n_keys,
+                          ldp_bundle **out) {
     ldp_bundle *b = NULL;
     int rc = start(keys, n_keys, out, &b);
-    if (rc != LDP_OK) return rc;
-    if (data == NULL && len > 0) {
+    if (rc == LDP_OK && data == NULL) {
         free(b);
-        return LDP_E_ARG;
+        rc = LDP_E_ARG;
     }
-    /* a private copy: verified bytes cannot change under us, and malloc aligns it */
-    b->owned = (uint8_t *)malloc(len ? len : 1);
-    if (b->owned == NULL) {
-        free(b);
-        return LDP_E_NOMEM;
+    if (rc != LDP_OK) {
+        free(data);
+        return rc;
     }
-    if (len) memcpy(b->owned, data, len);
+    b->owned = data;
     b->data = b->owned;
     b->size = len;
     rc = finish_open(b, keys, n_keys);
     if (rc != LDP_OK) {
-        ldp_bundle_close(b);
+        ldp_bundle_close(b); /* frees data */
         return rc;
     }
     *out = b;

@@ -70,6 +70,13 @@ struct ldp_bundle {
     int has_signer;
 };
 
+/* ldp_bundle_open_memory without the private copy: the bundle takes `data` (from malloc, `len`
+ * bytes, which the caller must no longer touch) and frees it at close, or before returning an
+ * error. For a host whose own copy is already private (the web wrapper's buffer in the wasm
+ * heap), so that the bundle is resident once. */
+int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], size_t n_keys,
+                          ldp_bundle **out);
+
 /* The first array named `name`, or NULL. */
 const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name);
 size_t ldp_dtype_size(int dtype);

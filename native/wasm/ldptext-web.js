@@ -9,9 +9,10 @@
  *   const { text, report } = san.sanitize(typed);             // text may leave the device
  *   san.close();                                              // frees the wasm memory
  *
- * Verification is the C library's own (ldp_bundle_open_memory: canonical layout and manifest, an
- * Ed25519 signature by one of `trustedKeys`, the SHA-256 of every array, the mechanism's tables'
- * invariants and stated parameters), compiled with libsodium; nothing is used before it passes.
+ * Verification is the C library's own (ldp_bundle_open_memory's checks, on the one copy of the bytes
+ * in the wasm heap: canonical layout and manifest, an Ed25519 signature by one of `trustedKeys`, the
+ * SHA-256 of every array, the mechanism's tables' invariants and stated parameters), compiled with
+ * libsodium; nothing is used before it passes.
  * `trustedKeys` are the publisher's raw Ed25519 public keys (32 bytes, or the base64 of `ldptext
  * keys generate`'s .pub file): ship them with the app's code, never next to the bundle.
  *
@@ -423,7 +424,7 @@ export class LdpText {
       }
     }
     const scratch = mod._malloc(Math.max(16, report.size) + 16);
-    const data = mod._malloc(Math.max(1, own.length));
+    let data = mod._malloc(Math.max(1, own.length)); // the bundle takes it (no second copy)
     const keyBuf = mod._malloc(Math.max(1, 32 * keys.length));
     let bundlePtr = 0;
     let sanitizer = 0;
@@ -432,7 +433,9 @@ export class LdpText {
       if (!scratch || !data || !keyBuf) throw new LdpTextError(-2, 'out of memory');
       mod.HEAPU8.set(own, data);
       keys.forEach((k, i) => mod.HEAPU8.set(k, keyBuf + 32 * i));
-      check(mod, mod._ldp_bundle_open_memory(data, own.length, keyBuf, keys.length, scratch));
+      const opened = mod._ldp_wasm_bundle_open_owned(data, own.length, keyBuf, keys.length, scratch);
+      data = 0; // the library's now (or freed by it on an error)
+      check(mod, opened);
       bundlePtr = mod.HEAPU32[scratch >> 2];
       info = bundleInfo(mod, bundlePtr, scratch);
       if (pins !== null) checkExpectation(mod, bundlePtr, pins, info); // before any sanitizer exists

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ldptext.h"
+#include "ldp_internal.h"
 
 /* ldp_sanitizer_new_seeded with the 64-bit seed as two 32-bit halves: a JavaScript number holds 53
  * bits, and without BigInt integration emscripten splits 64-bit arguments anyway. TESTS ONLY: the
@@ -62,4 +63,12 @@ LDP_API int ldp_wasm_bundle_expect(const ldp_bundle *bundle, unsigned mechanisms
     e.bundle_id = bundle_id;
     e.min_format_version = min_format_version >= 9.2e18 ? INT64_MAX : (int64_t)min_format_version;
     return ldp_bundle_expect(bundle, &e);
+}
+
+/* ldp_bundle_open_memory on a buffer JavaScript allocated with malloc and filled, which the bundle
+ * takes instead of copying (freed at ldp_bundle_close, or here on an error): the bundle is then
+ * resident once in the wasm heap rather than twice. JavaScript must not touch `data` afterwards. */
+LDP_API int ldp_wasm_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32],
+                                       size_t n_keys, ldp_bundle **out) {
+    return ldp_bundle_open_owned(data, len, keys, n_keys, out);
 }

@@ -710,6 +710,33 @@ static void test_memory_bundle_is_a_private_copy(void) {
     ldp_bundle_close(b);
 }
 
+/* ldp_bundle_open_owned takes the buffer: the bundle reads it in place and frees it at close, or
+ * frees it on a refusal (the ASan build checks both). */
+static void test_owned_bundle_is_read_in_place(void) {
+    uint8_t *data, *copy;
+    size_t len;
+    ldp_bundle *b = NULL, *m = NULL;
+    REQUIRE(bw_tiny_bundle(1, &data, &len) == 0);
+    copy = (uint8_t *)malloc(len);
+    REQUIRE(copy != NULL);
+    memcpy(copy, data, len);
+    CHECK_RC(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, &b), LDP_OK);
+    REQUIRE(b != NULL);
+    CHECK(b->data == copy && b->owned == copy);
+    CHECK_RC(ldp_bundle_open_memory(data, len, (const uint8_t (*)[32])PK, 1, &m), LDP_OK);
+    REQUIRE(m != NULL);
+    check_same_draws(b, m); /* closes both */
+    copy = (uint8_t *)malloc(len);
+    REQUIRE(copy != NULL);
+    memcpy(copy, data, len);
+    copy[len - 1] ^= 1; /* an array's bytes no longer match its hash */
+    b = (ldp_bundle *)1;
+    CHECK(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, &b) != LDP_OK);
+    CHECK(b == NULL);
+    CHECK_RC(ldp_bundle_open_owned(NULL, 0, (const uint8_t (*)[32])PK, 1, &b), LDP_E_ARG);
+    free(data);
+}
+
 static void test_every_code_has_a_message(void) {
     int rc;
     for (rc = -120; rc <= 0; rc++) CHECK(ldp_strerror(rc) != NULL);
@@ -804,6 +831,7 @@ int main(void) {
     RUN(test_tail_clusters_are_optional_and_checked);
     RUN(test_files);
     RUN(test_memory_bundle_is_a_private_copy);
+    RUN(test_owned_bundle_is_read_in_place);
     RUN(test_every_code_has_a_message);
     RUN(test_bundle_info);
     {
