@@ -112,7 +112,7 @@ def _graph() -> dict[str, set[str]]:
 LAYERS = [
     # runtime: primitives, then formats and tables, bundles, runtime base, mechanisms, tools, CLI
     ("ldptext.errors ldptext.fileio ldptext.ldp_codes ldptext.alias ldptext.decoding ldptext.report "
-     "ldptext.mechanism_report ldptext.noise ldptext._native"),
+     "ldptext.mechanism_report ldptext.noise ldptext._native ldptext.registry"),
     ("ldptext.keys ldptext.ledger ldptext.santext_tables ldptext._fallback ldptext.rng "
      "ldptext.multivariate_laplace ldptext.engine_rows ldptext.verbatim"),
     "ldptext.bundle ldptext.dpbart_schema ldptext.tokenization ldptext.runtime ldptext.library",

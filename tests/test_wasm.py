@@ -298,6 +298,7 @@ def pin_cases(d: Path, clib: LibLdptext, cases: list, expected: dict) -> dict:
     one. Each case's outcome is the Python runtime's for the same pins; returns, per refused case,
     what the error must say: {"error", "pin", "message"} (message: Python's, for unmet pins)."""
     from ldptext import bundle as B
+    from ldptext import registry
     from ldptext import keys
     from ldptext.errors import BundleExpectationError, ParameterError, ParameterMismatchError
 
@@ -336,7 +337,7 @@ def pin_cases(d: Path, clib: LibLdptext, cases: list, expected: dict) -> dict:
     ]
     # every mechanism name Python knows: the wrapper's list must be the same
     table += [(f"mechanism {m}", eps10, {"mechanism": m}, 0 if m == "santext+" else (-101, "mechanism"))
-              for m in B.MECHANISMS]
+              for m in registry.names()]
     # malformed pins: refused before the bundle is read, as Python's ParameterError
     table += [(f"malformed {json.dumps(p)}", eps2, p, (E_ARG, None)) for p in (
         {"epsilon": 3}, {"epsilon_max": 0}, {"epsilon_max": -1}, {"epsilon_max": True},

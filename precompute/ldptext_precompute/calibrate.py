@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ldptext import registry
 from ldptext.cli import EXIT_OK, EXIT_TARGET_UNMET
 from ldptext.errors import ParameterError
 
@@ -621,7 +622,7 @@ def register(sub) -> None:
                    help="with --bundles: public key to trust (repeatable); default: the local trust store")
     p.add_argument("--allow-unsigned", action="store_true",
                    help="with --bundles: accept unsigned development bundles (with a warning)")
-    p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+",
+    p.add_argument("--mechanism", choices=registry.names(family="santext"), default="santext+",
                    help="with --embeddings: santext or santext+ (default)")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
     p.add_argument("--w", type=float, default=0.9,

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ldptext import registry
+
 # package data, so `pip install .[precompute]` then `ldptext demo` works outside a checkout
 DEFAULT_SAMPLE = Path(__file__).resolve().parent / "data" / "sample.txt"
 
@@ -27,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--embeddings", default="glove-6b-50d", help="packaged embeddings (default: glove-6b-50d)")
     p.add_argument("--vocab-size", type=int, default=50_000, help="most frequent words kept (default: 50000)")
     p.add_argument("--epsilon", type=float, default=3.0, help="per-token metric epsilon (default: 3)")
-    p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+",
+    p.add_argument("--mechanism", choices=registry.names(family="santext"), default="santext+",
                    help="mechanism of the demo bundle (default: santext+)")
     # default: only closed-class function words and punctuation are non-sensitive (released in the
     # clear w.p. 1 - p); --non-sensitive frequency:W is the paper's split by public frequency, which

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import importlib
 
+from . import registry as _registry
+
 __version__ = "0.1.0"
 
 # imported on first use, so that `import ldptext` stays cheap and a missing optional runtime
 # (onnxruntime for DP-BART) does not break SanText users
 _LAZY = {
-    "Sanitizer": ("ldptext.santext", "Sanitizer"),
-    # the comparison mechanisms (docs/mechanisms.md): the same load / sanitize / report / ledger API
-    "TEMSanitizer": ("ldptext.tem", "TEMSanitizer"),
-    "CusTextSanitizer": ("ldptext.custext", "CusTextSanitizer"),
-    "CMPSanitizer": ("ldptext.cmp", "CMPSanitizer"),
+    # every mechanism's runtime class (ldptext.registry): Sanitizer, TEMSanitizer, CusTextSanitizer,
+    # CMPSanitizer, Rewriter
+    **{spec.partition(":")[2]: tuple(spec.split(":")) for spec in dict.fromkeys(
+        m.runtime for m in _registry.all_mechanisms())},
     "MechanismReport": ("ldptext.mechanism_report", "MechanismReport"),
     "Sanitized": ("ldptext.report", "Sanitized"),
     "PrivacyReport": ("ldptext.report", "PrivacyReport"),
-    "Rewriter": ("ldptext.dpbart", "Rewriter"),
     "Rewritten": ("ldptext.dpbart", "Rewritten"),
     "Ledger": ("ldptext.ledger", "Ledger"),
     "Generator": ("ldptext.rng", "Generator"),

@@ -71,6 +71,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from . import keys as _keys
+from . import registry as _registry
 from .fileio import atomic_path
 from .errors import (BundleError, BundleFormatError, BundleIntegrityError, SignatureError,
                      UnknownKeyError, UnsignedBundleError)
@@ -78,7 +79,6 @@ from .errors import (BundleError, BundleFormatError, BundleIntegrityError, Signa
 FORMAT = "ldptext-bundle"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
-MECHANISMS = ("santext", "santext+", "dpbart", "tem", "custext", "custext+", "cmp", "mahalanobis")
 BLOB_PREFIX = "blob/"
 
 #: What a bundle is read from: a file path, or the bundle's bytes (an app that ships the bundle as an
@@ -220,7 +220,7 @@ def write_bundle(path: str | os.PathLike, *, mechanism: str, arrays: Mapping[str
     ``sign_key``: an Ed25519 private key or the path of a PEM key file; ``None`` writes an unsigned
     bundle (the runtime refuses it unless ``allow_unsigned=True``).
     """
-    if mechanism not in MECHANISMS:
+    if not _registry.is_known(mechanism):
         raise BundleFormatError(f"unknown mechanism {mechanism!r}")
     key = _resolve_sign_key(sign_key, passphrase)
     tensors: dict[str, np.ndarray] = {}
@@ -464,7 +464,7 @@ def _check_manifest(manifest: Any, manifest_bytes: bytes, expect_mechanism) -> d
         json.dumps(manifest, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise BundleFormatError("bundle manifest contains invalid Unicode") from None
-    if manifest.get("mechanism") not in MECHANISMS:
+    if not _registry.is_known(manifest.get("mechanism")):
         shown = manifest.get("mechanism")
         raise BundleFormatError(
             f"unknown mechanism {shown if isinstance(shown, str) and len(shown) < 40 else '?'!r}")

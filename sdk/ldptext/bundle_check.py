@@ -35,12 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from . import bundle as _bundle
+from . import registry as _registry
 from .bundle import Bundle
 from .errors import BundleError, ParameterMismatchError, SignatureError
 
 __all__ = ["check_parameters", "sign_bundle"]
-
-_COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
 
 
 def check_parameters(bundle: Bundle) -> None:
@@ -57,16 +56,15 @@ def check_parameters(bundle: Bundle) -> None:
         A stated parameter (ε, ε₀, p, head size, D_max, L, d, |P|) is not what the arrays realise, or the
         bundle is not a loadable bundle of its mechanism.
     """
-    if bundle.mechanism in ("santext", "santext+"):
+    mechanism = _registry.get(bundle.mechanism)  # read_bundle refuses unknown mechanisms
+    if mechanism.family == "santext":
         _check_santext(bundle)
-    elif bundle.mechanism == "dpbart":
+    elif mechanism.family == "dpbart":
         _check_dpbart(bundle)
-    elif bundle.mechanism in _COMPARISON:  # TEM, CusText(+), CMP, Mahalanobis: their runtimes' checks
+    else:  # every other token mechanism: its runtime's own check (TEM, CusText(+), CMP, Mahalanobis)
         from .token_runtime import check_parameters as check_comparison
 
         check_comparison(bundle)
-    else:  # pragma: no cover - read_bundle refuses unknown mechanisms
-        raise ParameterMismatchError(f"no parameter check for mechanism {bundle.mechanism!r}")
 
 
 def _check_santext(bundle: Bundle) -> None:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from . import registry as _registry
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .multivariate_laplace import laplace_noise
 from .santext import metric_id
@@ -53,7 +54,7 @@ from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_
 
 __all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss"]
 
-MECHANISMS = ("cmp", "mahalanobis")
+MECHANISMS = _registry.names(family="cmp")
 
 
 def load_faiss():

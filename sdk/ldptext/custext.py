@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
@@ -50,7 +51,7 @@ from .token_runtime import TokenRuntime, check_stated_worst_case, sampled_rows
 
 __all__ = ["CusTextSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "partition_id"]
 
-MECHANISMS = ("custext", "custext+")
+MECHANISMS = _registry.names(family="custext")
 #: The largest numeric tolerance a bundle may state (as for SanText).
 STATED_MAX_TOLERANCE = 1e-9
 NO_WORST_CASE = ("CusText's output sets are disjoint groups: an output reveals the group of its input, "

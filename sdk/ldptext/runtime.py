@@ -28,7 +28,8 @@ import numpy as np
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, runtime_checkable
 
-from .bundle import MECHANISMS, Bundle, BundleSource, read_bundle
+from . import registry as _registry
+from .bundle import Bundle, BundleSource, read_bundle
 from .errors import BundleExpectationError, ClosedError, InputError, LedgerError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -170,8 +171,8 @@ class BundleExpectation:
         if mech is not None:
             mech = (mech,) if isinstance(mech, str) else mech
             if not isinstance(mech, (tuple, list, frozenset, set)) or not mech \
-                    or any(m not in MECHANISMS for m in mech):
-                raise ParameterError(f"expected mechanism must be among {MECHANISMS}")
+                    or not all(_registry.is_known(m) for m in mech):
+                raise ParameterError(f"expected mechanism must be among {_registry.names()}")
             object.__setattr__(self, "mechanism", tuple(sorted(mech)))
         for name in ("epsilon_min", "epsilon_max"):
             v = getattr(self, name)
@@ -276,17 +277,6 @@ def open_bundle(path: BundleSource, *, mechanisms: Iterable[str],
     return bundle
 
 
-#: The runtime class of every token-level mechanism: mechanism -> (module, class name). What
-#: ``ldptext sanitize``, its Parquet path and :mod:`ldptext.spark` run.
-TOKEN_RUNTIMES = {
-    "santext": ("ldptext.santext", "Sanitizer"),
-    "santext+": ("ldptext.santext", "Sanitizer"),
-    "tem": ("ldptext.tem", "TEMSanitizer"),
-    "custext": ("ldptext.custext", "CusTextSanitizer"),
-    "custext+": ("ldptext.custext", "CusTextSanitizer"),
-    "cmp": ("ldptext.cmp", "CMPSanitizer"),
-    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
-}
 #: The one-line refusal of a DP-BART bundle where a token sanitizer is expected.
 DPBART_REFUSAL = ("this is a dpbart bundle (document rewriting, not token sanitization): "
                   "use `ldptext rewrite --bundle FILE --epsilon EPS`")
@@ -321,7 +311,7 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
     Returns
     -------
     Sanitizer or TokenRuntime
-        The open runtime of :data:`TOKEN_RUNTIMES` (a context manager).
+        The open runtime of the bundle's token mechanism (:mod:`ldptext.registry`; a context manager).
 
     Raises
     ------
@@ -330,19 +320,17 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
     ModuleNotFoundError
         A CMP or Mahalanobis bundle without faiss.
     """
-    import importlib
-
     from .errors import BundleFormatError
 
-    bundle = open_bundle(path, mechanisms=MECHANISMS, trusted_keys=trusted_keys,
+    bundle = open_bundle(path, mechanisms=_registry.names(), trusted_keys=trusted_keys,
                          allow_unsigned=allow_unsigned, expect=expect)
-    if bundle.mechanism not in TOKEN_RUNTIMES:
+    mechanism = _registry.get(bundle.mechanism)
+    if mechanism.kind != "token":
         raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
-    module, name = TOKEN_RUNTIMES[bundle.mechanism]
     # the verbatim rate is stated and checked for SanText(+) bundles
-    extra = {"allow_weak_privacy": allow_weak_privacy} if bundle.mechanism in ("santext", "santext+") else {}
-    return getattr(importlib.import_module(module), name)(bundle, seed=seed, **extra)
+    extra = {"allow_weak_privacy": allow_weak_privacy} if mechanism.family == "santext" else {}
+    return mechanism.runtime_class()(bundle, seed=seed, **extra)
 
 
 def row_ids(xs: Any, n_rows: int) -> np.ndarray:

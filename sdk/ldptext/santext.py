@@ -64,6 +64,7 @@ import numpy as np
 
 from . import alias as _alias
 from . import library as _library
+from . import registry as _registry
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource
@@ -84,7 +85,7 @@ except ImportError:  # pragma: no cover - exercised when the extension could not
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
 
-MECHANISMS = ("santext", "santext+")
+MECHANISMS = _registry.names(family="santext")
 #: The largest numeric tolerance a SanText bundle may state (the documentation's "≤ 1e-9"); builds
 #: above it are refused, and so are bundles that state more.
 STATED_MAX_TOLERANCE = 1e-9

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
@@ -52,7 +53,7 @@ from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_
 
 __all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from_beta"]
 
-MECHANISMS = ("tem",)
+MECHANISMS = _registry.names(family="tem")
 #: The largest numeric tolerance a bundle may state (as for SanText).
 STATED_MAX_TOLERANCE = 1e-9
 

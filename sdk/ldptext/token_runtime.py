@@ -22,7 +22,6 @@ realise, so a signature never vouches for a relabelled parameter.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from typing import TYPE_CHECKING, Any, Iterable
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from . import library as _library
+from . import registry as _registry
 from . import runtime as _runtime
 from .bundle import Bundle, BundleSource
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
@@ -41,35 +41,11 @@ from .tokenization import TextTokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
 
-__all__ = ["TokenRuntime", "RUNTIMES", "check_parameters", "sampled_rows", "check_stated_d_max",
+__all__ = ["TokenRuntime", "check_parameters", "sampled_rows", "check_stated_d_max",
            "check_stated_worst_case"]
 
-#: the runtime class of each comparison mechanism: mechanism -> (module, class name)
-RUNTIMES = {
-    "tem": ("ldptext.tem", "TEMSanitizer"),
-    "custext": ("ldptext.custext", "CusTextSanitizer"),
-    "custext+": ("ldptext.custext", "CusTextSanitizer"),
-    "cmp": ("ldptext.cmp", "CMPSanitizer"),
-    "mahalanobis": ("ldptext.cmp", "CMPSanitizer"),
-}
 #: rows a parameter check samples (as :mod:`ldptext.bundle_check` does for SanText)
 CHECK_ROWS = 16
-
-
-def runtime_class(mechanism: str) -> type:
-    """The runtime class of a comparison mechanism (:data:`RUNTIMES`), imported on first use.
-
-    Parameters
-    ----------
-    mechanism : str
-
-    Returns
-    -------
-    type
-        A :class:`TokenRuntime` subclass.
-    """
-    module, name = RUNTIMES[mechanism]
-    return getattr(importlib.import_module(module), name)
 
 
 def check_parameters(bundle: Bundle) -> None:
@@ -88,7 +64,7 @@ def check_parameters(bundle: Bundle) -> None:
     ModuleNotFoundError
         A CMP / Mahalanobis bundle without faiss (the ``faiss`` extra).
     """
-    cls = runtime_class(bundle.mechanism)
+    cls = _registry.get(bundle.mechanism).runtime_class()
     try:
         san = cls(bundle, backend="fallback")
     except BundleError as e:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptext import registry
 from ldptext.errors import ParameterError
 
 from ..metricdp import common as _common
@@ -27,7 +28,7 @@ from ..santext import embeddings as _emb
 
 __all__ = ["MECHANISMS", "mahalanobis_transform", "max_distance", "build_cmp_bundle"]
 
-MECHANISMS = ("cmp", "mahalanobis")
+MECHANISMS = registry.names(family="cmp")
 
 
 def mahalanobis_transform(vectors: np.ndarray, lam: float) -> np.ndarray:

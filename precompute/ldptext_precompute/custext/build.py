@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ldptext import registry
 from ldptext.custext import STATED_MAX_TOLERANCE
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
@@ -35,7 +36,7 @@ from ..santext import embeddings as _emb
 
 __all__ = ["MECHANISMS", "SIMILARITIES", "output_sets", "row_log_weights", "build_custext_bundle"]
 
-MECHANISMS = ("custext", "custext+")
+MECHANISMS = registry.names(family="custext")
 SIMILARITIES = ("euclidean", "cosine")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ldptext import registry
+
 from ..metricdp.cli_options import add_common_options, report_written
 
 
@@ -19,7 +21,7 @@ def register(targets: Any) -> None:
                            description="Build a signed CusText(+) bundle: public output sets of >= K tokens, "
                                        "exact exponential-mechanism tables (eps-LDP within an output set).")
     add_common_options(p)
-    p.add_argument("--mechanism", choices=["custext", "custext+"], default="custext",
+    p.add_argument("--mechanism", choices=registry.names(family="custext"), default="custext",
                    help="custext, or custext+ (stop words released unchanged, never output)")
     p.add_argument("--k", type=int, default=20, help="K, the minimum output-set size (paper: 20)")
     p.add_argument("--similarity", choices=["euclidean", "cosine"], default="euclidean",

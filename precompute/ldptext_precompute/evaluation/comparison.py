@@ -30,14 +30,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ldptext import registry
 from ldptext.errors import LdptextError
 
 __all__ = ["COMPARISON_MECHANISMS", "EXACT_MECHANISMS", "ESTIMATED_MECHANISMS", "DEFAULTS",
-           "runtime_class", "load_runtime", "build_comparison_bundle", "load_comparison_bundles",
+           "load_runtime", "build_comparison_bundle", "load_comparison_bundles",
            "estimate_inversion_attack", "EstimatedAttackPrivacy", "bundle_info"]
 
-EXACT_MECHANISMS = ("tem", "custext", "custext+")
-ESTIMATED_MECHANISMS = ("cmp", "mahalanobis")
+#: the token mechanisms beside SanText(+), by whether their output law is exactly computable
+EXACT_MECHANISMS = tuple(m for m in registry.names(kind="token", exact_law=True)
+                         if registry.get(m).family != "santext")
+ESTIMATED_MECHANISMS = registry.names(kind="token", exact_law=False)
 COMPARISON_MECHANISMS = EXACT_MECHANISMS + ESTIMATED_MECHANISMS
 #: The parameters of the bundles ``evaluate`` builds.
 DEFAULTS = {"tem": {"beta": 0.001}, "custext": {"k": 20}, "custext+": {"k": 20},
@@ -53,27 +56,6 @@ ESTIMATE_DESCRIPTION = ("estimated: a plug-in MAP decoder argmax_x (C(y|x) + 0.5
                         "candidate input (the data set's distinct tokens), scored on {s} fresh draws per "
                         "candidate, weighted by occurrences; a lower bound of the Bayes-optimal success "
                         "up to sampling error; prior = wordfreq 'en' large (public)")
-
-
-def runtime_class(mechanism: str) -> type:
-    """The SDK runtime class of a comparison mechanism.
-
-    Parameters
-    ----------
-    mechanism : str
-
-    Returns
-    -------
-    type
-    """
-    if mechanism == "tem":
-        from ldptext.tem import TEMSanitizer
-        return TEMSanitizer
-    if mechanism in ("custext", "custext+"):
-        from ldptext.custext import CusTextSanitizer
-        return CusTextSanitizer
-    from ldptext.cmp import CMPSanitizer
-    return CMPSanitizer
 
 
 def load_runtime(mechanism: str, path: Path, seed: int | None = None) -> Any:
@@ -92,7 +74,7 @@ def load_runtime(mechanism: str, path: Path, seed: int | None = None) -> Any:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return runtime_class(mechanism).load(path, allow_unsigned=True, seed=seed)
+        return registry.get(mechanism).runtime_class().load(path, allow_unsigned=True, seed=seed)
 
 
 def bundle_path(cache: Path, *, embeddings: str, vocab_size: int | None, mechanism: str, epsilon: float) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ldptext import registry
 from ldptext.errors import ParameterError
 from . import comparison as _comparison
 from ..santext.knn import DEFAULT_HEAD_SIZE
@@ -11,7 +12,7 @@ from . import metrics as M
 from .utility import CLASSIFIERS
 
 
-SANTEXT_MECHANISMS = ("santext", "santext+")
+SANTEXT_MECHANISMS = registry.names(family="santext")
 
 
 MECHANISMS = SANTEXT_MECHANISMS + _comparison.COMPARISON_MECHANISMS

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ldptext import registry
 from ldptext.fileio import atomic_path
 from .records import ATTACK_TARGETS, attack_success, classifier_scores
 from .report import LABELS, MAJORITY_LABEL, classifier_names, classifier_tag, shareable_mode
@@ -67,8 +68,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     entries = results["entries"]
-    mechs = [m for m in ("cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+")
-             if _series(entries, m)]
+    mechs = [m for m in registry.names(kind="token") if _series(entries, m)]
     names = classifier_names(results)
     written = []
 
@@ -104,7 +104,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
     written.append("utility_vs_epsilon.png")
 
     # privacy vs epsilon
-    exact = [m for m in ("tem", "custext", "custext+", "santext", "santext+") if _series(entries, m)]
+    exact = [m for m in registry.names(kind="token", exact_law=True) if _series(entries, m)]
     panels = [("attack", "Bayes attack success (data set)",
                lambda e: e["privacy"]["attack"]["exact_success_rate_dataset"], False),
               ("n_x", "median N_x (vocabulary)",
@@ -173,8 +173,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
             ax.set_title(f"Accuracy{tag} at equal {which} success", fontsize=10)
         else:
             ax.set_xlabel("BLEU output vs input — lower is more private")
-            extra = [label for mech, label in (("cmp", "CMP"), ("mahalanobis", "Mahalanobis"), ("dpbart", "DP-BART"))
-                     if _series(entries, mech)]
+            extra = [registry.get(m).label for m in registry.names(exact_law=False) if _series(entries, m)]
             ax.set_title(f"Accuracy{tag} vs BLEU" + (f" (includes {', '.join(extra)})" if extra else ""),
                          fontsize=10)
         ax.grid(alpha=0.3)

@@ -16,18 +16,19 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from ldptext import registry
 from ldptext.fileio import write_bytes_atomic
 from .records import ATTACK_TARGETS, FRONTIER_ATTACKS, classifier_scores, utility_at_attack_success
 
 __all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL", "CLASSIFIER_LABELS",
            "classifier_names", "classifier_tag"]
 
-#: Row order of every table (as in Yue 2023, Table 2.1).
-ROW_ORDER = ("random", "cmp", "mahalanobis", "tem", "custext", "custext+", "santext", "santext+", "dpbart", "none")
-#: Display name of each mechanism, in the report and the plots.
-LABELS = {"none": "Unsanitized", "random": "Random", "cmp": "CMP (FBDD)", "santext": "SanText",
-          "santext+": "SanText+", "mahalanobis": "Mahalanobis", "tem": "TEM", "custext": "CusText",
-          "custext+": "CusText+", "dpbart": "DP-BART"}
+#: Row order of every table (as in Yue 2023, Table 2.1): the random baseline, the mechanisms in the
+#: registry's order, the unsanitized baseline.
+ROW_ORDER = ("random", *registry.names(), "none")
+#: Display name of each mechanism, in the report and the plots (CMP as Yue 2023 names it).
+LABELS = {"none": "Unsanitized", "random": "Random",
+          **{m.name: m.label for m in registry.all_mechanisms()}, "cmp": "CMP (FBDD)"}
 #: Row of the accuracy tables: always predicting the most frequent training label.
 MAJORITY_LABEL = "Majority class"
 #: Display name of each classifier.

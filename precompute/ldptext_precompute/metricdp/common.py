@@ -78,7 +78,7 @@ def write_mechanism_bundle(out: str | Path, *, mechanism: str, arrays: dict[str,
     ----------
     out : str or Path
     mechanism : str
-        One of ``ldptext.bundle.MECHANISMS``.
+        A registered mechanism (:mod:`ldptext.registry`).
     arrays : dict of str to np.ndarray
     manifest : dict
     emb : Embeddings

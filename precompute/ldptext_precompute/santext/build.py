@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import ldptext
+from ldptext import registry
 from ldptext import alias as _alias
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
@@ -58,7 +59,7 @@ U = 2.0 ** -53
 #: Store the acceptance exponents as float32 when rounding moves none by more than this (each
 #: realised log-probability then moves by at most twice this, which the stated tolerance adds).
 GAMMA32_MAX_ROUNDING = 1e-12
-MECHANISMS = ("santext", "santext+")
+MECHANISMS = registry.names(family="santext")
 #: The default non-sensitive set of SanText+ (:mod:`ldptext_precompute.santext.function_words`).
 FUNCTION_WORDS = "function-words"
 

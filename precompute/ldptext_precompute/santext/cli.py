@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ldptext import registry
 from ldptext.commands.keys import add_signing_options, signing_from_args
 
 from .clusters import DEFAULT_CLUSTERS
@@ -31,7 +32,7 @@ def register(targets: Any) -> None:
                    help="glove-6b-50d, minilm-wordpiece, or a GloVe text / .npy file")
     p.add_argument("--epsilon", type=_positive_float, required=True,
                    help="metric ε (finite, > 0; 'inf' and values that overflow to inf, e.g. 1e309, are refused)")
-    p.add_argument("--mechanism", choices=["santext", "santext+"], default="santext+",
+    p.add_argument("--mechanism", choices=registry.names(family="santext"), default="santext+",
                    help="santext (every token sampled) or santext+ (default: non-sensitive words kept in "
                         "the clear with probability 1 - p)")
     p.add_argument("--p", type=_positive_float, default=0.3,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..bundle import MECHANISMS
+from .. import registry as _registry
 from ..errors import ParameterError
 from ..runtime import BundleExpectation
 
@@ -33,8 +33,9 @@ def add_pinning_options(parser: argparse.ArgumentParser, *, epsilon: bool = True
         Also add ``--expect-epsilon-min/max`` (SanText(+); a DP-BART bundle fixes no ε).
     """
     group = parser.add_argument_group("pinning (refuse a verified bundle that is not the expected one)")
-    group.add_argument("--expect-mechanism", action="append", choices=MECHANISMS, default=None,
-                       metavar="MECH", help=f"required mechanism (repeatable: any of them); one of {MECHANISMS}")
+    group.add_argument("--expect-mechanism", action="append", choices=_registry.names(), default=None,
+                       metavar="MECH",
+                       help=f"required mechanism (repeatable: any of them); one of {_registry.names()}")
     if epsilon:
         group.add_argument("--expect-epsilon-min", type=_positive_float, default=None, metavar="EPS",
                            help="refuse a bundle whose epsilon is below EPS")

@@ -21,6 +21,7 @@ from .. import bundle as _bundle
 from ..bundle_check import sign_bundle
 from .. import errors as _errors
 from .. import keys as _keys
+from .. import registry as _registry
 from .keys import add_passphrase_options, read_passphrase
 
 _HIDDEN = ("format", "format_version", "mechanism", "arrays")
@@ -163,7 +164,7 @@ def runtime_backend(mechanism: str) -> str:
     from ..rng import available_backend
 
     backend = available_backend()
-    if backend == "libldptext" and mechanism not in ("santext", "santext+"):
+    if backend == "libldptext" and mechanism not in _registry.names(family="santext"):
         return "native"  # the other runtimes use the C extension's generator, not the library
     return backend
 
@@ -247,7 +248,7 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     numeric = manifest.get("numeric") if isinstance(manifest.get("numeric"), dict) else {}
     eps, d_max = _num(params.get("epsilon")), _num(privacy.get("d_max"))
     rows: list[tuple[str, str]] = []
-    if mech in ("santext", "santext+") and eps is not None:
+    if mech in _registry.names(family="santext") and eps is not None:
         from ..santext import NO_WORST_CASE, metric_id
 
         eps0 = _num(params.get("epsilon0")) or 0.0
@@ -279,11 +280,14 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
         rows += _verbatim_summary(privacy)
     elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
         rows += _dpbart_summary(manifest["dpbart"])
-    elif mech in _COMPARISON and eps is not None:
+    elif _registry.is_known(mech) and _registry.get(mech).family in ("tem", "custext", "cmp") \
+            and eps is not None:
         rows += _comparison_summary(mech, manifest, params, eps, d_max)
-    elif eps is not None:  # future mechanisms: report what the manifest states
+    elif eps is not None:  # other registered mechanisms: what the manifest states, and the paper
         delta = _num(params.get("delta"))
         rows.append(("per release", f"({eps:g}, {delta:g})-LDP" if delta else f"{eps:g}-LDP"))
+        if _registry.is_known(mech):
+            rows.append(("reference", _registry.get(mech).reference))
     tol = _num(numeric.get("max_relative_error"))
     if tol is not None:
         stated = _num(numeric.get("stated_maximum"))
@@ -291,18 +295,6 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
                      + (f" (stated maximum {stated:g})" if stated is not None else "")
                      + f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
     return rows
-
-
-_COMPARISON = ("tem", "custext", "custext+", "cmp", "mahalanobis")
-_REFERENCES = {
-    "tem": "Carvalho et al. 2021, TEM: High Utility Metric Differential Privacy on Text (arXiv:2107.07928)",
-    "custext": "Chen et al. 2023, A Customized Text Sanitization Mechanism with Differential Privacy "
-               "(Findings of ACL), section 3",
-    "cmp": "Feyisetan et al. 2020, Privacy- and Utility-Preserving Textual Analysis via Calibrated "
-           "Multivariate Perturbations (WSDM)",
-    "mahalanobis": "Xu et al. 2020, A Differentially Private Text Perturbation Method Using a Regularized "
-                   "Mahalanobis Metric (PrivateNLP@EMNLP)",
-}
 
 
 def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
@@ -323,7 +315,7 @@ def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
                                                                 f"<= beta)" if beta is not None else "")))
             if d_max is not None:
                 worst = eps * min(gamma, d_max)
-    elif mech in ("custext", "custext+"):
+    elif mech in _registry.names(family="custext"):
         k = params.get("k")
         rows.append(("notion", "LDP within output sets: Pr[M(x)=y] <= exp(eps)*Pr[M(x')=y] per token"))
         rows.append(("neighbouring", f"any two inputs with the same output set (groups of >= {_safe(k)} "
@@ -349,10 +341,10 @@ def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
                      "exact or approximate, the guarantee holds for either"))
         if d_max is not None:
             worst = eps * d_max
-    rows.append(("metric epsilon" if mech not in ("custext", "custext+") else "epsilon",
+    rows.append(("metric epsilon" if mech not in _registry.names(family="custext") else "epsilon",
                  f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
     try:
-        if mech in ("custext", "custext+"):
+        if mech in _registry.names(family="custext"):
             from ..custext import partition_id
             rows.append(("ledger unit", f"partition:{partition_id(manifest)}"))
         elif mech == "mahalanobis":
@@ -364,16 +356,16 @@ def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
                          f"embedding and vocabulary)"))
     except Exception:  # a manifest without the array table: nothing to name
         pass
-    if d_max is not None and mech not in ("custext", "custext+"):
+    if d_max is not None and mech not in _registry.names(family="custext"):
         rows.append(("D_max", f"{d_max:.6g}"))
     if worst is not None:
         how = "eps*min(gamma, D_max)" if mech == "tem" else "eps*D_max"
         rows.append(("worst case per token", f"{how} = {worst:.6g}-LDP"))
         rows.append(("document of n tokens", f"n x {worst:.6g}-LDP; the number of tokens is not hidden"))
-    elif mech in ("custext", "custext+"):
+    elif mech in _registry.names(family="custext"):
         rows.append(("worst-case LDP level", "none (not finite): the output set is revealed"
                      + ("; stop words are released unchanged" if mech == "custext+" else "")))
-    rows.append(("reference", _REFERENCES["custext" if mech == "custext+" else mech]))
+    rows.append(("reference", _registry.get(mech).reference))
     return rows
 
 

@@ -6,7 +6,7 @@ file instead, on this process or with ``--engine spark`` (``_parquet.py``, docs/
 
 Any token-level bundle: the runtime is chosen by the mechanism of the **verified** manifest
 (:func:`ldptext.runtime.load_token_runtime`: signature, trusted signer, hashes and pins first, through
-:func:`ldptext.runtime.open_bundle`), one of :data:`ldptext.runtime.TOKEN_RUNTIMES` — SanText(+)
+:func:`ldptext.runtime.open_bundle`), one of the token mechanisms of :mod:`ldptext.registry` — SanText(+)
 (:class:`ldptext.Sanitizer`), TEM (:class:`ldptext.TEMSanitizer`), CusText(+)
 (:class:`ldptext.CusTextSanitizer`), CMP and Mahalanobis (:class:`ldptext.CMPSanitizer`; the ``faiss``
 extra). A DP-BART bundle is refused with a pointer to ``ldptext rewrite``. See docs/mechanisms.md."""
