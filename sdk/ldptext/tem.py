@@ -51,11 +51,18 @@ from .santext import metric_id
 from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case, sampled_rows
 
-__all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from_beta"]
+__all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from_beta", "worst_case_epsilon"]
 
 MECHANISMS = _registry.names(family="tem")
 #: The largest numeric tolerance a bundle may state (as for SanText).
 STATED_MAX_TOLERANCE = 1e-9
+
+
+def worst_case_epsilon(epsilon: float, gamma: float, d_max: float) -> float:
+    """TEM's worst case per token over any two inputs: ε·min(γ, D_max)-LDP (the truncated distance
+    min(d, γ) never exceeds γ, nor d its maximum D_max). The one place this bound is computed: the
+    builder states it, the runtime reports it, ``bundle inspect`` shows it."""
+    return float(epsilon) * min(float(gamma), float(d_max))
 
 
 def threshold_from_beta(epsilon: float, beta: float, n_outputs: int) -> float:
@@ -157,7 +164,7 @@ class TEMSanitizer(TokenRuntime):
         return "metric:" + metric_id(self.manifest)
 
     def _guarantee(self) -> dict:
-        worst = self.epsilon * min(self.gamma, self.d_max)
+        worst = worst_case_epsilon(self.epsilon, self.gamma, self.d_max)
         return dict(
             notion="metric-LDP", neighbouring="any two tokens x, x' (eps*min(d(x,x'), gamma))",
             metric="euclidean over the bundle's int8-quantized embeddings, truncated at gamma",
@@ -236,7 +243,7 @@ class TEMSanitizer(TokenRuntime):
                 f"manifest epsilon {eps:.10g} and gamma {gamma:.10g} are not what the tables realise "
                 f"(realised epsilon {fit}: log-probabilities of sampled rows' head outputs)")
         check_stated_d_max(vectors, valid, self.d_max)
-        check_stated_worst_case(self.manifest, eps * min(gamma, self.d_max))
+        check_stated_worst_case(self.manifest, worst_case_epsilon(eps, gamma, self.d_max))
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:
         t, rng, gamma = self.tables, self._rng, self.gamma

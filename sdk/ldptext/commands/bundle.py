@@ -314,7 +314,9 @@ def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
             rows.append(("threshold gamma", f"{gamma:.6g}" + (f" (from beta = {beta:g}: far set drawn w.p. "
                                                                 f"<= beta)" if beta is not None else "")))
             if d_max is not None:
-                worst = eps * min(gamma, d_max)
+                from ..tem import worst_case_epsilon
+
+                worst = worst_case_epsilon(eps, gamma, d_max)
     elif mech in _registry.names(family="custext"):
         k = params.get("k")
         rows.append(("notion", "LDP within output sets: Pr[M(x)=y] <= exp(eps)*Pr[M(x')=y] per token"))
