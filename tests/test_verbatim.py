@@ -202,3 +202,20 @@ def test_dpbart_rewrite_refuses_a_huge_epsilon_and_labels_it_when_allowed(dpbart
     assert r.returncode == 0, r.stderr[-2000:]
     rep = json.loads(r.stdout)["report"]
     assert rep["weak_privacy"] is True and rep["private"] is False
+
+
+def test_the_documented_thresholds_are_the_code_s():
+    import re
+    from pathlib import Path
+
+    from ldptext.dpbart import NEAR_IDENTITY_NOISE
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "privacy-budgets.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert float(re.search(r"median verbatim rate is ([\d.]+) or more", doc)[1]) == NEAR_IDENTITY_MEDIAN
+    assert float(re.search(r"below \*\*([\d.]+)·C per coordinate", doc)[1]) == NEAR_IDENTITY_NOISE
+    assert float(re.search(r"probability ([\d.]+) or more \(and a DP-BART", readme)[1]) == NEAR_IDENTITY_MEDIAN
+    assert float(re.search(r"noise below ([\d.]+)·C\)", readme)[1]) == NEAR_IDENTITY_NOISE
+    # the settings claim is what test_dpbart_relative_noise_and_its_threshold checks
+    assert "0.28·C and more" in doc
