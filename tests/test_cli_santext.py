@@ -237,7 +237,7 @@ def test_a_refused_document_is_named_by_its_line_or_skipped(tmp_path, monkeypatc
     def run_batch(docs):
         for i, d in enumerate(docs):
             if d.startswith("REFUSE"):
-                raise InputError(f"document {i} could not be tokenized")
+                raise InputError(f"document {i} could not be tokenized", document=i)
         released.extend(docs)
         return [_Result("x") for _ in docs]
     with pytest.raises(InputError) as e:

@@ -117,7 +117,7 @@ def refusing(monkeypatch):
         texts = list(texts)
         for k, t in enumerate(texts):
             if "REFUSE" in t:
-                raise InputError(f"document {k} could not be tokenized")
+                raise InputError(f"document {k} could not be tokenized", document=k)
         return real(self, texts)
 
     monkeypatch.setattr(Sanitizer, "sanitize_batch", sanitize_batch)
@@ -158,7 +158,7 @@ def test_record_batch_step_layouts_and_skips():
             texts = list(texts)
             for k, t in enumerate(texts):
                 if t == "bad":
-                    raise InputError(f"document {k} could not be tokenized")
+                    raise InputError(f"document {k} could not be tokenized", document=k)
             return [Result(t) for t in texts]
 
     batch = pa.record_batch({"id": [1, 2, 3, 4], "text": ["a b", None, "bad", "c"]})

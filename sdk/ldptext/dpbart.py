@@ -532,7 +532,7 @@ class Rewriter(_runtime.Closable):
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InputError(f"document {i} is not a string ({type(t).__name__})")
+                raise InputError(f"document {i} is not a string ({type(t).__name__})", document=i)
         chunk_ids: list[list[int]] = []
         owners: list[int] = []
         truncated: list[bool] = []
@@ -727,13 +727,13 @@ class Rewriter(_runtime.Closable):
         try:
             ids = self._tok.encode(text).tolist()
         except InputError:
-            raise InputError(f"document {index} could not be tokenized") from None
+            raise InputError(f"document {index} could not be tokenized", document=index) from None
         cap = self._capacity
         if len(ids) <= cap:
             return [ids], False
         if long == "refuse":
             raise InputError(f"document {index} has {len(ids)} tokens, more than the {cap} that fit in "
-                             f"one release (L={self.seq_len}); use long='split' or 'truncate'")
+                             f"one release (L={self.seq_len}); use long='split' or 'truncate'", document=index)
         if long == "truncate":
             return [ids[:cap]], True
         return [ids[i:i + cap] for i in range(0, len(ids), cap)], False

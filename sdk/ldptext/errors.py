@@ -14,7 +14,16 @@ class ParameterError(LdptextError, ValueError):
 
 
 class InputError(LdptextError, ValueError):
-    """The input to sanitize is unusable (not text, not UTF-8, a token id outside the domain)."""
+    """The input to sanitize is unusable (not text, not UTF-8, a token id outside the domain).
+
+    ``document``: the index, within the batch, of the document that failed (``None`` when the error
+    is not about one document), so that a caller can name its own line or row without reading the
+    message.
+    """
+
+    def __init__(self, message: str = "", *, document: int | None = None) -> None:
+        super().__init__(message)
+        self.document = document
 
 
 class BundleError(LdptextError):

@@ -186,7 +186,7 @@ def library_error(e: Exception, *, batch: bool) -> Exception:
     code, message, doc, token = (int(e.args[0]), str(e.args[1]), int(e.args[2]), int(e.args[3]))
     if code == LDP_E_INPUT_ID and batch:
         return InputError(f"document {doc}: token {token} is not a valid input of this bundle (a "
-                          f"special token of its tokenizer, e.g. written literally in the text)")
+                          f"special token of its tokenizer, e.g. written literally in the text)", document=doc)
     if code == LDP_E_INPUT_ID:
         return InputError("a token id is not a valid input of this bundle (out of range or a "
                           "special token)")
@@ -196,9 +196,10 @@ def library_error(e: Exception, *, batch: bool) -> Exception:
         return RuntimeError(f"libldptext: {message}")
     if code == LDP_E_TOO_LONG:
         return InputError(f"document {doc} has more tokens than the library handles (2^31)"
-                          if batch else "the input has more tokens than the library handles (2^31)")
+                          if batch else "the input has more tokens than the library handles (2^31)",
+                          document=doc if batch else None)
     if batch:  # not UTF-8 text (a lone surrogate) or another tokenizer failure
-        return InputError(f"document {doc} could not be tokenized")
+        return InputError(f"document {doc} could not be tokenized", document=doc)
     if code == LDP_E_INVALID_UTF8:
         return InputError("the tokenizer could not process the input")
     return InputError(f"libldptext: {message}")

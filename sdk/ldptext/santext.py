@@ -682,7 +682,7 @@ class Sanitizer(_runtime.Closable):
             doc = int(np.searchsorted(ends, position, side="right"))
             raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
                              f"valid input of this bundle (a special token of its tokenizer, e.g. "
-                             f"written literally in the text)")
+                             f"written literally in the text)", document=int(doc))
         out = self._draw(flat)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
@@ -697,7 +697,7 @@ class Sanitizer(_runtime.Closable):
         batch, as the other paths) and detokenizes every document without the GIL."""
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str")
+                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
         out, counts = self._sanitizers.sanitize_batch(texts)
         reports: dict[int, PrivacyReport] = {}  # immutable: one per document length
         results = []
@@ -714,7 +714,7 @@ class Sanitizer(_runtime.Closable):
         """Token ids of each document; an error names the document's index, never its text."""
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str")
+                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
         try:
             return self.tokenizer.encode_batch(texts)
         except InputError:
@@ -723,7 +723,7 @@ class Sanitizer(_runtime.Closable):
             try:
                 self.tokenizer.encode_batch([t])
             except InputError:
-                raise InputError(f"document {i} could not be tokenized") from None
+                raise InputError(f"document {i} could not be tokenized", document=i) from None
         raise InputError("the tokenizer could not process this batch of documents")
 
     # -- exact realised distribution ---------------------------------------------------------

@@ -106,7 +106,6 @@ REPORT_COLUMNS = (
 # skipped rows named per partition / in a summary (the count is always complete)
 _LISTED = 20
 # the runtime names the failing document of a batch by its index: "document 3 ..."
-_DOCUMENT_INDEX = re.compile(r"^document (\d+)\b")
 # SDK errors raised inside a task travel to the driver inside Spark's error text with this tag
 _TAG = re.compile(r"\[ldptext:(\w+)\] ([^\n]*)")
 _STRING_TYPES = (pa.string(), pa.large_string())
@@ -217,10 +216,9 @@ class BatchStats:
 
 def _name_row(error: InputError, rows: list[int], row_name: Callable[[int], str]) -> InputError:
     """The runtime's "document i ..." error, restated with the row's name (never its text)."""
-    message = str(error)
-    m = _DOCUMENT_INDEX.match(message)
-    if m and int(m.group(1)) < len(rows):
-        return InputError(row_name(rows[int(m.group(1))]) + message[m.end():])
+    message, i = str(error), error.document
+    if i is not None and 0 <= i < len(rows):
+        return InputError(row_name(rows[i]) + message.removeprefix(f"document {i}"))
     return InputError(f"{row_name(rows[0])} .. {row_name(rows[-1])}: {message}")
 
 

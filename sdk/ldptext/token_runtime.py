@@ -470,7 +470,7 @@ class TokenRuntime(_runtime.Closable):
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str")
+                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
         if self._sanitizers is not None:  # tokenize, sample and detokenize in C
             decoded, lengths = self._sanitizers.sanitize_batch(texts)
             return self._released(decoded, lengths)
@@ -485,7 +485,7 @@ class TokenRuntime(_runtime.Closable):
             ends = np.cumsum(lengths)
             doc = int(np.searchsorted(ends, position, side="right"))
             raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
-                             f"valid input of this bundle")
+                             f"valid input of this bundle", document=int(doc))
         out = self._draw(flat) if flat.size else np.empty(0, dtype=np.int64)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []

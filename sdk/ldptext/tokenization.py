@@ -139,7 +139,7 @@ class TextTokenizer:
         """
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str")
+                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
         pieces, owner = [], []
         for i, t in enumerate(texts):
             for piece in (_split_at_whitespace(t, PIECE_CHARS) if self._split_long else [t]):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 from contextlib import closing, contextmanager
@@ -39,8 +38,6 @@ from ..errors import InputError
 
 # line numbers listed per kind of skipped line (the count is always complete)
 _LISTED = 20
-# runtimes name the failing document of a batch by its index: "document 3 ..."
-_DOCUMENT_INDEX = re.compile(r"^document (\d+)\b")
 
 
 def _decode(raw: bytes, lineno: int) -> str:
@@ -141,10 +138,9 @@ def _numbers(found: list[int]) -> str:
 
 def _name_line(error: InputError, batch: list[tuple[int, str]]) -> InputError:
     """The runtime's "document i ..." error, restated with the input line number."""
-    message = str(error)
-    m = _DOCUMENT_INDEX.match(message)
-    if m and int(m.group(1)) < len(batch):
-        message = f"the document on input line {batch[int(m.group(1))][0]}" + message[m.end():]
+    message, i = str(error), error.document
+    if i is not None and 0 <= i < len(batch):
+        message = f"the document on input line {batch[i][0]}" + message.removeprefix(f"document {i}")
     elif batch:
         message = f"input lines {batch[0][0]}-{batch[-1][0]}: {message}"
     return InputError(message)
