@@ -227,6 +227,7 @@ def test_public_corpus_file_and_wiki_markup_cleaning(tmp_path):
         load_public_corpus(str(tmp_path / "missing.txt"))
 
 
+@pytest.mark.slow
 def test_cli_builds_from_a_local_model_directory(tmp_path):
     """``ldptext precompute dpbart --model PATH --public-corpus PATH`` on a saved tiny BART."""
     adapter = tiny_bart()

@@ -182,6 +182,7 @@ def tiny(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_sweep_with_both_classifiers_records_reports_and_resumes(tiny, tmp_path, graph_cache, monkeypatch):
     from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate
     import shutil

@@ -86,6 +86,7 @@ def _comparable(doc: dict) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_dpbart_in_the_sweep_end_to_end_and_resumed(work, tmp_path, monkeypatch, capsys):
     out = tmp_path / "eval"
     # a late failure: the classifier fails on the last run (none 1 + santext 2 + dpbart 2 x 2 = 7 fits),

@@ -65,6 +65,7 @@ def test_quickstart_script_runs_with_a_bundle_argument(bundle):
     assert "Emily" not in r.stdout
 
 
+@pytest.mark.slow
 def test_quickstart_script_builds_a_demo_bundle_without_arguments():
     r = run_python(["examples/quickstart.py"])
     assert r.returncode == 0, r.stderr[-2000:]

@@ -28,6 +28,8 @@ pq = pytest.importorskip("pyarrow.parquet")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("Spark needs Java (17): none on PATH or JAVA_HOME", allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # a local Spark session (a JVM) per module
+
 from pyspark.sql import functions as F  # noqa: E402
 
 from conftest import build_tiny_bundle, random_word_embeddings  # noqa: E402

@@ -22,6 +22,8 @@ from conftest import CallCounter  # noqa: E402
 from ldptext_precompute.evaluation import dpbart_table as T  # noqa: E402
 from conftest_dpbart import build_tiny_bundle, single_thread_torch, tiny_bert2bert, tiny_sentences  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains and rewrites the whole table once per module
+
 EPS = (math.inf, 500.0, 10.0)
 TOPICS = {"animals": ["cat", "dog", "bird", "fox"], "sky": ["sun", "moon", "star", "night"]}
 COMMON = "the a and on is was over under".split()

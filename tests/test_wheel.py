@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds wheels and an sdist in fresh virtual environments
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("libsodium.so", "libutf8proc.so")
 COMPILERS = ("cc", "gcc", "c99", "clang", "tcc", "x86_64-linux-gnu-gcc", "aarch64-linux-gnu-gcc")
