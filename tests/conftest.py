@@ -21,6 +21,44 @@ def ldptext_home(tmp_path_factory):
     mp.undo()
 
 
+class RealBundles:
+    """SanText(+) bundles over the packaged embeddings (GloVe 6B-50d, MiniLM WordPiece), each built
+    once per test run and shared by every test that asks for the same build arguments. They share
+    one neighbour cache too: the ε-independent neighbour search (most of a build) runs once per
+    embedding, vocabulary, output set and head size. Tests only read these files; a test that edits a
+    bundle writes its own copy (``edited_bundle``, ``rewrite_bundle``)."""
+
+    def __init__(self, root):
+        self.root = root
+        self.cache = root / "neighbours"
+        self.built: dict[tuple, object] = {}
+
+    def santext(self, embeddings: str, **kwargs):
+        """The path of ``build_santext_bundle(..., embeddings=embeddings, **kwargs)``, built on first use."""
+        from ldptext_precompute.santext.build import build_santext_bundle
+
+        key = (embeddings, tuple(sorted(kwargs.items())))
+        if key not in self.built:
+            path = self.root / f"{embeddings}-{len(self.built)}.ldpb"
+            self.built[key] = build_santext_bundle(path, embeddings=embeddings, cache_dir=self.cache,
+                                                   progress=False, **kwargs)
+        return self.built[key]
+
+
+@pytest.fixture(scope="session")
+def real_bundles(tmp_path_factory) -> RealBundles:
+    return RealBundles(tmp_path_factory.mktemp("real-bundles"))
+
+
+@pytest.fixture(scope="session")
+def minilm_bundle(real_bundles):
+    """The real 30,522-token MiniLM WordPiece SanText+ bundle under the paper's frequency split
+    (w = 0.9, p = 0.3) at ε = 20, where most tokens become near neighbours or themselves (so the build
+    and every load must allow weak privacy): the one MiniLM build of a test run (~35 s on two cores)."""
+    return real_bundles.santext("minilm-wordpiece", epsilon=20.0, mechanism="santext+", p=0.3, w=0.9,
+                                head_size=32, allow_weak_privacy=True)
+
+
 def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
     """Generated word-level embeddings: words w0..w{n-1} with Gaussian vectors."""
     from ldptext_precompute.santext.embeddings import from_word_vectors

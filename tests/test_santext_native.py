@@ -76,15 +76,14 @@ def wordpiece_embeddings(rows: int = WORDPIECE_ROWS):
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory) -> dict[str, Path]:
+def bundles(tmp_path_factory, real_bundles) -> dict[str, Path]:
     from ldptext_precompute.santext.build import build_santext_bundle
     d = tmp_path_factory.mktemp("native")
     return {
         "tiny-santext": build_tiny_bundle(d / "s.ldpb", mechanism="santext"),
         "tiny-santext+": build_tiny_bundle(d / "sp.ldpb", mechanism="santext+", p=0.3, w=0.7),
-        "glove-santext+": build_santext_bundle(
-            d / "g.ldpb", embeddings="glove-6b-50d", vocab_size=3000, epsilon=3.0,
-            mechanism="santext+", p=0.3, head_size=32, progress=False),
+        "glove-santext+": real_bundles.santext("glove-6b-50d", vocab_size=3000, epsilon=3.0,
+                                               mechanism="santext+", p=0.3, head_size=32),
         "wordpiece-santext+": build_santext_bundle(
             d / "w.ldpb", embeddings="unused", loaded=wordpiece_embeddings(), epsilon=10.0,
             mechanism="santext+", p=0.3, head_size=16, progress=False, device="cpu"),

@@ -8,23 +8,15 @@ from scipy.special import logsumexp
 from conftest import load_seeded
 
 
-@pytest.fixture(scope="module")
-def glove_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("nbcache")
-
-
-def glove_bundle(tmp_path_factory, cache, epsilon, mechanism="santext", vocab=3000):
-    from ldptext_precompute.santext.build import build_santext_bundle
-    path = tmp_path_factory.mktemp("g") / f"glove-{mechanism}-{epsilon:g}.ldpb"
-    return build_santext_bundle(path, embeddings="glove-6b-50d", vocab_size=vocab, epsilon=epsilon,
-                                mechanism=mechanism, head_size=32, cache_dir=cache, progress=False,
-                                allow_weak_privacy=True)  # ε = 30 and 1e4: underflow tests
+def glove_bundle(real_bundles, epsilon, mechanism="santext", vocab=3000):
+    # ε = 30 and 1e4: underflow tests, so near-identity is allowed
+    return real_bundles.santext("glove-6b-50d", vocab_size=vocab, epsilon=epsilon, mechanism=mechanism,
+                                head_size=32, allow_weak_privacy=True)
 
 
 @pytest.mark.parametrize("epsilon", [30.0, 1e4])
-def test_no_underflow_every_output_keeps_positive_probability(tmp_path_factory, glove_cache,
-                                                              epsilon):
-    san = load_seeded(glove_bundle(tmp_path_factory, glove_cache, epsilon))
+def test_no_underflow_every_output_keeps_positive_probability(real_bundles, epsilon):
+    san = load_seeded(glove_bundle(real_bundles, epsilon))
     rows = np.array([0, 1, 17, 500, 2999])
     logp = san.log_probabilities(rows)
     outputs = san.outputs
@@ -43,9 +35,8 @@ def test_no_underflow_every_output_keeps_positive_probability(tmp_path_factory, 
         assert set(np.unique(y)) <= set(outputs.tolist())
 
 
-def test_santext_plus_on_glove_keeps_frequent_words_with_probability_1_minus_p(
-        tmp_path_factory, glove_cache):
-    san = load_seeded(glove_bundle(tmp_path_factory, glove_cache, 2.0, "santext+"))
+def test_santext_plus_on_glove_keeps_frequent_words_with_probability_1_minus_p(real_bundles):
+    san = load_seeded(glove_bundle(real_bundles, 2.0, "santext+"))
     the = san.vocab.index("the")
     assert not san.sensitive[the]  # the most frequent word is public (wordfreq)
     rare = san.vocab.index(san.vocab[2999])
@@ -55,12 +46,9 @@ def test_santext_plus_on_glove_keeps_frequent_words_with_probability_1_minus_p(
     assert set(np.unique(y[y != the])) <= set(np.flatnonzero(san.sensitive).tolist())
 
 
-def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
-    from ldptext_precompute.santext.build import build_santext_bundle
-    path = tmp_path_factory.mktemp("m") / "minilm.ldpb"
-    build_santext_bundle(path, embeddings="minilm-wordpiece", epsilon=20.0, mechanism="santext",
-                         head_size=32, progress=False, allow_weak_privacy=True)
-    san = load_seeded(path)
+@pytest.mark.slow
+def test_minilm_wordpiece_bundle_sanitizes_english(minilm_bundle):
+    san = load_seeded(minilm_bundle)
     assert len(san.vocab) == 30522
     special = [i for i, t in enumerate(san.vocab) if t.startswith("[") and t.endswith("]")]
     assert len(special) > 900
@@ -83,11 +71,19 @@ def test_minilm_wordpiece_bundle_sanitizes_english(tmp_path_factory):
     # at ε = 20 in MiniLM space most tokens are replaced by near neighbours or themselves
     same = (all_out.reshape(200, -1) == ids).mean()
     assert 0.05 < same < 1.0
-    # exactness on a real row, against an independent reference
-    x = int(ids[2])
+    # exactness on real rows, against an independent reference: a sensitive row samples from
+    # exp(−ε·d/2) over the sensitive outputs; a non-sensitive row keeps itself w.p. 1 − p and
+    # otherwise samples the same way
     emb = np.asarray(san.embeddings, dtype=np.float64)
     out = san.outputs
-    d = np.linalg.norm(emb[out] - emb[x], axis=1)
-    ref = -san.epsilon * d / 2 - logsumexp(-san.epsilon * d / 2)
-    got = san.log_probabilities([x])[0, out]
-    assert np.max(np.abs(np.expm1(got - ref))) < 1e-9
+    assert san.sensitive[out].all()
+    sensitive = next(int(x) for x in ids if san.sensitive[x])
+    kept = next(int(x) for x in ids if san.valid_input[x] and not san.sensitive[x])
+    for x in (sensitive, kept):
+        d = np.linalg.norm(emb[out] - emb[x], axis=1)
+        ref = -san.epsilon * d / 2 - logsumexp(-san.epsilon * d / 2)
+        logp = san.log_probabilities([x])[0]
+        if x == kept:
+            ref = ref + np.log(san.p)
+            assert abs(np.expm1(logp[x] - np.log1p(-san.p))) < 1e-9
+        assert np.max(np.abs(np.expm1(logp[out] - ref))) < 1e-9

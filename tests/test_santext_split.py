@@ -75,11 +75,11 @@ def check_special_rows(san):
     assert unk not in set(y.tolist())
 
 
-def test_minilm_unk_is_sensitive_even_under_the_frequency_split(tmp_path):
-    from ldptext_precompute.santext.build import build_santext_bundle
-    path = build_santext_bundle(tmp_path / "m.ldpb", embeddings="minilm-wordpiece", epsilon=3.0,
-                                mechanism="santext+", p=0.3, w=0.9, head_size=16, progress=False)
-    check_special_rows(load_seeded(path))
+@pytest.mark.slow
+def test_minilm_unk_is_sensitive_even_under_the_frequency_split(minilm_bundle):
+    san = load_seeded(minilm_bundle)
+    assert san.mechanism == "santext+" and san.manifest["params"]["w"] == 0.9
+    check_special_rows(san)
 
 
 def test_glove_unk_is_sensitive_even_when_public_frequencies_rank_it_first(tmp_path):
