@@ -19,16 +19,18 @@ import numpy as np
 
 from .bundle import Bundle, canonical_json
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
+from .ldp_codes import (GROUPS, LDP_E_INPUT_ID, LDP_E_INVALID_UTF8, LDP_E_MISSING_ARRAY, LDP_E_NOMEM,
+                        LDP_E_PARAMETER_MISMATCH, LDP_E_PARAMS, LDP_E_SAMPLER, LDP_E_TOO_LONG)
 
 try:
     from . import _native
 except ImportError:  # pragma: no cover - exercised when the extension could not be built
     _native = None
 
-__all__ = ["available", "library_bundle", "Adoption", "LibrarySanitizers", "library_error"]
+__all__ = ["available", "library_bundle", "Adoption", "LibrarySanitizers", "library_error", "LibraryError"]
 
-from .ldp_codes import (GROUPS, LDP_E_INPUT_ID, LDP_E_INVALID_UTF8, LDP_E_MISSING_ARRAY, LDP_E_NOMEM,
-                        LDP_E_PARAMETER_MISMATCH, LDP_E_PARAMS, LDP_E_SAMPLER, LDP_E_TOO_LONG)
+#: what the library's calls raise (translated by :func:`library_error`); never raised without it
+LibraryError: type = _native.LibraryError if _native is not None else type("LibraryError", (Exception,), {})
 
 # what kind of bundle error each code is: the header's sections (ldp_codes.GROUPS), bundle.py's classes
 TOKENIZER_CODES = frozenset(c for c, g in GROUPS.items() if g == "tokenizer")  # the library lacks a part

@@ -56,7 +56,6 @@ on the generator.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -68,11 +67,12 @@ from . import registry as _registry
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource
-from .errors import BundleFormatError, BundleIntegrityError, InputError
-from .report import PrivacyReport, Sanitized
+from .errors import BundleFormatError, BundleIntegrityError
+from .report import PrivacyReport
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of
 from .santext_check import DMAX_ROWS, check_realised, load_rows
+from .token_runtime import TokenRuntime
 from .verbatim import (VerbatimRate, check_stated_maximum, refuse_near_identity, sensitive_inputs,
                        verbatim_probabilities)
 from .tokenization import TextTokenizer
@@ -126,7 +126,7 @@ def metric_id(manifest: dict) -> str:
     return hashlib.sha256(("ldptext santext metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
 
 
-class Sanitizer(_runtime.Closable):
+class Sanitizer(TokenRuntime):
     """Sanitize text with SanText / SanText+ from a verified bundle; create one with :meth:`load`.
 
     Implements :class:`ldptext.runtime.Runtime`, including ``close()`` and ``with``
@@ -186,6 +186,7 @@ class Sanitizer(_runtime.Closable):
     Theorems 1–2.
     """
 
+    MECHANISMS = MECHANISMS
     # what close() drops: everything that references the bundle's memory map or derives from it
     _RELEASED = ("_bundle", "tables", "outputs", "sensitive", "valid_input", "_embeddings", "_rng",
                  "_table", "_vocab", "_tokenizer", "_library", "_sanitizers")
@@ -201,7 +202,7 @@ class Sanitizer(_runtime.Closable):
         # a missing array is a format error, except the optional ones of older bundles
         arrays = stored_arrays_of(bundle)
         try:
-            params = self.manifest["params"]
+            params = self.params = dict(self.manifest["params"])
             self.epsilon: float = float(params["epsilon"])
             self.p: float | None = None if params.get("p") is None else float(params["p"])
             self.w: float | None = None if params.get("w") is None else float(params["w"])
@@ -230,6 +231,7 @@ class Sanitizer(_runtime.Closable):
         self._embeddings: np.ndarray | None = None
         self._rng = Generator(seed=seed, backend=backend)
         self.seeded: bool = bool(self._rng.seeded)
+        self._seed = seed
         # libldptext (native backend): tokenize, sample and detokenize in C, on the seeded stream
         # (every call, in call order) or on private OS-keyed sanitizers lent to concurrent calls
         self._library = adoption.result() if adoption is not None and self._rng.backend == "native" else None
@@ -399,28 +401,6 @@ class Sanitizer(_runtime.Closable):
             self._embeddings = e
         return self._embeddings
 
-    # -- vocabulary and tokenization ---------------------------------------------------------
-    @property
-    def vocab(self) -> list[str]:
-        """The bundle's vocabulary: row i is the token of id i.
-
-        Returns
-        -------
-        list of str, length V
-        """
-        if self._vocab is None:
-            self._vocab = json.loads(self._bundle.blob("vocab.json").decode("utf-8"))
-            if len(self._vocab) != self.n_rows:
-                raise BundleIntegrityError("vocabulary length differs from the embeddings")
-        return self._vocab
-
-    @property
-    def tokenizer(self) -> TextTokenizer:
-        """The bundle's tokenizer (loaded on first use)."""
-        if self._tokenizer is None:
-            self._tokenizer = TextTokenizer(self._bundle.blob("tokenizer.json").decode("utf-8"))
-        return self._tokenizer
-
     @property
     def ledger_unit(self) -> str:
         """``"metric:<id>"`` (:func:`metric_id`): the unit ledger charges are made in."""
@@ -441,124 +421,15 @@ class Sanitizer(_runtime.Closable):
         library lacks) or ``"fallback"`` (numpy)."""
         return self._backend
 
-    def tokenize(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` with the bundle's tokenizer (OOV words map to the unknown row).
-
-        Parameters
-        ----------
-        text : str
-            One document.
-
-        Returns
-        -------
-        np.ndarray of int32, shape (n_tokens,)
-
-        Raises
-        ------
-        ClosedError
-            After :meth:`close`.
-        """
-        self._check_open()
-        if self._library is None:
-            return self.tokenizer.encode(text)
-        if not isinstance(text, str):
-            raise InputError(f"document 0 is {type(text).__name__}, not str")
-        try:
-            with self._sanitizers.borrow() as s:
-                ids = s.tokenize(text)
-        except _native.LibraryError as e:
-            raise _library.library_error(e, batch=False) from None
-        return np.frombuffer(ids, dtype=np.int32)
-
-    def detokenize(self, ids: np.ndarray) -> str:
-        """Text of token ids with the bundle's tokenizer.
-
-        Parameters
-        ----------
-        ids : np.ndarray of int, shape (n,)
-
-        Returns
-        -------
-        str
-
-        Raises
-        ------
-        ClosedError
-            After :meth:`close`.
-        """
-        self._check_open()
-        if self._library is None:
-            return self.tokenizer.decode(ids)
-        flat = np.asarray(ids).reshape(-1)
-        if flat.size and not np.issubdtype(flat.dtype, np.integer):
-            raise InputError("token ids must be integers")
-        if flat.size and (flat.min() < 0 or flat.max() >= self.n_rows):
-            raise IndexError("a token id is outside the vocabulary")
-        try:  # reads only the bundle: no stream, no lock
-            return self._sanitizers.stream.detokenize(np.ascontiguousarray(flat, dtype=np.int32))
-        except _native.LibraryError as e:
-            raise _library.library_error(e, batch=False) from None
-
-    # -- sampling ----------------------------------------------------------------------------
-    def sample_ids(self, ids: Any) -> np.ndarray:
-        """Sanitize token ids (the primitive): one independent draw per id.
-
-        Parameters
-        ----------
-        ids : array_like of int, any shape
-            Valid input ids of this bundle (not special tokens).
-
-        Returns
-        -------
-        np.ndarray of int32, same shape as ``ids``
-            Sanitized ids. The ledger (if any) is charged n_ids · ε first (unit :attr:`ledger_unit`).
-
-        Raises
-        ------
-        InputError
-            An id is not an integer, out of range, or a special token (its position is named).
-        BudgetExceededError
-            The ledger refused the charge; nothing is returned.
-        ClosedError
-            After :meth:`close`.
-
-        Notes
-        -----
-        Per id: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP, ε₀ = ln(1/p) (SanText+);
-        neighbouring relation any two ids x, x' of the input domain; Yue et al. 2021, *Differential
-        Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in
-        Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State),
-        §2.4, Theorems 1–2.
-        """
-        self._check_open()
-        out = self._sample(ids)
-        _runtime.charge(self.ledger, out.size * self.per_token_epsilon, 0.0, f"santext ids x{out.size}",
-                        unit=self.ledger_unit)
-        return out
-
-    def _first_invalid(self, flat: np.ndarray) -> int | None:
-        """Position of the first id in ``flat`` (int64) that is not a valid input, or None."""
-        bad = (flat < 0) | (flat >= self.n_rows)
-        if not bad.any():
-            bad = ~self.valid_input[flat]
-        return int(np.flatnonzero(bad)[0]) if bad.any() else None
-
-    def _sample(self, ids: Any) -> np.ndarray:
-        ids = np.asarray(ids)
-        if ids.size and not np.issubdtype(ids.dtype, np.integer):
-            raise InputError("token ids must be integers")
-        flat = ids.reshape(-1).astype(np.int64)
-        position = self._first_invalid(flat)
-        if position is not None:  # the position only: an id can reveal the word
-            raise InputError(f"token id at position {position} is not a valid "
-                             f"input of this bundle (out of range or a special token)")
-        return self._draw(flat).reshape(ids.shape)
-
     def _draw(self, flat: np.ndarray) -> np.ndarray:
-        """One draw per id of ``flat`` (int64, every id a valid input: checked by the caller)."""
-        if self._library is None:
-            return self._rng.santext_sample(self._table, flat.astype(np.int32))
-        return self._sanitizers.sample(flat)
+        """One draw per id of ``flat`` (int64, every id a valid input: checked by the caller) on the
+        C extension's or numpy's sampler (libldptext's draws: ``TokenRuntime._release``)."""
+        return self._rng.santext_sample(self._table, flat.astype(np.int32))
+
+    def check_parameters(self) -> None:
+        """The load-time check again (:mod:`ldptext.santext_check`, on a fresh random sample of rows)."""
+        self._check_open()
+        self._check_realised_parameters()
 
     def privacy_report(self, n_tokens: int) -> PrivacyReport:
         """What a release of ``n_tokens`` tokens guarantees.
@@ -600,131 +471,6 @@ class Sanitizer(_runtime.Closable):
             kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None,
             seeded=self.seeded, backend=self.backend, verbatim_median=self.verbatim.median,
             verbatim_max=self.verbatim.maximum, weak_privacy=self.verbatim.near_identity)
-
-    def sanitize(self, text: str) -> Sanitized:
-        """Sanitize one document; the result's text may leave the device.
-
-        Parameters
-        ----------
-        text : str
-            The private document.
-
-        Returns
-        -------
-        Sanitized
-            The sanitized text (same number of tokens) and its :class:`PrivacyReport`.
-
-        Raises
-        ------
-        BudgetExceededError
-            The ledger refused the charge; nothing is returned.
-
-        Notes
-        -----
-        Each token independently: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with
-        ε₀ = ln(1/p) (SanText+); neighbouring relation any two documents of the same length (the
-        length is not hidden), costing ε·Σᵢ d(xᵢ, x'ᵢ). Yue et al. 2021, *Differential Privacy for
-        Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
-        *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
-        Theorems 1–2.
-        """
-        return self.sanitize_batch([text])[0]
-
-    def sanitize_batch(self, texts: Iterable[str]) -> list[Sanitized]:
-        """Sanitize many documents with one sampler call.
-
-        On libldptext (:attr:`backend`) the whole batch (tokenize, sample, detokenize) runs in C
-        without the GIL: threads sharing a private ``Sanitizer`` sanitize in parallel.
-
-        Parameters
-        ----------
-        texts : iterable of str
-            The private documents (a list, not one string).
-
-        Returns
-        -------
-        list of Sanitized, same length and order as ``texts``
-            The ledger (if any) is charged once, the sum of the documents' ``document_epsilon``,
-            before anything is returned.
-
-        Raises
-        ------
-        InputError
-            ``texts`` is a single string, or one document cannot be sanitized: the message names
-            its index in ``texts`` (``"document 3 ..."``), never its text; nothing is returned for
-            any document.
-        BudgetExceededError
-            The ledger refused the charge; nothing is returned.
-        ClosedError
-            After :meth:`close`.
-
-        Notes
-        -----
-        Each token independently: ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with
-        ε₀ = ln(1/p) (SanText+); neighbouring relation any two documents of the same length (the
-        length is not hidden), costing ε·Σᵢ d(xᵢ, x'ᵢ). Yue et al. 2021, *Differential Privacy for
-        Text Analytics via Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023,
-        *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4,
-        Theorems 1–2.
-        """
-        self._check_open()
-        if isinstance(texts, str):
-            raise InputError("sanitize_batch takes a list of documents, not one string")
-        texts = list(texts)
-        if self._library is not None:
-            return self._sanitize_batch_library(texts)
-        encoded = self._encode_documents(texts)
-        lengths = [e.size for e in encoded]
-        flat = (np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)).astype(np.int64)
-        position = self._first_invalid(flat)
-        if position is not None:  # e.g. a literal "[MASK]" that the tokenizer maps to its special token
-            ends = np.cumsum(lengths)
-            doc = int(np.searchsorted(ends, position, side="right"))
-            raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
-                             f"valid input of this bundle (a special token of its tokenizer, e.g. "
-                             f"written literally in the text)", document=int(doc))
-        out = self._draw(flat)
-        pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
-        decoded = self.tokenizer.decode_batch(pieces) if pieces else []
-        results = [Sanitized(text=t, report=self.privacy_report(n))
-                   for t, n in zip(decoded, lengths)]
-        _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
-                        f"santext batch of {len(results)} documents", unit=self.ledger_unit)
-        return results
-
-    def _sanitize_batch_library(self, texts: list) -> list[Sanitized]:
-        """sanitize_batch on libldptext: one C call tokenizes, samples (one sampler call for the
-        batch, as the other paths) and detokenizes every document without the GIL."""
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
-        out, counts = self._sanitizers.sanitize_batch(texts)
-        reports: dict[int, PrivacyReport] = {}  # immutable: one per document length
-        results = []
-        for text, n in zip(out, counts):
-            report = reports.get(n)
-            if report is None:
-                report = reports[n] = self.privacy_report(n)
-            results.append(Sanitized(text=text, report=report))
-        _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
-                        f"santext batch of {len(results)} documents", unit=self.ledger_unit)
-        return results
-
-    def _encode_documents(self, texts: list) -> list[np.ndarray]:
-        """Token ids of each document; an error names the document's index, never its text."""
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
-        try:
-            return self.tokenizer.encode_batch(texts)
-        except InputError:
-            pass
-        for i, t in enumerate(texts):  # find the document the tokenizer fails on
-            try:
-                self.tokenizer.encode_batch([t])
-            except InputError:
-                raise InputError(f"document {i} could not be tokenized", document=i) from None
-        raise InputError("the tokenizer could not process this batch of documents")
 
     # -- exact realised distribution ---------------------------------------------------------
     def log_probabilities(self, xs: Any, *, chunk: int = 256) -> np.ndarray:

@@ -159,7 +159,8 @@ def check_stated_worst_case(manifest: dict, computed: float | None) -> None:
 
 
 class TokenRuntime(_runtime.Closable):
-    """Base of the token-level comparison runtimes (see the module docstring); create with ``load``.
+    """Base of the token-level runtimes — SanText(+) (:class:`ldptext.Sanitizer`) and the comparison
+    mechanisms (see the module docstring); create with ``load``.
 
     Parameters
     ----------
@@ -340,20 +341,37 @@ class TokenRuntime(_runtime.Closable):
         return self._tokenizer
 
     def tokenize(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` (out-of-vocabulary words map to the unknown row).
+        """Token ids of ``text`` with the bundle's tokenizer (out-of-vocabulary words map to the
+        unknown row); libldptext's own tokenizer when it is the backend (the same ids).
 
         Parameters
         ----------
         text : str
+            One document.
 
         Returns
         -------
         np.ndarray of int32, shape (n_tokens,)
+
+        Raises
+        ------
+        ClosedError
+            After :meth:`close`.
         """
-        return self.tokenizer.encode(text)
+        self._check_open()
+        if self._sanitizers is None:
+            return self.tokenizer.encode(text)
+        if not isinstance(text, str):
+            raise InputError(f"document 0 is {type(text).__name__}, not str", document=0)
+        try:
+            with self._sanitizers.borrow() as s:
+                ids = s.tokenize(text)
+        except _library.LibraryError as e:
+            raise _library.library_error(e, batch=False) from None
+        return np.frombuffer(ids, dtype=np.int32)
 
     def detokenize(self, ids: np.ndarray) -> str:
-        """Text of token ids.
+        """Text of token ids with the bundle's tokenizer.
 
         Parameters
         ----------
@@ -362,8 +380,24 @@ class TokenRuntime(_runtime.Closable):
         Returns
         -------
         str
+
+        Raises
+        ------
+        ClosedError
+            After :meth:`close`.
         """
-        return self.tokenizer.decode(ids)
+        self._check_open()
+        if self._sanitizers is None:
+            return self.tokenizer.decode(ids)
+        flat = np.asarray(ids).reshape(-1)
+        if flat.size and not np.issubdtype(flat.dtype, np.integer):
+            raise InputError("token ids must be integers")
+        if flat.size and (flat.min() < 0 or flat.max() >= self.n_rows):
+            raise IndexError("a token id is outside the vocabulary")
+        try:  # reads only the bundle: no stream, no lock
+            return self._sanitizers.stream.detokenize(np.ascontiguousarray(flat, dtype=np.int32))
+        except _library.LibraryError as e:
+            raise _library.library_error(e, batch=False) from None
 
     # -- sampling ----------------------------------------------------------------------------
     def _first_invalid(self, flat: np.ndarray) -> int | None:
@@ -471,25 +505,36 @@ class TokenRuntime(_runtime.Closable):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InputError(f"document {i} is {type(t).__name__}, not str", document=i)
-        if self._sanitizers is not None:  # tokenize, sample and detokenize in C
+        if self._sanitizers is not None:  # tokenize, sample and detokenize in C, without the GIL
             decoded, lengths = self._sanitizers.sanitize_batch(texts)
             return self._released(decoded, lengths)
-        try:
-            encoded = self.tokenizer.encode_batch(texts)
-        except InputError:
-            raise InputError("the tokenizer could not process this batch of documents") from None
+        encoded = self._encode_documents(texts)
         lengths = [e.size for e in encoded]
         flat = (np.concatenate(encoded) if encoded else np.empty(0, dtype=np.int32)).astype(np.int64)
         position = self._first_invalid(flat)
-        if position is not None:
+        if position is not None:  # e.g. a literal "[MASK]" that the tokenizer maps to its special token
             ends = np.cumsum(lengths)
             doc = int(np.searchsorted(ends, position, side="right"))
             raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
-                             f"valid input of this bundle", document=int(doc))
+                             f"valid input of this bundle (a special token of its tokenizer, e.g. "
+                             f"written literally in the text)", document=int(doc))
         out = self._draw(flat) if flat.size else np.empty(0, dtype=np.int64)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
         return self._released(decoded, lengths)
+
+    def _encode_documents(self, texts: list) -> list[np.ndarray]:
+        """Token ids of each document; an error names the document's index, never its text."""
+        try:
+            return self.tokenizer.encode_batch(texts)
+        except InputError:
+            pass
+        for i, t in enumerate(texts):  # find the document the tokenizer fails on
+            try:
+                self.tokenizer.encode_batch([t])
+            except InputError:
+                raise InputError(f"document {i} could not be tokenized", document=i) from None
+        raise InputError("the tokenizer could not process this batch of documents")
 
     def _released(self, decoded: list[str], lengths: list[int]) -> list[Sanitized]:
         """The batch's results, once the ledger has accepted their charge."""
