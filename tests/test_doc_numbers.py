@@ -458,3 +458,68 @@ def test_cmp_monte_carlo_bound_is_the_95_percent_bound_of_what_the_test_allows()
     upper = beta.ppf(0.95, allowed + 1, n - allowed)  # one-sided Clopper–Pearson
     power = "⁰¹²³⁴⁵⁶⁷⁸⁹".index(m[4])
     assert shown_as(upper * 10 ** power, m[3]), upper
+
+
+# --------------------------------------------------------------------------------------------------
+# ldptext calibrate's example (docs/evaluation.md)
+# --------------------------------------------------------------------------------------------------
+def exact_attack_and_verbatim(configs, step: int = 512):
+    """For each (domain, ε): the Bayes-optimal inversion success A = Σ_y max_x π(x)·Pr[M(x) = y] and
+    the verbatim rate R = Σ_x π(x)·Pr[M(x) = x], exactly (float64), over one shared distance pass.
+    Every domain has the same metric embedding and inputs; SanText+'s kept words (V_N) are released
+    as themselves w.p. 1 − p (by no other input) and otherwise sampled like a sensitive word."""
+    base = configs[0][0]
+    E, X = base.embeddings, np.flatnonzero(base.valid_input)
+    outputs = np.unique(np.concatenate([dom.outputs for dom, _ in configs]))
+    col = np.full(E.shape[0], -1)
+    col[outputs] = np.arange(outputs.size)
+    plans = []
+    for dom, eps in configs:
+        assert np.array_equal(dom.embeddings, E) and np.array_equal(dom.valid_input, base.valid_input)
+        assert np.all(np.diff(dom.outputs) > 0)  # sorted: searched below
+        plus = dom.mechanism == "santext+"
+        kept = dom.valid_input & ~dom.sensitive if plus else np.zeros(E.shape[0], bool)
+        p = dom.p if plus else 1.0
+        mass = float((dom.weights[kept] * (1 - p)).sum())  # V_N words released as themselves
+        plans.append(SimpleNamespace(dom=dom, eps=eps, cols=col[dom.outputs], kept=kept, p=p,
+                                     best=np.zeros(dom.outputs.size), a=mass, r=mass))
+    sq = (E * E).sum(axis=1)
+    for start in range(0, X.size, step):
+        xs = X[start:start + step]
+        d = np.sqrt(np.maximum(sq[xs, None] + sq[None, outputs] - 2.0 * (E[xs] @ E[outputs].T), 0.0))
+        mine = col[xs] >= 0
+        d[np.flatnonzero(mine), col[xs][mine]] = 0.0
+        for plan in plans:
+            dx = d if plan.cols.size == outputs.size else d[:, plan.cols]
+            shift = dx.min(axis=1)  # 0 on the rows of outputs: exp(0) = 1 there, no underflow anywhere
+            P = np.multiply(dx - shift[:, None] if shift.any() else dx, -plan.eps / 2)
+            np.exp(P, out=P)
+            weight = plan.dom.weights[xs] * np.where(plan.kept[xs], plan.p, 1.0)
+            P *= (weight / P.sum(axis=1))[:, None]  # π(x)·Pr[M(x) = y]
+            np.maximum(plan.best, P.max(axis=0), out=plan.best)
+            own = np.flatnonzero(np.isin(xs, plan.dom.outputs))
+            plan.r += float(P[own, np.searchsorted(plan.dom.outputs, xs[own])].sum())
+    return [(plan.a + float(plan.best.sum()), plan.r) for plan in plans]
+
+
+@pytest.mark.slow
+def test_calibrate_example_attack_success_and_verbatim_rates():
+    from ldptext_precompute.calibrate import CalibrationDomain
+
+    text = doc("docs/evaluation.md")
+    target = num(find(text, r"ldptext calibrate --mechanism santext --max-attack-success ([\d.]+)", "the target")[1])
+    m = find(text, r"Example \(GloVe 6B-50d, ([\d,]+) words; [^)]*\): chosen ε = ([\d.]+), attack success "
+                   r"([\d.]+), verbatim rate ([\d.]+) \(at ε = ([\d.]+) the attack already recovers (\d+)%, at "
+                   r"([\d.]+) (\d+)%\)\. With SanText\+ at p = ([\d.]+), w = ([\d.]+) no ε reaches ([\d.]+): the "
+                   r"attack's floor is ([\d.]+) at ε = ([\d.]+)", "the calibrate example")
+    vocab, chosen = int(num(m[1])), num(m[2])
+    plain = CalibrationDomain.from_embeddings("glove-6b-50d", mechanism="santext", vocab_size=vocab)
+    plus = CalibrationDomain.from_embeddings("glove-6b-50d", mechanism="santext+", p=num(m[9]), w=num(m[10]),
+                                             vocab_size=vocab)
+    above = chosen + 10.0 ** (math.floor(math.log10(chosen)) - 2)  # the next value of three digits
+    (a, r), (a_above, _), (a1, _), (a2, _), (floor, _) = exact_attack_and_verbatim(
+        [(plain, chosen), (plain, above), (plain, num(m[5])), (plain, num(m[7])), (plus, num(m[13]))])
+    assert a <= target < a_above, (a, a_above)  # the largest three-digit ε that meets the target
+    assert shown_as(a, m[3]) and shown_as(r, m[4]), (a, r)
+    assert shown_as(100 * a1, m[6]) and shown_as(100 * a2, m[8]), (a1, a2)
+    assert num(m[11]) == target and floor > target and shown_as(floor, m[12]), floor
