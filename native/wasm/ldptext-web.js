@@ -132,6 +132,9 @@ const MECHANISM_BITS = { // LDP_EXPECT_SANTEXT, _SANTEXT_PLUS, _TEM, _CUSTEXT, _
   santext: 1 << 1, 'santext+': 1 << 2, tem: 1 << 3, custext: 1 << 4, 'custext+': 1 << 5,
 };
 const PIN_KEYS = ['mechanism', 'epsilon_min', 'epsilon_max', 'bundle_id', 'min_format_version'];
+/* Python's ldptext.verbatim.NEAR_IDENTITY_MEDIAN: a stated median verbatim rate at or above it marks
+ * a near-identity bundle (built only with --allow-weak-privacy): every report says weak_privacy. */
+const NEAR_IDENTITY_MEDIAN = 0.9;
 
 /** An error of the C library (`code`: its LDP_E_* value, `message`: ldp_strerror) or of this module. */
 export class LdpTextError extends Error {
@@ -589,6 +592,8 @@ export class LdpText {
     };
     if (SANTEXT_FAMILY.includes(mechanism)) { // Python's PrivacyReport, field for field
       const { n_tokens, ...rest } = common;
+      // the stated verbatim rate (Python: ldptext.verbatim; checked by Python at build and sign)
+      const verbatim = (this.manifest.privacy && this.manifest.privacy.verbatim) || null;
       return {
         mechanism,
         notion: mechanism === 'santext+' ? 'UMLDP' : 'MLDP',
@@ -598,6 +603,9 @@ export class LdpText {
         d_max: f64(L.dMax),
         n_tokens,
         ...rest,
+        verbatim_median: verbatim ? verbatim.median : null,
+        verbatim_max: verbatim ? verbatim.max : null,
+        weak_privacy: verbatim ? verbatim.median >= NEAR_IDENTITY_MEDIAN : false,
       };
     }
     // Python's MechanismReport (TEM, CusText(+)) without its prose fields neighbouring, metric and
