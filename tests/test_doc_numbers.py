@@ -523,3 +523,44 @@ def test_calibrate_example_attack_success_and_verbatim_rates():
     assert shown_as(a, m[3]) and shown_as(r, m[4]), (a, r)
     assert shown_as(100 * a1, m[6]) and shown_as(100 * a2, m[8]), (a1, a2)
     assert num(m[11]) == target and floor > target and shown_as(floor, m[12]), floor
+
+
+# --------------------------------------------------------------------------------------------------
+# the near-identity thresholds
+# --------------------------------------------------------------------------------------------------
+def test_near_identity_thresholds_are_the_codes():
+    from ldptext.dpbart import NEAR_IDENTITY_NOISE
+    from ldptext.verbatim import NEAR_IDENTITY_MEDIAN
+
+    median = [find(doc("README.md"), r"releases the median sensitive word unchanged with probability ([\d.]+) or more",
+                   "the verbatim threshold")[1],
+              find(doc("docs/privacy-budgets.md"), r"\*\*median verbatim rate is ([\d.]+) or more\*\*",
+                   "the verbatim threshold")[1],
+              find(doc("docs/cli.md"), r"median sensitive word is released unchanged with probability ([\d.]+) or more",
+                   "the verbatim threshold")[1]]
+    assert [num(x) for x in median] == [NEAR_IDENTITY_MEDIAN] * 3
+    noise = [find(doc("README.md"), r"a DP-BART ε with noise below ([\d.]+)·C", "the noise threshold")[1],
+             find(doc("docs/privacy-budgets.md"), r"standard deviation is below \*\*([\d.]+)·C per coordinate\*\*",
+                  "the noise threshold")[1],
+             find(doc("docs/cli.md"), r"DP-BART ε whose noise is below ([\d.]+)·C", "the noise threshold")[1],
+             find(doc("docs/dpbart.md"), r"below ([\d.]+)·C it is refused", "the noise threshold")[1]]
+    assert [num(x) for x in noise] == [NEAR_IDENTITY_NOISE] * 4
+
+
+def test_the_thesis_settings_stay_above_the_noise_threshold():
+    """Per coordinate, the noise's standard deviation over C at the smallest n and largest ε stated:
+    Laplace (the discrete Laplace of scale t = 2Kn/ε grid units, variance 2q/(1 − q)², q = e^(−1/t))
+    and the discrete Gaussian at DP-BART's δ; both grow with n and shrink with ε."""
+    from ldptext.dpbart import NEAR_IDENTITY_NOISE
+
+    text = doc("docs/privacy-budgets.md")
+    m = find(text, r"The thesis' settings \(n in the (thousands), ε up to ([\d,]+)\) stay above the threshold: "
+                   r"([\d.]+)·C and more", "the thesis' relative noise")
+    n, eps = 1000, num(m[2])
+    delta = num(find(doc("docs/dpbart-training.md"), r"discrete Gaussian, δ = ([\de-]+) per release", "δ")[1])
+    grid = 2 ** 20
+    t = 2 * grid * n / eps
+    q = math.exp(-1 / t)
+    laplace = math.sqrt(2 * q) / -math.expm1(-1 / t) / grid
+    gaussian = ref_discrete_gaussian_sigma(eps, delta, 2 * math.sqrt(n))  # in units of C
+    assert shown_as(min(laplace, gaussian), m[3]) and min(laplace, gaussian) >= NEAR_IDENTITY_NOISE, (laplace, gaussian)
