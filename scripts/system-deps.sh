@@ -8,7 +8,9 @@
 #   scripts/system-deps.sh arm64         make test-arm64: the aarch64 cross toolchain, qemu-user and
 #                                        the arm64 builds of the two libraries (multiarch)
 #   scripts/system-deps.sh web           make wasm: emscripten, headless Chromium, and the libsodium
-#                                        and utf8proc sources the wasm build compiles (deb-src)
+#                                        and utf8proc sources the wasm build compiles (deb-src); node with npm and
+#                                        the TypeScript compiler for the npm package and the extension
+#   scripts/system-deps.sh jvm           make jvm: OpenJDK 17 (javac, jar, the JNI headers)
 #   scripts/system-deps.sh --check core  exit 1, listing what is missing, instead of installing
 #
 # Not Debian: install the same libraries with your package manager (Homebrew: libsodium utf8proc
@@ -17,7 +19,7 @@ set -euo pipefail
 
 check_only=0
 if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
-[ "$#" -gt 0 ] || { echo "usage: $0 [--check] core|arm64|web ..." >&2; exit 2; }
+[ "$#" -gt 0 ] || { echo "usage: $0 [--check] core|arm64|web|jvm ..." >&2; exit 2; }
 
 if [ -n "${LDPTEXT_SKIP_SYSTEM_DEPS:-}" ]; then exit 0; fi
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -31,8 +33,9 @@ packages_of() {
   case "$1" in
     core)  echo "gcc libc6-dev make pkg-config libsodium-dev libutf8proc-dev" ;;
     arm64) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libsodium-dev:arm64 libutf8proc-dev:arm64" ;;
-    web)   echo "emscripten chromium dpkg-dev" ;;
-    *) echo "unknown group '$1' (core, arm64, web)" >&2; exit 2 ;;
+    web)   echo "emscripten chromium dpkg-dev nodejs node-typescript" ;;
+    jvm)   echo "openjdk-17-jdk-headless" ;;
+    *) echo "unknown group '$1' (core, arm64, web, jvm)" >&2; exit 2 ;;
   esac
 }
 
