@@ -92,7 +92,7 @@ def test_floating_point_caveat_nu_is_small(bundle):
     d.sort(axis=1)
     # the margin to the nearest boundary is (d2 - d1)/2 >= ... a draw is ambiguous when below delta
     ambiguous = int(((d[:, 1] - d[:, 0]) / 2 < COUPLING_DELTA * (1 + r)).sum())
-    assert ambiguous <= 1  # nu <~ 3e-5 at 95 % (plus the analytic ceil(m/2)*2^-24 = 1.2e-7 here)
+    assert ambiguous <= 1  # nu <~ 4.7e-5 at 95 % (plus the analytic ceil(m/2)*2^-24 = 1.2e-7 here)
     assert small_exponential_probability(3) == 2 * 2.0 ** -24
 
 
