@@ -52,9 +52,15 @@ from .multivariate_laplace import laplace_noise
 from .santext import metric_id
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case
 
-__all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss"]
+__all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss", "worst_case_epsilon"]
 
 MECHANISMS = _registry.names(family="cmp")
+
+
+def worst_case_epsilon(epsilon: float, d_max: float) -> float:
+    """CMP's and Mahalanobis' worst case per token over any two inputs: ε·D_max-LDP, D_max in the
+    guarantee's metric. The one place it is computed: builder, report, load check and inspect."""
+    return float(epsilon) * float(d_max)
 
 
 def load_faiss():
@@ -218,7 +224,7 @@ class CMPSanitizer(TokenRuntime):
                   "regularized Mahalanobis ||S^-1 (phi(x) - phi(x'))||, S = noise_transform")
         return dict(
             notion="metric-LDP", neighbouring="any two tokens x, x' (eps*d(x,x'))", metric=metric,
-            worst_case_token_epsilon=self.epsilon * self.d_max,
+            worst_case_token_epsilon=worst_case_epsilon(self.epsilon, self.d_max),
             worst_case_note="eps*D_max: the metric bound at the largest input distance",
             numeric_tolerance=None, ratio_slack=None,
             numeric_note="continuous noise in float64 from the CSPRNG, only the nearest token released; "
@@ -257,7 +263,7 @@ class CMPSanitizer(TokenRuntime):
         elif self.lam is not None or "noise_transform" in self.manifest.get("arrays", {}):
             raise ParameterMismatchError("a CMP bundle states lambda or a noise transform (Mahalanobis only)")
         check_stated_d_max(points, np.flatnonzero(self.valid_input), self.d_max)
-        check_stated_worst_case(self.manifest, self.epsilon * self.d_max)
+        check_stated_worst_case(self.manifest, worst_case_epsilon(self.epsilon, self.d_max))
 
     def noisy_points(self, flat: np.ndarray) -> np.ndarray:
         """φ(x) + noise for each id (float64). Never released: for the tests' and evaluation's checks.

@@ -96,6 +96,18 @@ NO_WORST_CASE = ("SanText+ releases non-sensitive (V_N) words in the clear with 
                  "+eps0 across the split)")
 
 
+def worst_case_epsilon(mechanism: str, epsilon: float, d_max: float) -> float | None:
+    """The worst-case LDP level of one token over any two inputs: SanText ε·D_max (ε·d ≤ ε·D_max);
+    SanText+ none (``None``: :data:`NO_WORST_CASE`). The one place it is computed: the report, the
+    builder's manifest and ``bundle inspect`` call it."""
+    return None if mechanism == "santext+" else float(epsilon) * float(d_max)
+
+
+def notion(mechanism: str) -> str:
+    """``"MLDP"`` (SanText) or ``"UMLDP"`` (SanText+)."""
+    return "UMLDP" if mechanism == "santext+" else "MLDP"
+
+
 def metric_id(manifest: dict) -> str:
     """Identifier of a SanText(+) bundle's metric, from its verified array hashes.
 
@@ -384,7 +396,7 @@ class Sanitizer(TokenRuntime):
             released in the clear with probability 1 − p, so no finite level holds
             (:data:`NO_WORST_CASE`).
         """
-        return None if self.mechanism == "santext+" else self.epsilon * self.d_max
+        return worst_case_epsilon(self.mechanism, self.epsilon, self.d_max)
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -459,7 +471,7 @@ class Sanitizer(TokenRuntime):
         n = int(n_tokens)
         worst = self.worst_case_token_epsilon
         return PrivacyReport(
-            mechanism=self.mechanism, notion="UMLDP" if self.mechanism == "santext+" else "MLDP",
+            mechanism=self.mechanism, notion=notion(self.mechanism),
             epsilon=self.epsilon, p=self.p, epsilon0=self.epsilon0, d_max=self.d_max,
             n_tokens=n, per_token_epsilon=self.per_token_epsilon,
             document_epsilon=self.per_token_epsilon * n, ledger_unit=self.ledger_unit,

@@ -48,6 +48,7 @@ from ldptext.errors import ParameterError
 from ldptext.santext_tables import CLUSTER_GAMMA_UNIT, MAX_CLUSTERS, SanTextTables, gamma_float32
 
 from ldptext.santext import STATED_MAX_TOLERANCE
+from ldptext.santext import notion as santext_notion
 
 from . import embeddings as _emb
 from . import frequency as _freq
@@ -556,7 +557,7 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
     n_kept = int(domain.keep_row.sum())
     privacy = dict(d_max=nb.d_max, metric="euclidean over the bundle's int8-quantized embeddings",
                    quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
-                   notion="UMLDP" if mechanism == "santext+" else "MLDP")
+                   notion=santext_notion(mechanism))
     if verbatim is not None:
         privacy["verbatim"] = verbatim.as_manifest()
         if verbatim.near_identity:

@@ -249,11 +249,12 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     eps, d_max = _num(params.get("epsilon")), _num(privacy.get("d_max"))
     rows: list[tuple[str, str]] = []
     if mech in _registry.names(family="santext") and eps is not None:
-        from ..santext import NO_WORST_CASE, metric_id
+        from ..santext import NO_WORST_CASE, metric_id, worst_case_epsilon
+        from ..santext import notion as santext_notion
 
         eps0 = _num(params.get("epsilon0")) or 0.0
         p = _num(params.get("p"))
-        notion = privacy.get("notion", "UMLDP" if mech == "santext+" else "MLDP")
+        notion = privacy.get("notion", santext_notion(mech))
         rows.append(("notion", f"{_safe(notion)}: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y] per token"
                      + (" for protected outputs y in V_S (+eps0 across the sensitive split)"
                         if mech == "santext+" else "")))
@@ -273,7 +274,7 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
                 rows.append(("non-sensitive split", _safe(params["non_sensitive"])))
             rows.append(("worst-case LDP level", "none (not finite): " + NO_WORST_CASE))
         elif d_max is not None:
-            per_token = eps * d_max
+            per_token = worst_case_epsilon(mech, eps, d_max)
             rows.append(("worst case per token", f"eps*D_max = {per_token:.6g}-LDP (a true bound for SanText)"))
             rows.append(("document of n tokens", f"n x {per_token:.6g}-LDP (e.g. 100 tokens: "
                          f"{100 * per_token:.6g}); the number of tokens is not hidden"))
@@ -342,7 +343,9 @@ def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
         rows.append(("nearest neighbour", f"faiss index {_safe(params.get('index'))} (the 'faiss' extra); "
                      "exact or approximate, the guarantee holds for either"))
         if d_max is not None:
-            worst = eps * d_max
+            from ..cmp import worst_case_epsilon
+
+            worst = worst_case_epsilon(eps, d_max)
     rows.append(("metric epsilon" if mech not in _registry.names(family="custext") else "epsilon",
                  f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
     try:
