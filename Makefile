@@ -90,6 +90,23 @@ web-bundle: setup native
 web-demo: web-bundle wasm
 	$(VPY) examples/web/serve.py --bundle $(WEB_BUNDLE) --developer
 
+# The npm package (bindings/npm, docs/web.md): the wasm build, the wrapper and bindings/npm
+# (package.json with sdk/ldptext/__init__.py's version, index.js, index.d.ts plus the return codes
+# of ldptext-web.js) assembled in build/npm/ and packed there by `npm pack` (offline) into
+# build/npm/ldptext-VERSION.tgz. tests/test_npm.py installs that tarball offline and runs it.
+.PHONY: npm
+NPM_VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' sdk/ldptext/__init__.py)
+npm: wasm
+	@test -n "$(NPM_VERSION)" || { echo "npm: no __version__ in sdk/ldptext/__init__.py"; exit 1; }
+	rm -rf build/npm && mkdir -p build/npm
+	cp bindings/npm/index.js bindings/npm/README.md native/build/wasm/ldptext-web.js \
+	  native/build/wasm/ldptext.js native/build/wasm/ldptext.wasm build/npm/
+	{ cat bindings/npm/index.d.ts; sed -n 's/^export const \(LDP_[A-Z0-9_]*\) = \(-\{0,1\}[0-9]*\);$$/export const \1: \2;/p' \
+	  native/wasm/ldptext-web.js; } > build/npm/index.d.ts
+	sed 's/"version": "[^"]*"/"version": "$(NPM_VERSION)"/' bindings/npm/package.json > build/npm/package.json
+	cd build/npm && npm pack --offline --no-audit --no-fund --loglevel=error >/dev/null
+	@test -f build/npm/ldptext-$(NPM_VERSION).tgz && echo "npm: build/npm/ldptext-$(NPM_VERSION).tgz"
+
 # SanText+ against the public SanText code's approach (benchmarks/bench_santext.py): MiniLM with the
 # frequency split w = 0.9 and the default split, GloVe-50k, at eps = 1, 3, 10, 15; speed ratios,
 # load times and resident memory of the C library, the Python SDK and the web wrapper (node; the
