@@ -200,7 +200,7 @@ test-asan: setup
 	  PYTHONMALLOC=malloc PYTHONPATH=$(ASAN_DIR)/pkg LDPTEXT_EXPECT_ASAN=1 \
 	  $(VPY) -m pytest -q -p no:cacheprovider --capture=sys tests/test_rng.py tests/test_native_fuzz.py
 
-# DP-BART Table 6.5 on packaged data (benchmarks/table_dpbart.py, docs/dpbart-training.md): needs the finished
+# DP-BART Table 6.5 on packaged data (ldptext_precompute.evaluation.dpbart_table, docs/dpbart-training.md): needs the finished
 # `make dpbart-train`. Its bundle $(DPBART_TABLE_SOURCE) gives the build configuration, and its work dir
 # $(DPBART_TABLE_SOURCE).work the trained stages. The work dir is only read: its stages are hard-linked into
 # $(DPBART_TABLE_OUT)/stages (a source built with --init-weights: pass DPBART_TABLE_ARGS="--init-weights PATH"). CLV, PR and
