@@ -309,6 +309,11 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     PyObject *objs[T_COUNT];
     static const char kinds[T_COUNT] = {'i', 'f', 'i', 'i', 'i', 'u', 'u', 'f', 'f', 'b', 'u', 'u'};
     static const Py_ssize_t sizes[T_COUNT] = {1, 4, 4, 4, 4, 4, 2, 8, 8, 1, 1, 1};
+    /* the narrower item size a compact bundle may store instead (head ids uint16, alias slots
+     * uint8, exponents float32; each widens exactly), 0 = none */
+    static const Py_ssize_t narrow[T_COUNT] = {0, 0, 0, 0, 2, 0, 1, 4, 0, 0, 0, 0};
+    static const char narrow_kinds[T_COUNT] = {0, 0, 0, 0, 'u', 0, 'u', 'f', 0, 0, 0, 0};
+    Py_ssize_t head_w, alias_w, gamma_w;
     int dim, k, i;
     double eps, p;
     Py_ssize_t rows, slots;
@@ -326,10 +331,28 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
                                      &eps, &p))
         return -1;
     for (i = 0; i < T_COUNT; i++) {
-        if (get_array(objs[i], &self->views[i], kinds[i], sizes[i], 0, table_kwlist[i]) != 0)
+        /* a compact bundle's narrow arrays are read where they are (no widened copy) */
+        Py_ssize_t size = sizes[i];
+        char kind = kinds[i];
+        if (narrow[i] != 0 && PyObject_CheckBuffer(objs[i])) {
+            Py_buffer probe;
+            if (PyObject_GetBuffer(objs[i], &probe, PyBUF_FORMAT | PyBUF_ND) == 0) {
+                if (probe.itemsize == narrow[i]) {
+                    size = narrow[i];
+                    kind = narrow_kinds[i];
+                }
+                PyBuffer_Release(&probe);
+            } else {
+                PyErr_Clear(); /* get_array reports it */
+            }
+        }
+        if (get_array(objs[i], &self->views[i], kind, size, 0, table_kwlist[i]) != 0)
             return -1;
         self->n_views++;
     }
+    head_w = self->views[T_HEAD].itemsize;
+    alias_w = self->views[T_ALIAS].itemsize;
+    gamma_w = self->views[T_GAMMA].itemsize;
     if (dim <= 0 || dim > 130000 || k <= 0 || k >= 65535 || !(eps > 0.0) ||
         !(p >= 0.0 && p <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "invalid dim, head_size, epsilon or p");
@@ -339,9 +362,10 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     slots = (Py_ssize_t)k + 1;
     if (rows <= 0 || rows > INT32_MAX ||
         self->views[T_EMBQ].len != rows * dim || self->views[T_SCALE].len != rows * 4 ||
-        self->views[T_SQNORM].len != rows * 4 || self->views[T_HEAD].len != rows * k * 4 ||
-        self->views[T_THR].len != rows * slots * 4 || self->views[T_ALIAS].len != rows * slots * 2 ||
-        self->views[T_GAMMA].len != rows * slots * 8 || self->views[T_KEEP].len != rows ||
+        self->views[T_SQNORM].len != rows * 4 || self->views[T_HEAD].len != rows * k * head_w ||
+        self->views[T_THR].len != rows * slots * 4 ||
+        self->views[T_ALIAS].len != rows * slots * alias_w ||
+        self->views[T_GAMMA].len != rows * slots * gamma_w || self->views[T_KEEP].len != rows ||
         self->views[T_CLUSTER].len != rows || self->views[T_CGAMMA].len % rows != 0 ||
         self->views[T_CGAMMA].len / rows < 1 || self->views[T_CGAMMA].len / rows > LDP_MAX_CLUSTERS ||
         self->views[T_OUT].len < (Py_ssize_t)k * 4 || self->views[T_OUT].len / 4 > INT32_MAX) {
@@ -356,13 +380,14 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->table.emb_scale = self->views[T_SCALE].buf;
     self->table.emb_sqnorm = self->views[T_SQNORM].buf;
     self->table.outputs = self->views[T_OUT].buf;
-    self->table.head_ids = self->views[T_HEAD].buf;
     self->table.alias_threshold = self->views[T_THR].buf;
-    self->table.alias_index = self->views[T_ALIAS].buf;
-    self->table.accept_gamma = self->views[T_GAMMA].buf;
-    self->table.head_ids_u16 = NULL; /* the Python tables arrive in the wide dtypes */
-    self->table.alias_index_u8 = NULL;
-    self->table.accept_gamma_f32 = NULL;
+    /* each of these three in the form it arrives in (the other pointer NULL) */
+    self->table.head_ids = head_w == 4 ? self->views[T_HEAD].buf : NULL;
+    self->table.head_ids_u16 = head_w == 2 ? self->views[T_HEAD].buf : NULL;
+    self->table.alias_index = alias_w == 2 ? self->views[T_ALIAS].buf : NULL;
+    self->table.alias_index_u8 = alias_w == 1 ? self->views[T_ALIAS].buf : NULL;
+    self->table.accept_gamma = gamma_w == 8 ? self->views[T_GAMMA].buf : NULL;
+    self->table.accept_gamma_f32 = gamma_w == 4 ? self->views[T_GAMMA].buf : NULL;
     self->table.tail_floor = self->views[T_FLOOR].buf;
     self->table.keep_row = self->views[T_KEEP].buf;
     self->table.n_clusters = (int32_t)(self->views[T_CGAMMA].len / rows);

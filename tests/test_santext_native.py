@@ -332,3 +332,40 @@ def test_a_tokenizer_the_library_lacks_keeps_the_hugging_face_one(bundles, tmp_p
     san = load_seeded(path)
     assert san.backend == "native"
     assert [r.n_tokens for r in san.sanitize_batch(["w1 w2", "w3"])] == [2, 1]
+
+
+@pytest.mark.parametrize("kw", [dict(mechanism="santext", epsilon=2.0),
+                                dict(mechanism="santext+", epsilon=25.0, head_size=16, p=0.05, w=0.5, n=120)])
+def test_compact_arrays_stay_as_stored_and_sample_like_wide_ones(tmp_path, kw):
+    """A compact bundle's narrow arrays (uint16 head ids, uint8 alias slots, float32 exponents when
+    stored so) are what the runtime keeps: loading and sanitizing (libldptext, or the extension's
+    own sampler) make no widened copy; the extension's sampler table reads them in place and draws
+    exactly what it draws from the widened arrays."""
+    path = build_tiny_bundle(tmp_path / "c.ldpb", **kw)
+    docs = ["the river bank was quiet", "a quiet bank"]
+    for san in (load_seeded(path, seed=3), load_sampler_path(path, seed=3)):
+        t = san.tables
+        assert t.stored("head_ids").dtype == np.uint16 and t.stored("alias_index").dtype == np.uint8
+        assert t.stored("head_ids").base is not None  # a view of the bundle, not a copy
+        san.sanitize_batch(docs)
+        san.sample_ids(np.flatnonzero(san.valid_input)[:50])
+        san.check_parameters()
+        for name in ("head_ids", "alias_index", "accept_gamma"):  # no widened copy beside the stored one
+            assert vars(t).get(name, t.stored(name)) is t.stored(name), name
+    # on first use the attribute is the exact wide form
+    assert t.head_ids.dtype == np.int32 and np.array_equal(t.head_ids, t.stored("head_ids"))
+    assert t.alias_index.dtype == np.uint16 and t.accept_gamma.dtype == np.float64
+    assert np.array_equal(t.accept_gamma, t.stored("accept_gamma"))
+    compact = t.sampler_arguments(epsilon=san.epsilon, p=san.p if san.p is not None else 1.0)
+    wide = dict(compact, head_ids=t.head_ids, alias_index=t.alias_index, accept_gamma=t.accept_gamma)
+    assert compact["head_ids"].dtype == np.uint16
+    xs = np.resize(np.flatnonzero(san.valid_input), 4000).astype(np.int32)
+    draws = []
+    for args in (compact, wide):
+        g = _native.Generator(bytes(range(32)), 0)
+        ys = np.empty_like(xs)
+        g.santext_sample(_native.SantextTable(**args), xs, ys)
+        draws.append(ys)
+    assert np.array_equal(draws[0], draws[1])
+    with pytest.raises(TypeError):  # a narrow array of the wrong kind is still refused
+        _native.SantextTable(**dict(compact, head_ids=compact["head_ids"].astype(np.int16)))

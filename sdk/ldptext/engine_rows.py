@@ -26,7 +26,7 @@ from . import alias as _alias
 from ._fallback import distance_from_dot
 from .santext_tables import SanTextTables
 
-__all__ = ["engine_log_probabilities", "engine_distance_rows", "engine_distances"]
+__all__ = ["engine_log_probabilities", "engine_distance_rows", "engine_distances", "engine_dots"]
 
 
 def engine_distance_rows(tables: SanTextTables, xs: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -49,10 +49,41 @@ def engine_distance_rows(tables: SanTextTables, xs: np.ndarray, cols: np.ndarray
     """
     xs = np.asarray(xs, dtype=np.int64)
     cols = np.asarray(cols, dtype=np.int64)
-    dt = np.float32 if tables.dim < 1040 else np.float64
-    dot = (tables.emb_q[xs].astype(dt) @ tables.emb_q[cols].astype(dt).T).astype(np.float64)
+    dot = engine_dots(tables, xs, cols)
     return distance_from_dot(tables.emb_scale[xs][:, None], tables.emb_sqnorm[xs][:, None],
                              tables.emb_scale[cols][None, :], tables.emb_sqnorm[cols][None, :], dot)
+
+
+#: Columns whose int8 codes :func:`engine_dots` widens at a time (bounds its temporary memory).
+_DOT_COLUMNS = 256
+
+
+def engine_dots(tables: SanTextTables, xs: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The integer dot products <q_x, q_y> of the int8 codes for every x of ``xs`` and y of
+    ``cols``, exactly, as float64.
+
+    Each product is an integer below 2^24 for m < 1040, exact in float32 in any summation order
+    (float64 beyond), so the columns are widened a block at a time: the temporary memory is a
+    block, not the whole ``cols × m`` embedding, and the values are the same.
+
+    Parameters
+    ----------
+    tables : SanTextTables
+    xs : np.ndarray of int, shape (n,)
+    cols : np.ndarray of int, shape (c,)
+
+    Returns
+    -------
+    np.ndarray of float64, shape (n, c)
+    """
+    dt = np.float32 if tables.dim < 1040 else np.float64
+    q = tables.emb_q[np.asarray(xs, dtype=np.int64)].astype(dt)
+    cols = np.asarray(cols, dtype=np.int64)
+    out = np.empty((q.shape[0], cols.size), dtype=np.float64)
+    for start in range(0, cols.size, _DOT_COLUMNS):
+        part = cols[start:start + _DOT_COLUMNS]
+        out[:, start:start + part.size] = q @ tables.emb_q[part].astype(dt).T
+    return out
 
 
 def engine_distances(tables: SanTextTables, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -97,7 +128,8 @@ def engine_log_probabilities(tables: SanTextTables, xs: np.ndarray, *, engine_ep
     """
     t, k, outs = tables, tables.head_size, tables.outputs
     xs = np.atleast_1d(np.asarray(xs, dtype=np.int64))
-    mass = _alias.realised_masses(t.alias_threshold[xs], t.alias_index[xs])
+    gamma = t.stored("accept_gamma")[xs].astype(np.float64)  # the rows only, widened exactly
+    mass = _alias.realised_masses(t.alias_threshold[xs], t.stored("alias_index")[xs])
     with np.errstate(divide="ignore"):
         log_q = np.log(mass.astype(np.float64))
     rows = np.arange(xs.size)
@@ -107,9 +139,9 @@ def engine_log_probabilities(tables: SanTextTables, xs: np.ndarray, *, engine_ep
     if tail_count > 0 and (mass[:, k] > 0).any():
         d = engine_distance_rows(t, xs, outs)
         with np.errstate(invalid="ignore"):  # rows whose tail slot has mass 0: -inf
-            base = log_q[:, k] - math.log(tail_count) - t.accept_gamma[xs, k]
+            base = log_q[:, k] - math.log(tail_count) - gamma[:, k]
             lp[:, outs] = base[:, None] - half * (d - t.tail_floor[xs][:, None])
-    lp[rows[:, None], t.head_ids[xs]] = log_q[:, :k] - t.accept_gamma[xs, :k]
+    lp[rows[:, None], t.stored("head_ids")[xs]] = log_q[:, :k] - gamma[:, :k]
     m = lp.max(axis=1, keepdims=True)
     lp -= m + np.log(np.exp(lp - m).sum(axis=1, keepdims=True))
     keep = t.keep_row[xs].astype(bool)

@@ -70,11 +70,10 @@ from .bundle import Bundle, BundleSource
 from .errors import BundleFormatError, BundleIntegrityError
 from .report import PrivacyReport
 from .rng import Generator, _seed_key
-from .santext_tables import SanTextTables, stored_arrays_of
+from .santext_tables import SanTextTables, stored_arrays_of, unique_rows
 from .santext_check import DMAX_ROWS, check_realised, load_rows
 from .token_runtime import TokenRuntime
-from .verbatim import (VerbatimRate, check_stated_maximum, refuse_near_identity, sensitive_inputs,
-                       verbatim_probabilities)
+from .verbatim import (VerbatimRate, check_stated_maximum, refuse_near_identity, verbatim_probabilities)
 from .tokenization import TextTokenizer
 
 try:
@@ -337,7 +336,7 @@ class Sanitizer(TokenRuntime):
         """What the tables must agree on with the manifest and the mechanism."""
         t = self.tables
         if t.head_size != self.head_size:
-            raise BundleIntegrityError(f"array 'head_ids' has shape {t.head_ids.shape}, expected "
+            raise BundleIntegrityError(f"array 'head_ids' has shape {t.stored('head_ids').shape}, expected "
                                        f"{(t.n_rows, self.head_size)}")
         if self.mechanism == "santext" and t.keep_row.any():
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
@@ -364,7 +363,8 @@ class Sanitizer(TokenRuntime):
         if stated is not None:
             check_stated_maximum(t, self.epsilon, stated, rows[:DMAX_ROWS])
             return stated
-        xs = np.intersect1d(rows, sensitive_inputs(t))
+        xs = unique_rows(rows)  # (np.intersect1d with sensitive_inputs, without numpy.ma)
+        xs = xs[t.valid_input[xs].astype(bool) & ~t.keep_row[xs].astype(bool)]
         v = verbatim_probabilities(t, self.epsilon, xs, threads=1)
         if v.size == 0:
             return VerbatimRate(0.0, 0.0, 0)
@@ -522,7 +522,8 @@ class Sanitizer(TokenRuntime):
 
     def _log_probabilities(self, xs: np.ndarray) -> np.ndarray:
         t, k, outs = self.tables, self.head_size, self.outputs
-        mass = _alias.realised_masses(t.alias_threshold[xs], t.alias_index[xs])
+        gamma = t.stored("accept_gamma")[xs].astype(np.float64)  # the rows only, widened exactly
+        mass = _alias.realised_masses(t.alias_threshold[xs], t.stored("alias_index")[xs])
         with np.errstate(divide="ignore"):
             log_q = np.log(mass.astype(np.float64))
         rows = np.arange(xs.size)
@@ -536,10 +537,10 @@ class Sanitizer(TokenRuntime):
             d = distance_from_dot(t.emb_scale[xs][:, None], t.emb_sqnorm[xs][:, None],
                                   t.emb_scale[outs][None, :], t.emb_sqnorm[outs][None, :], dot)
             with np.errstate(invalid="ignore"):  # rows whose tail slot has mass 0: -inf
-                lp[:, outs] = (log_q[:, k] - math.log(tail_count) - t.accept_gamma[xs, k]
+                lp[:, outs] = (log_q[:, k] - math.log(tail_count) - gamma[:, k]
                                + self.epsilon / 2 * t.tail_floor[xs])[:, None] \
                     - self.epsilon / 2 * d
-        lp[rows[:, None], t.head_ids[xs]] = log_q[:, :k] - t.accept_gamma[xs, :k]
+        lp[rows[:, None], t.stored("head_ids")[xs]] = log_q[:, :k] - gamma[:, :k]
         m = lp.max(axis=1, keepdims=True)
         lp -= m + np.log(np.exp(lp - m).sum(axis=1, keepdims=True))
         keep = t.keep_row[xs].astype(bool)

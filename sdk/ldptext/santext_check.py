@@ -30,14 +30,14 @@ Ohio State), §2.4: Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2).
 from __future__ import annotations
 
 import math
-import os
+import secrets
 
 import numpy as np
 
 from . import alias as _alias
 from .engine_rows import engine_distance_rows, engine_distances
 from .errors import ParameterMismatchError
-from .santext_tables import SanTextTables
+from .santext_tables import SanTextTables, unique_rows
 from .token_runtime import sampled_rows
 
 __all__ = ["check_realised", "fixed_rows", "load_rows", "FIXED_ROWS", "RANDOM_ROWS", "DMAX_ROWS"]
@@ -76,8 +76,8 @@ def load_rows(t: SanTextTables, n_random: int = RANDOM_ROWS) -> np.ndarray:
     valid = np.flatnonzero(t.valid_input)
     if valid.size == 0 or n_random <= 0:
         return rows
-    rng = np.random.default_rng(int.from_bytes(os.urandom(16), "little"))
-    drawn = valid[rng.integers(0, valid.size, size=n_random)]
+    # (secrets: OS entropy, without numpy.random's resident memory at every load)
+    drawn = valid[np.array([secrets.randbelow(valid.size) for _ in range(n_random)], dtype=np.int64)]
     # the largest-norm row stays first, a random row second (DMAX_ROWS reads both)
     return np.concatenate([rows[:1], drawn, rows[1:]])
 
@@ -120,14 +120,15 @@ def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0
         if far > d_max * (1 + 1e-9) + 1e-12:
             raise ParameterMismatchError(f"manifest D_max {d_max:.6g} is below a realised distance "
                                          f"{far:.6g} between two valid inputs")
-    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    rows = unique_rows(rows)
     if rows.size == 0:
         return
     k = t.head_size
-    head = t.head_ids[rows].astype(np.int64)
+    # the checked rows of the stored arrays (a compact bundle's narrow ones widen exactly here)
+    head = t.stored("head_ids")[rows].astype(np.int64)
     with np.errstate(divide="ignore"):
-        realised = np.log(_alias.realised_masses(t.alias_threshold[rows], t.alias_index[rows])[:, :k]
-                          .astype(np.float64)) - t.accept_gamma[rows, :k]
+        realised = np.log(_alias.realised_masses(t.alias_threshold[rows], t.stored("alias_index")[rows])
+                          [:, :k].astype(np.float64)) - t.stored("accept_gamma")[rows, :k].astype(np.float64)
     d = engine_distances(t, np.repeat(rows, k), head.ravel()).reshape(head.shape)
     # |log P_realised − log P_formula| ≤ tolerance per probability (the manifest's statement), so a
     # difference of two by twice that, plus the float rounding of ε·d/2

@@ -28,7 +28,7 @@ from . import alias as _alias
 from .errors import BundleFormatError, BundleIntegrityError
 
 __all__ = ["SanTextTables", "STORED_ARRAYS", "OPTIONAL_ARRAYS", "SAMPLER_KEYWORDS", "MAX_CLUSTERS",
-           "CLUSTER_GAMMA_UNIT", "row_sqnorms", "gamma_float32", "stored_arrays_of"]
+           "CLUSTER_GAMMA_UNIT", "row_sqnorms", "gamma_float32", "stored_arrays_of", "unique_rows"]
 
 #: Most tail clusters a table may have (cluster ids are uint8), as ``LDP_MAX_CLUSTERS`` in C.
 MAX_CLUSTERS = 256
@@ -63,8 +63,35 @@ def row_sqnorms(emb_q: np.ndarray) -> np.ndarray:
     np.ndarray of int32, shape (V,)
         ``sum_j emb_q[i, j]**2`` per row (at most 127² · m, exact in int32 for m < 133,000).
     """
-    q = emb_q.astype(np.int32)
-    return np.einsum("ij,ij->i", q, q).astype(np.int32)
+    out = np.empty(emb_q.shape[0], dtype=np.int32)
+    for start in range(0, emb_q.shape[0], _SQNORM_BLOCK):  # a block widened at a time
+        q = emb_q[start:start + _SQNORM_BLOCK].astype(np.int32)
+        out[start:start + q.shape[0]] = np.einsum("ij,ij->i", q, q)
+    return out
+
+
+#: Rows of int8 codes widened at a time by :func:`row_sqnorms` (bounds its temporary memory).
+_SQNORM_BLOCK = 256
+
+
+def unique_rows(rows: np.ndarray) -> np.ndarray:
+    """The distinct ids of ``rows``, ascending (``np.unique`` of a 1-d integer array).
+
+    The load-time checks use this instead of ``np.unique``, which imports ``numpy.ma`` (resident
+    memory an app that sanitizes does not otherwise need).
+
+    Parameters
+    ----------
+    rows : array_like of int
+
+    Returns
+    -------
+    np.ndarray of int64, shape (n,)
+    """
+    a = np.sort(np.asarray(rows, dtype=np.int64).reshape(-1))
+    if a.size < 2:
+        return a
+    return a[np.concatenate(([True], a[1:] != a[:-1]))]
 
 
 def gamma_float32(gamma: np.ndarray) -> tuple[np.ndarray, float]:
@@ -96,8 +123,9 @@ class SanTextTables:
 
     Construct by keyword (every stored field below); ``emb_sqnorm`` is derived. Three arrays may
     come in a narrower dtype (a compact bundle: uint16 head ids, uint8 alias slots, float32
-    exponents); construction widens them exactly, so the tables always hold the dtypes the sampler
-    reads, and :meth:`stored_arrays` narrows them again. Construction checks
+    exponents); the tables keep them as given (a bundle's memory map: no copy), the samplers and
+    the load-time checks read them so (:meth:`stored`), and the attribute of the same name is the
+    exact wide form, made on first use; :meth:`stored_arrays` gives the compact form. Construction checks
     dtypes and shapes against the schema, then the semantic invariants the sampler relies on (ids in
     range and sorted, head candidates inside the output domain, finite non-negative acceptance
     exponents normalised to a zero minimum per row, no proposal mass on an empty tail). A validly
@@ -175,6 +203,7 @@ class SanTextTables:
         # accept_gamma's stored dtype is a property of the tables (precompute chose float32 only
         # within its error budget); the integer dtypes are narrowed whenever the values fit
         object.__setattr__(self, "_gamma32", False)
+        object.__setattr__(self, "_stored", {})
         # a bundle without tail clusters: one cluster, no bound (the plain tail, exactly)
         rows = self.emb_q.shape[0] if isinstance(self.emb_q, np.ndarray) and self.emb_q.ndim == 2 else 0
         if self.tail_cluster is None and self.cluster_gamma is None:
@@ -190,8 +219,11 @@ class SanTextTables:
                     raise BundleIntegrityError(f"array {f.name!r} is not an array")
                 narrow = f.metadata["narrow"]
                 if narrow is not None and a.dtype == narrow:  # (np.dtype(None) is float64)
-                    # exact: every uint16 fits int32, every uint8 uint16, every float32 float64
-                    object.__setattr__(self, f.name, a.astype(f.metadata["dtype"]))
+                    # kept as stored (a compact bundle's memory map, not copied); the wide
+                    # attribute is made on first use (__getattr__), exactly: every uint16 fits
+                    # int32, every uint8 uint16, every float32 float64
+                    self._stored[f.name] = a
+                    object.__delattr__(self, f.name)
                     if f.name == "accept_gamma":
                         object.__setattr__(self, "_gamma32", True)
                 elif a.dtype != f.metadata["dtype"]:
@@ -202,7 +234,7 @@ class SanTextTables:
         dims = self._dims()
         for f in fields(self):
             if f.metadata["stored"]:
-                shape = getattr(self, f.name).shape
+                shape = self.stored(f.name).shape
                 expected = tuple(dims[s] for s in f.metadata["shape"])
                 if shape != expected:
                     raise BundleIntegrityError(f"array {f.name!r} has shape {shape}, expected {expected}")
@@ -210,15 +242,48 @@ class SanTextTables:
         object.__setattr__(self, "emb_sqnorm", row_sqnorms(self.emb_q))
         self._check_values()
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a narrow array kept as stored: its wide form, made once (the sampler
+        # and the checks of the runtime read the stored form, :meth:`stored`)
+        stored = self.__dict__.get("_stored")
+        if stored is None or name not in stored:
+            raise AttributeError(name)
+        wide = stored[name].astype(_WIDE[name])
+        object.__setattr__(self, name, wide)
+        return wide
+
+    def stored(self, name: str) -> np.ndarray:
+        """A schema array in the form the tables were given (for a compact bundle: uint16 head
+        ids, uint8 alias slots, float32 exponents, read in place), without widening it.
+
+        Every narrow value widens exactly, so any computation that widens what it reads (indexing
+        then float64 or int64 arithmetic) gives the same result from either form. The attribute of
+        the same name is the wide form (made on first use and kept).
+
+        Parameters
+        ----------
+        name : str
+            A name of :data:`STORED_ARRAYS` (or ``emb_sqnorm``).
+
+        Returns
+        -------
+        np.ndarray
+        """
+        a = self._stored.get(name)
+        return a if a is not None else getattr(self, name)
+
     def _dims(self) -> dict[str, int]:
         """Values of the shape symbols, from emb_q (V, m), outputs (O) and head_ids (K)."""
         v, m = self.emb_q.shape
-        k = self.head_ids.shape[1] if self.head_ids.ndim == 2 else 0
+        head = self.stored("head_ids")
+        k = head.shape[1] if head.ndim == 2 else 0
         c = self.cluster_gamma.shape[1] if self.cluster_gamma.ndim == 2 else 0
         return {"V": v, "m": m, "O": self.outputs.shape[0] if self.outputs.ndim == 1 else -1,
                 "K": k, "K+1": k + 1, "C": c}
 
     def _check_values(self) -> None:
+        # on the stored arrays (no widened copy): comparisons of a uint16 / uint8 / float32 array
+        # with a Python number, and of two of its slices, are exact in any of its dtypes
         v, k = self.n_rows, self.head_size
         out = self.outputs
         if v == 0 or out.size < k:
@@ -226,31 +291,34 @@ class SanTextTables:
         if not np.isfinite(self.emb_scale).all() or (self.emb_scale < 0).any() \
                 or not np.isfinite(self.tail_floor).all() or (self.tail_floor < 0).any():
             raise BundleIntegrityError("embeddings or tail bounds are not finite")
-        if (out < 0).any() or (out >= v).any() or (np.diff(out) <= 0).any():
+        if (out < 0).any() or (out >= v).any() or (out[1:] <= out[:-1]).any():
             raise BundleIntegrityError("output ids are out of range or not strictly increasing")
-        head = self.head_ids
-        if (head < 0).any() or (head >= v).any() or (np.diff(head, axis=1) <= 0).any():
+        head = self.stored("head_ids")
+        if head.min(initial=0) < 0 or head.max(initial=0) >= v or (head[:, 1:] <= head[:, :-1]).any():
             raise BundleIntegrityError("head ids are out of range or not strictly increasing")
         is_out = np.zeros(v, dtype=bool)
         is_out[out] = True
         if not is_out[head].all() or (is_out & ~self.valid_input).any():
             raise BundleIntegrityError("a head candidate or an output is outside the output domain")
-        if (self.alias_index > k).any():
+        if self.stored("alias_index").max(initial=0) > k:
             raise BundleIntegrityError("alias table values are out of range")
         clusters = self.cluster_gamma.shape[1]
         if not 1 <= clusters <= MAX_CLUSTERS or (self.tail_cluster >= clusters).any():
             raise BundleIntegrityError("tail cluster ids are out of range")
-        gamma = self.accept_gamma
-        if not (np.isfinite(gamma).all() and (gamma >= 0).all()):
+        gamma = self.stored("accept_gamma")
+        # min over every exponent: NaN propagates, so one comparison tests finiteness too
+        if not (np.isfinite(gamma.max(initial=0.0)) and gamma.min(initial=0.0) >= 0):
             raise BundleIntegrityError("acceptance exponents are negative or not finite")
         # precompute makes the smallest exponent of every row 0 (the best-fitting slot is always
         # accepted); a larger minimum only slows sampling down, exponentially: refuse it
-        tail_slot = gamma[:, -1] if out.size > k else np.inf
-        if (np.minimum(gamma[:, :-1].min(axis=1, initial=np.inf), tail_slot) != 0).any():
+        row_min = gamma[:, :-1].min(axis=1, initial=np.inf)
+        if out.size > k:
+            row_min = np.minimum(row_min, gamma[:, -1])
+        if (row_min != 0).any():
             raise BundleIntegrityError("acceptance exponents are not normalised (min per row != 0)")
         # an empty tail must have zero proposal mass, or the sampler would loop
         if out.size == k:
-            mass = _alias.realised_masses(self.alias_threshold, self.alias_index)
+            mass = _alias.realised_masses(self.alias_threshold, self.stored("alias_index"))
             if (mass[:, -1] != 0).any():
                 raise BundleIntegrityError("tail slot has mass but the tail is empty")
 
@@ -272,7 +340,7 @@ class SanTextTables:
     @property
     def head_size(self) -> int:
         """K, the alias-table head size."""
-        return int(self.head_ids.shape[1])
+        return int(self.stored("head_ids").shape[1])
 
     # -- views -----------------------------------------------------------------------------------
     def metric_embedding(self) -> np.ndarray:
@@ -297,13 +365,13 @@ class SanTextTables:
         dict of str to np.ndarray
             One entry per name of :data:`STORED_ARRAYS`, in schema order.
         """
-        out = {name: getattr(self, name) for name in STORED_ARRAYS}
+        out = {name: self.stored(name) for name in STORED_ARRAYS}
         if self.n_rows <= 1 << 16:
-            out["head_ids"] = self.head_ids.astype(np.uint16)
+            out["head_ids"] = out["head_ids"].astype(np.uint16, copy=False)
         if self.head_size + 1 <= 1 << 8:
-            out["alias_index"] = self.alias_index.astype(np.uint8)
+            out["alias_index"] = out["alias_index"].astype(np.uint8, copy=False)
         if self._gamma32:
-            out["accept_gamma"] = self.accept_gamma.astype(np.float32)
+            out["accept_gamma"] = out["accept_gamma"].astype(np.float32, copy=False)
         return out
 
     @property
@@ -341,10 +409,11 @@ class SanTextTables:
         Returns
         -------
         dict of str to object
-            Keys :data:`SAMPLER_KEYWORDS` in order: the sampler's arrays (borrowed, not copied),
-            then ``dim``, ``head_size``, ``epsilon`` and ``p``.
+            Keys :data:`SAMPLER_KEYWORDS` in order: the sampler's arrays as stored (borrowed, not
+            copied: a compact bundle's narrow arrays, which the C sampler reads in place), then
+            ``dim``, ``head_size``, ``epsilon`` and ``p``.
         """
-        args: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata["sampler"]}
+        args: dict[str, Any] = {f.name: self.stored(f.name) for f in fields(self) if f.metadata["sampler"]}
         args.update(dim=self.dim, head_size=self.head_size, epsilon=float(epsilon), p=float(p))
         return args
 
@@ -370,6 +439,9 @@ def stored_arrays_of(arrays: Any) -> dict[str, np.ndarray]:
     return {name: get(name) for name in STORED_ARRAYS if name not in OPTIONAL_ARRAYS or present(name)}
 
 
+#: The wide dtype of each array a bundle may store narrow (the attribute's dtype).
+_WIDE: dict[str, np.dtype] = {f.name: f.metadata["dtype"] for f in fields(SanTextTables)
+                              if f.metadata["narrow"] is not None}
 #: Names of the arrays a SanText(+) bundle stores, in schema order.
 STORED_ARRAYS: tuple[str, ...] = tuple(f.name for f in fields(SanTextTables) if f.metadata["stored"])
 #: Those a bundle may lack (made before they existed); see :class:`SanTextTables`.

@@ -36,6 +36,7 @@ from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputE
 from .mechanism_report import MechanismReport
 from .report import Sanitized
 from .rng import Generator, _seed_key
+from .santext_tables import unique_rows
 from .tokenization import TextTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +98,7 @@ def sampled_rows(candidates: np.ndarray, score: np.ndarray, n: int = CHECK_ROWS)
         return candidates
     top = candidates[np.argsort(-np.asarray(score)[candidates], kind="stable")[:n // 2]]
     spread = candidates[np.linspace(0, candidates.size - 1, n // 2).astype(np.int64)]
-    return np.unique(np.concatenate([top, spread]))
+    return unique_rows(np.concatenate([top, spread]))
 
 
 def check_stated_d_max(vectors: np.ndarray, valid: np.ndarray, d_max: float) -> None:

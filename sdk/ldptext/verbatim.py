@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .engine_rows import engine_dots
 from .errors import ParameterMismatchError, WeakPrivacyError
-from .santext_tables import SanTextTables
+from .santext_tables import SanTextTables, unique_rows
 
 __all__ = ["NEAR_IDENTITY_MEDIAN", "VerbatimRate", "WeakPrivacyError", "verbatim_probabilities",
            "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum"]
@@ -91,12 +92,12 @@ def sensitive_inputs(t: SanTextTables) -> np.ndarray:
     return np.flatnonzero(t.valid_input.astype(bool) & ~t.keep_row.astype(bool))
 
 
-def _block(t: SanTextTables, xs: np.ndarray, half: float, emb_out: np.ndarray, out_scale: np.ndarray,
+def _block(t: SanTextTables, xs: np.ndarray, half: float, outs: np.ndarray, out_scale: np.ndarray,
            out_sq: np.ndarray, out_pos: np.ndarray) -> np.ndarray:
     # d² = s_x²|q_x|² + s_y²|q_y|² − 2 s_x s_y <q_x, q_y> in float64 from an exact integer dot
-    # product, in place: a block is the only rows × |O| array alive
-    dt = np.float32 if t.dim < 1040 else np.float64
-    acc = (t.emb_q[xs].astype(dt) @ emb_out.T).astype(np.float64)
+    # product, in place: a block is the only rows × |O| array alive (the outputs' codes are widened
+    # a chunk at a time; each dot product is an exact integer, so chunking changes no value)
+    acc = engine_dots(t, xs, outs)
     sx = t.emb_scale[xs].astype(np.float64)
     nx = sx * sx * t.emb_sqnorm[xs].astype(np.float64)
     acc *= (-2.0 * sx)[:, None]
@@ -136,18 +137,21 @@ def verbatim_probabilities(t: SanTextTables, epsilon: float, rows: np.ndarray, *
     """
     rows = np.asarray(rows, dtype=np.int64)
     outs = t.outputs.astype(np.int64)
-    dt = np.float32 if t.dim < 1040 else np.float64
-    emb_out = t.emb_q[outs].astype(dt)
     out_scale = t.emb_scale[outs].astype(np.float64)
     out_sq = out_scale * out_scale * t.emb_sqnorm[outs].astype(np.float64)
     out_pos = np.full(t.n_rows, -1, dtype=np.int64)
     out_pos[outs] = np.arange(outs.size)
     half = float(epsilon) / 2.0
     starts = range(0, rows.size, _BLOCK)
-    workers = max(1, min(threads or os.cpu_count() or 1, 4))
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # numpy releases the GIL in its kernels
-        parts = list(pool.map(lambda s: _block(t, rows[s:s + _BLOCK], half, emb_out, out_scale, out_sq,
-                                               out_pos), starts))
+    workers = max(1, min(threads or os.cpu_count() or 1, 4, len(starts)))
+    def block(s: int) -> np.ndarray:
+        return _block(t, rows[s:s + _BLOCK], half, outs, out_scale, out_sq, out_pos)
+
+    if workers == 1:  # (a load-time check: no thread, whose memory arena would stay resident)
+        parts = [block(s) for s in starts]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:  # numpy releases the GIL in its kernels
+            parts = list(pool.map(block, starts))
     return np.concatenate(parts) if parts else np.empty(0)
 
 
@@ -188,7 +192,8 @@ def check_stated_maximum(t: SanTextTables, epsilon: float, stated: VerbatimRate,
     ParameterMismatchError
         A checked sensitive row is released unchanged more often than the stated maximum.
     """
-    rows = np.intersect1d(np.asarray(rows, dtype=np.int64), sensitive_inputs(t))
+    rows = unique_rows(rows)  # (as np.intersect1d with sensitive_inputs, without numpy.ma)
+    rows = rows[t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)]
     if rows.size == 0:
         return
     v = verbatim_probabilities(t, epsilon, rows, threads=1)
