@@ -58,6 +58,16 @@ libldptext-test:
 test-arm64:
 	$(MAKE) -C native test-arm64
 
+# The JVM binding (bindings/jvm/Makefile, docs/jvm.md): build/jvm/ldptext.jar (package org.ldptext)
+# and build/jvm/libldptext_jni.so (JNI glue linked with native/build/libldptext.a), with javac, jar
+# and the C compiler only (Debian: openjdk-17-jdk-headless; scripts/system-deps.sh jvm); no network.
+# tests/test_jvm.py (part of `make test`) builds it and runs a Java program against the jar.
+.PHONY: jvm
+jvm:
+	@bash scripts/system-deps.sh core jvm
+	$(MAKE) -C native lib
+	$(MAKE) -C bindings/jvm
+
 demo: setup native
 	$(VENV)/bin/ldptext demo --cache $(CACHE)
 

@@ -1,0 +1,112 @@
+package org.ldptext;
+
+import java.util.Map;
+
+/**
+ * The verified bundle's public facts, as {@code ldp_bundle_info} states them (the same values the
+ * Python runtime reports). Fields a mechanism does not state are null (boxed types).
+ */
+public final class BundleInfo {
+    private final String json;
+    private final long formatVersion;
+    private final String mechanism;
+    private final double epsilon;
+    private final Double epsilon0;
+    private final Double p;
+    private final Double dMax;
+    private final double tolerance;
+    private final Double gamma;
+    private final Double beta;
+    private final Long k;
+    private final String similarity;
+    private final String ledgerUnit;
+    private final Double worstCaseTokenEpsilon;
+    private final String worstCaseNote;
+    private final String bundleId;
+    private final String keyId;
+
+    BundleInfo(String json) {
+        this.json = json;
+        Object parsed = Json.parse(json);
+        if (!(parsed instanceof Map)) throw new IllegalArgumentException("bundle info is not a JSON object");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> m = (Map<String, Object>) parsed;
+        formatVersion = ((Number) m.get("format_version")).longValue();
+        mechanism = (String) m.get("mechanism");
+        epsilon = ((Number) m.get("epsilon")).doubleValue();
+        epsilon0 = dbl(m.get("epsilon0"));
+        p = dbl(m.get("p"));
+        dMax = dbl(m.get("d_max"));
+        tolerance = ((Number) m.get("tolerance")).doubleValue();
+        gamma = dbl(m.get("gamma"));
+        beta = dbl(m.get("beta"));
+        Object kv = m.get("k");
+        k = kv == null ? null : Long.valueOf(((Number) kv).longValue());
+        similarity = (String) m.get("similarity");
+        ledgerUnit = (String) m.get("ledger_unit");
+        worstCaseTokenEpsilon = dbl(m.get("worst_case_token_epsilon"));
+        worstCaseNote = (String) m.get("worst_case_note");
+        bundleId = (String) m.get("bundle_id");
+        keyId = (String) m.get("key_id");
+    }
+
+    private static Double dbl(Object o) {
+        return o == null ? null : Double.valueOf(((Number) o).doubleValue());
+    }
+
+    /** @return the whole ldp_bundle_info JSON object (with the verified manifest under "manifest") */
+    public String json() { return json; }
+
+    /** @return the manifest's format version */
+    public long formatVersion() { return formatVersion; }
+
+    /** @return "santext", "santext+", "tem", "custext" or "custext+" */
+    public String mechanism() { return mechanism; }
+
+    /** @return the stated per-token epsilon (metric for SanText and TEM) */
+    public double epsilon() { return epsilon; }
+
+    /** @return SanText+'s eps0 = ln(1/p); 0 for SanText, TEM, CusText; null for CusText+ */
+    public Double epsilon0() { return epsilon0; }
+
+    /** @return SanText+'s p (CusText+: 0); null where the manifest states none (SanText, TEM) */
+    public Double p() { return p; }
+
+    /** @return the bound on distances the bundle states; null for CusText */
+    public Double dMax() { return dMax; }
+
+    /** @return the bound on |log P^ - log P| of every realised probability */
+    public double tolerance() { return tolerance; }
+
+    /** @return TEM's truncation threshold gamma (else null) */
+    public Double gamma() { return gamma; }
+
+    /** @return the beta that chose TEM's gamma (else null) */
+    public Double beta() { return beta; }
+
+    /** @return CusText's smallest output set K (else null) */
+    public Long k() { return k; }
+
+    /** @return CusText's similarity, "euclidean" or "cosine" (else null) */
+    public String similarity() { return similarity; }
+
+    /** @return the unit ledger charges are made in ("metric:..." or "partition:...") */
+    public String ledgerUnit() { return ledgerUnit; }
+
+    /** @return the per-token LDP level over any two inputs; null where none exists */
+    public Double worstCaseTokenEpsilon() { return worstCaseTokenEpsilon; }
+
+    /** @return what the worst case is, or why there is none */
+    public String worstCaseNote() { return worstCaseNote; }
+
+    /** @return SHA-256 (64 hex) of the signed manifest: pin it to accept exactly this bundle */
+    public String bundleId() { return bundleId; }
+
+    /** @return 16 hex digits naming the signer's key */
+    public String keyId() { return keyId; }
+
+    @Override
+    public String toString() {
+        return "BundleInfo(" + mechanism + ", epsilon=" + epsilon + ", bundle " + bundleId + ", key " + keyId + ")";
+    }
+}
