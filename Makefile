@@ -117,6 +117,17 @@ npm: wasm
 	cd build/npm && npm pack --offline --no-audit --no-fund --loglevel=error >/dev/null
 	@test -f build/npm/ldptext-$(NPM_VERSION).tgz && echo "npm: build/npm/ldptext-$(NPM_VERSION).tgz"
 
+# The Chromium (Manifest V3) extension "sanitize before send" (bindings/extension, docs/extension.md):
+# build/extension/, unpacked, with the wasm build, the bundle EXT_BUNDLE (default: the web bundle)
+# and the publisher's public key (EXT_TRUST: --developer, this machine's developer key, or
+# --trust PUB), checked here and verified by the extension at every start. tests/test_extension.py
+# loads it into headless Chromium.
+.PHONY: extension
+EXT_BUNDLE ?= $(WEB_BUNDLE)
+EXT_TRUST  ?= --developer
+extension: wasm $(if $(filter $(WEB_BUNDLE),$(EXT_BUNDLE)),web-bundle)
+	$(VPY) bindings/extension/build.py --bundle $(EXT_BUNDLE) $(EXT_TRUST) --out build/extension
+
 # SanText+ against the public SanText code's approach (benchmarks/bench_santext.py): MiniLM with the
 # frequency split w = 0.9 and the default split, GloVe-50k, at eps = 1, 3, 10, 15; speed ratios,
 # load times and resident memory of the C library, the Python SDK and the web wrapper (node; the

@@ -1,0 +1,120 @@
+/* The popup: the engine's state, the privacy report (what is and is not protected), the site's
+ * allow-list entry and the "sanitize the focused field" button. It shows numbers about the
+ * releases, never their text. */
+const $ = (id) => document.getElementById(id);
+const fmt = (x) => (x === null || x === undefined ? '—' : Number(x).toPrecision(4).replace(/\.?0+$/, ''));
+const NAMES = { santext: 'SanText', 'santext+': 'SanText+', tem: 'TEM', custext: 'CusText', 'custext+': 'CusText+' };
+
+function row(name, value) {
+  const tr = document.createElement('tr');
+  for (const v of [name, value]) {
+    const td = document.createElement('td');
+    td.textContent = v;
+    tr.appendChild(td);
+  }
+  $('facts').appendChild(tr);
+}
+
+function list(id, items) {
+  $(id).replaceChildren(...items.map((t) => {
+    const li = document.createElement('li');
+    li.textContent = t;
+    return li;
+  }));
+}
+
+function render(facts, lastRelease) {
+  const r = facts;
+  const plus = r.mechanism === 'santext+';
+  const santext = r.mechanism === 'santext' || plus;
+  row('Mechanism', `${NAMES[r.mechanism] || r.mechanism} (${r.notion})`);
+  row('ε per token', santext ? `${fmt(r.epsilon)} (metric: ε·d(x, x′) between words x, x′)` : fmt(r.epsilon));
+  if (plus) row('p (non-sensitive word re-drawn)', `${fmt(r.p)}; ε₀ = ln(1/p) = ${fmt(r.epsilon0)}`);
+  row('Worst-case LDP level per token', r.worst_case_token_epsilon === null ? 'none (see below)'
+    : fmt(r.worst_case_token_epsilon));
+  if (r.verbatim_median !== undefined && r.verbatim_median !== null) {
+    row('Sensitive word released unchanged', `median ${fmt(r.verbatim_median)}, largest ${fmt(r.verbatim_max)}`);
+  }
+  row('Budget unit', r.ledger_unit);
+  row('Bundle', `${String(r.bundle_id).slice(0, 16)}… signed by key ${String(r.key_id).slice(0, 16)}…`);
+  if (lastRelease) {
+    row('Last release', `${lastRelease.n_tokens} tokens in ${lastRelease.fields} field(s): charge n·ε = `
+      + `${fmt(lastRelease.document_epsilon)}`);
+  }
+  if (r.weak_privacy) row('WEAK PRIVACY', 'this bundle releases text close to the input');
+
+  const prot = [
+    santext ? `Each re-drawn word: the output cannot tell two words x, x′ apart by more than a factor `
+      + `exp(ε·d(x, x′)), ε = ${fmt(r.epsilon)}, d their distance in the bundle's embedding.`
+      : `Each token: ${r.notion}, ε = ${fmt(r.epsilon)} per token.`,
+    'Your text is sanitized on this device; the extension itself sends nothing anywhere.',
+    'On a guarded site, a form is not submitted unless its text fields were sanitized: if the bundle '
+      + 'does not verify or the engine cannot load, the submit is blocked.',
+  ];
+  if (plus) prot.splice(1, 0, 'Sensitive words (names, places, numbers, health words) are always re-drawn.');
+  list('protected', prot);
+  const not = [
+    'The number of words: token-level privacy never hides the length.',
+    `Worst case: ${r.worst_case_note}.`,
+  ];
+  if (plus) {
+    not.push(`Non-sensitive words (function words, punctuation) are released unchanged with probability `
+      + `1 − p = ${fmt(r.kept_in_clear_probability)}.`);
+  }
+  not.push('What the page\'s own scripts read while you type, or send by themselves (not by submitting the '
+    + 'form), and fields other than text fields and text areas (hidden, password, e-mail, files).');
+  not.push('Sites you have not allowed: there, only the fields you sanitize yourself are.');
+  list('not-protected', not);
+  $('report').hidden = false;
+}
+
+async function activeTab() {
+  const [tab] = await chrome.tabs.query({ active: true, currentWindow: true });
+  return tab;
+}
+
+async function main() {
+  const state = await chrome.runtime.sendMessage({ type: 'status' });
+  if (state && state.ok) {
+    $('status').className = 'ok';
+    $('status').textContent = 'Bundle verified against the publisher\'s key; the engine is ready.';
+    render(state.facts, state.lastRelease);
+  } else {
+    const e = (state && state.error) || {};
+    $('status').className = 'failed';
+    $('status').textContent = `The privacy engine is NOT available: ${e.message || 'no answer'}`
+      + `${typeof e.code === 'number' ? ` (code ${e.code})` : ''}. Nothing is sanitized, and forms on `
+      + 'guarded sites are blocked.';
+  }
+
+  const tab = await activeTab().catch(() => null);
+  let origin = null;
+  try { origin = tab && tab.url ? new URL(tab.url).origin : null; } catch (e) { origin = null; }
+  if (origin && /^https?:/.test(origin)) {
+    $('origin').textContent = origin;
+    const { allowedOrigins } = await chrome.storage.local.get({ allowedOrigins: [] });
+    $('allow').checked = allowedOrigins.includes(origin);
+    $('allow').addEventListener('change', async () => {
+      const { allowedOrigins: now } = await chrome.storage.local.get({ allowedOrigins: [] });
+      const next = now.filter((o) => o !== origin);
+      if ($('allow').checked) next.push(origin);
+      await chrome.storage.local.set({ allowedOrigins: next });
+    });
+  } else {
+    $('allow').disabled = true;
+  }
+  $('sanitize').addEventListener('click', async () => {
+    if (!tab || tab.id === undefined) return;
+    let reply;
+    try {
+      reply = await chrome.tabs.sendMessage(tab.id, { type: 'sanitize-focused' }, { frameId: 0 });
+    } catch (e) {
+      reply = { ok: false, error: { message: 'no text field to sanitize in this tab' } };
+    }
+    $('action-result').textContent = reply && reply.ok
+      ? `Sanitized in place: ${reply.report.n_tokens} tokens, charge ${fmt(reply.report.document_epsilon)}.`
+      : `Not sanitized: ${(reply && reply.error && reply.error.message) || 'no focused text field'}.`;
+  });
+}
+
+main();
