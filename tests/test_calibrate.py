@@ -112,18 +112,36 @@ def test_santext_plus_floor_is_reported_not_hidden(emb):
     assert any("1 - p" in n for n in result.notes)
 
 
+def _fake_domain():
+    return CalibrationDomain.of(mechanism="santext", p=None, embeddings=np.zeros((2, 1)), outputs=np.arange(2),
+                                valid_input=np.ones(2, bool), sensitive=np.ones(2, bool), vocab=["a", "b"],
+                                description="fake", weights=np.ones(2))
+
+
 def test_non_monotone_metric_takes_the_first_crossing_and_says_so():
-    def fake(eps: float) -> ExactMetrics:        # meets 0.1 below 1 and again in [4, 8)
-        v = 0.05 if eps < 1 or 4 <= eps < 8 else 0.2
+    def fake(eps: float) -> ExactMetrics:        # dips at 0.5, meets 0.1 below 1 and again in [4, 8)
+        v = 0.01 if eps == 0.5 else 0.05 if eps < 1 or 4 <= eps < 8 else 0.2
         return ExactMetrics(epsilon=eps, attack_success=v, verbatim_rate=0.0)
 
-    domain = CalibrationDomain.of(mechanism="santext", p=None, embeddings=np.zeros((2, 1)), outputs=np.arange(2),
-                                  valid_input=np.ones(2, bool), sensitive=np.ones(2, bool), vocab=["a", "b"],
-                                  description="fake", weights=np.ones(2))
-    result = calibrate(domain, metric="attack", target=0.1, epsilon_range=(0.125, 32.0), evaluate=fake)
+    result = calibrate(_fake_domain(), metric="attack", target=0.1, epsilon_range=(0.125, 32.0), evaluate=fake)
     assert 0.98 <= result.epsilon < 1 and result.achieved.attack_success == 0.05
-    assert not result.monotone
-    assert any("again" in n for n in result.notes) and any("non-monotone" in n for n in result.notes)
+    assert not result.monotone and any("non-monotone" in n for n in result.notes)
+
+
+def test_the_search_stops_at_the_first_crossing_and_uses_the_epsilon_it_prints(capsys):
+    from ldptext_precompute.calibrate import _print, _round_down
+    calls = []
+
+    def fake(eps: float) -> ExactMetrics:        # crosses 0.1 at 2.537; the grid goes on to 64
+        calls.append(eps)
+        return ExactMetrics(epsilon=eps, attack_success=0.05 if eps < 2.537 else 0.2, verbatim_rate=0.0)
+
+    result = calibrate(_fake_domain(), metric="attack", target=0.1, epsilon_range=(0.1, 64.0), evaluate=fake)
+    assert max(calls) == pytest.approx(3.2)                           # nothing beyond the first miss
+    assert result.epsilon == 2.53 == float("2.53") and 2.53 in calls  # the decimal, evaluated as such
+    assert result.achieved.epsilon == 2.53 and _round_down(2.5371) == 2.53 and _round_down(0.123456) == 0.123
+    _print(result)
+    assert "chosen epsilon: 2.53\n" in capsys.readouterr().out
 
 
 def test_bad_targets_are_refused(emb):
@@ -171,6 +189,18 @@ def test_cli_prints_the_choice_writes_json_and_reports_expected_utility(emb, tmp
     assert set(saved["expected_utility"]["sanitized"]) == {"tfidf"}
     assert (tmp_path / "eval" / "report.md").is_file()
 
+
+
+def test_cli_data_needs_out_and_the_default_split_is_calibrated(emb, tmp_path, capsys, monkeypatch):
+    from ldptext.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--embeddings", str(emb), "--vocab-size", "0", "--max-attack-success", "0.5",
+                 "--data", "d.csv", "--quiet"]) == 2
+    assert "--data needs --out" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    domain = CalibrationDomain.from_embeddings(str(emb), vocab_size=None)
+    assert domain.description.startswith("SanText+ (default split) over ") and "function-words" in domain.description
+    assert CalibrationDomain.from_embeddings(str(emb), w=0.5, vocab_size=None).description.startswith(
+        "SanText+ (frequency split 0.5) over ")
 
 
 def test_cli_an_unreachable_target_exits_with_its_documented_status_not_1(emb, capsys):

@@ -216,7 +216,7 @@ def test_sweep_with_both_classifiers_records_reports_and_resumes(tiny, tmp_path,
         nn = e["utility"]["nn_inversion_success"]
         assert 0 <= nn["1"]["mean"] <= nn["10"]["mean"] <= 1
     assert set(saved["utility_at_attack_success"]["by_attack"]["nn_inversion@10"]["tfidf"]["1"]) >= {
-        "random", "santext", "santext+", "none"}
+        "random", "santext", "santext+:function-words", "santext+:frequency:0.5", "none"}
     report = (tmp_path / "eval" / "report.md").read_text()
     for title in ("Accuracy (TF-IDF) — trained on sanitized text", "Accuracy (MiniLM) — trained on sanitized text",
                   "Utility at equal attack success", "*Accuracy (MiniLM) at exact Bayes inversion success ≤ t*",

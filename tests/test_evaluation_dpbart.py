@@ -77,6 +77,7 @@ def _no_secret_anywhere(out) -> None:
 def _comparable(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     doc.pop("timings")
+    doc.pop("reused")            # which stages came from checkpoints: differs by design
     doc.pop("plots", None)
     for k in ("out", "command", "resume", "plots"):
         doc["config"].pop(k)

@@ -66,10 +66,13 @@ def test_sweep_writes_results_report_and_plots(tiny, tmp_path):
     kinds = {(e["mechanism"], e["epsilon"]) for e in saved["entries"]}
     assert {("santext", 1.0), ("santext+", 30.0), ("none", None), ("random", None),
             ("cmp", 1.0)} <= kinds
-    by = {(e["mechanism"], e["epsilon"]): e for e in res["entries"]}
+    by = {(e["row"], e["epsilon"]): e for e in res["entries"]}
+    # SanText+ with the default split (always) and with the frequency split asked for (w)
+    assert {e["label"] for e in res["entries"] if e["mechanism"] == "santext+"} == {
+        "SanText+ (default split)", "SanText+ (frequency split 0.5)"}
     # the unsanitized ceiling and monotonicity in epsilon of the exact attack
     assert by[("none", None)]["privacy"]["attack"]["exact_success_rate_dataset"] == 1.0
-    for m in ("santext", "santext+"):
+    for m in ("santext", "santext+:function-words", "santext+:frequency:0.5"):
         lo = by[(m, 1.0)]["privacy"]["attack"]["exact_success_rate_dataset"]
         hi = by[(m, 30.0)]["privacy"]["attack"]["exact_success_rate_dataset"]
         assert 0 < lo < hi <= 1
@@ -79,14 +82,15 @@ def test_sweep_writes_results_report_and_plots(tiny, tmp_path):
     # record shapes: CMP has no exact decoder, SanText entries carry their bundle and formula check
     assert "empirical_attack_success" not in by[("cmp", 1.0)]["utility"]
     assert set(by[("cmp", 1.0)]["privacy"]) == {"note"} and "bundle" not in by[("random", None)]
-    bundle = by[("santext+", 30.0)]["bundle"]
+    bundle = by[("santext+:function-words", 30.0)]["bundle"]
     # the ledger's per-token metric ε, and no finite worst case for SanText+ (the split is unbounded)
     assert bundle["per_token_epsilon"] == 30.0 and bundle["worst_case_token_epsilon"] is None
     plain = by[("santext", 1.0)]["bundle"]
     assert plain["worst_case_token_epsilon"] == pytest.approx(1.0 * plain["d_max"], rel=1e-12)
     assert by[("santext", 1.0)]["privacy"]["formula_vs_realised"]["rows_checked"] == 4
     report = (out / "report.md").read_text()
-    for row in ("| Random |", "| CMP (FBDD) |", "| SanText |", "| SanText+ |", "| Unsanitized |"):
+    for row in ("| Random |", "| CMP (FBDD) |", "| SanText |", "| SanText+ (default split) |",
+                "| SanText+ (frequency split 0.5) |", "| Unsanitized |"):
         assert row in report
     for png in ("utility_vs_epsilon.png", "privacy_vs_epsilon.png", "frontier.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -21,15 +21,16 @@ the accuracy to expect (and the attack success on the data's own tokens).
 **Search.** R(ε) is non-decreasing in ε (for SanText, N_x = 1/Σ_y exp(−ε(d(x,y) − d(x,x))/2) with d(x,x) = 0
 is increasing; SanText+'s non-sensitive words add the constant 1 − p). A(ε) usually increases too but
 nothing guarantees it (the decoder changes with ε), so: the metric is evaluated on a doubling grid over
-``--epsilon-range``; the first grid point above the target brackets the crossing with the last one below,
+``--epsilon-range``, in increasing order, up to the first grid point above the target (no larger ε is
+evaluated: the first crossing is the one chosen); that point brackets the crossing with the last one below,
 and bisection (geometric) narrows the bracket to a relative width of ``rtol``. The chosen ε is always a
 point **where the metric was evaluated and met the target**, rounded down to three significant digits when
-that also meets it. Every decrease of the metric between evaluated points is reported (non-monotone), as
-is a larger grid ε that meets the target again beyond the first crossing (not chosen: the target then
-holds only in windows of ε). When even the smallest ε misses the target, nothing is chosen: the floor is
-reported (SanText+ releases non-sensitive words in the clear with probability 1 − p at every ε; lower p
-or raise w). A chosen ε whose verbatim rate exceeds :data:`VERBATIM_WARNING` is flagged: the output is
-then nearly the input.
+that also meets it; the rounded value is the float of its decimal (2.53, not 2.5300000000000002), so the ε
+printed is the ε evaluated, and ``ldptext evaluate --epsilon`` with it builds the same bundle and draws the
+same samples. Every decrease of the metric between evaluated points is reported (non-monotone). When the
+smallest ε misses the target, nothing is chosen: its value is reported (SanText+ releases non-sensitive
+words in the clear with probability 1 − p at every ε; lower p or make more words sensitive). A chosen ε
+whose verbatim rate exceeds :data:`VERBATIM_WARNING` is flagged: the output is then nearly the input.
 
 **Bundle family** (``--bundles``): bundles of one vocabulary, split and p at several ε (as ``ldptext
 precompute santext`` writes them); each one's metrics are computed from its own tables and the largest ε
@@ -101,7 +102,7 @@ class CalibrationDomain:
 
     @classmethod
     def from_embeddings(cls, embeddings: str, *, mechanism: str = "santext+", p: float | None = 0.3,
-                        w: float | None = 0.9, vocab_size: int | None = 20_000,
+                        w: float | None = None, vocab_size: int | None = 20_000,
                         non_sensitive: str | None = None) -> CalibrationDomain:
         """The domain a bundle built with these arguments would have (``ldptext precompute santext``,
         ``ldptext evaluate``), without building it.
@@ -115,7 +116,7 @@ class CalibrationDomain:
         p : float or None
             SanText+'s p.
         w : float or None
-            SanText+'s frequency split (the fraction w of least frequent words is sensitive); None for
+            SanText+'s frequency split (the fraction w of least frequent words is sensitive); None (default):
             ``non_sensitive``.
         vocab_size : int or None
             Word-level vocabulary size.
@@ -126,6 +127,7 @@ class CalibrationDomain:
         -------
         CalibrationDomain
         """
+        from .evaluation.rows import DEFAULT_SPLIT, Row, frequency_split
         from .santext import build
         from .santext.embeddings import load_embeddings
 
@@ -137,10 +139,12 @@ class CalibrationDomain:
         emb = load_embeddings(embeddings, vocab_size)
         domain = build.split_domain(emb, mechanism=mechanism, w=w, non_sensitive=non_sensitive)
         metric = build.dequantize(*build.quantize_int8(emb.vectors))
-        split = f", p = {p:g}, split {domain.non_sensitive}" if mechanism == "santext+" else ""
+        row = Row(mechanism, (frequency_split(w) if w is not None else non_sensitive or DEFAULT_SPLIT)
+                  if mechanism == "santext+" else None)
+        params = f", p = {p:g}, non-sensitive = {domain.non_sensitive}" if mechanism == "santext+" else ""
         return cls.of(mechanism=mechanism, p=p, embeddings=metric, outputs=domain.outputs,
                       valid_input=emb.valid_input, sensitive=domain.sensitive, vocab=emb.vocab,
-                      description=f"{mechanism} over {embeddings} (V = {len(emb.vocab)}{split})")
+                      description=f"{row.label} over {embeddings} (V = {len(emb.vocab)}{params})")
 
     @classmethod
     def from_bundle(cls, san) -> CalibrationDomain:
@@ -328,11 +332,12 @@ class Calibration:
 
 
 def _round_down(x: float, digits: int = 3) -> float:
-    """``x`` rounded down to ``digits`` significant digits."""
+    """``x`` rounded down to ``digits`` significant digits: the float of that decimal (``2.53``, exactly
+    what ``float("2.53")`` is), so the ε printed, evaluated and used later is one number."""
     if x <= 0:
         return x
-    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
-    return math.floor(x / scale + 1e-9) * scale
+    exponent = math.floor(math.log10(x)) - digits + 1
+    return float(f"{math.floor(x / 10.0 ** exponent + 1e-9)}e{exponent}")
 
 
 def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
@@ -381,7 +386,7 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
             cache[eps] = evaluate(eps)
             if progress:
                 m = cache[eps]
-                print(f"[calibrate] epsilon {eps:.6g}: attack success {m.attack_success:.4f}, verbatim rate "
+                print(f"[calibrate] epsilon {eps!r}: attack success {m.attack_success:.4f}, verbatim rate "
                       f"{m.verbatim_rate:.4f}", file=sys.stderr)
         return cache[eps]
 
@@ -392,12 +397,15 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
     grid = sorted({lo * 2.0 ** i for i in range(n)} | {hi})
     result = Calibration(metric=metric, target=target, epsilon=None, achieved=None, evaluated=[], monotone=True,
                          domain=domain.description)
-    met = [value(e) <= target for e in grid]
+    met = []
+    for e in grid:           # increasing; stop at the first miss: no larger epsilon is evaluated
+        met.append(value(e) <= target)
+        if not met[-1]:
+            break
     if not met[0]:
-        floor = min(grid, key=value)
         result.notes.append(
-            f"no epsilon in [{lo:g}, {hi:g}] meets {metric} <= {target:g}: the smallest value is "
-            f"{value(floor):.4f} (at epsilon {floor:.4g})" + (
+            f"the smallest epsilon searched, {lo!r}, does not meet {metric} <= {target:g}: its value is "
+            f"{value(lo):.4f}" + (
                 "; SanText+ releases non-sensitive words in the clear with probability 1 - p at every "
                 "epsilon: lower p or raise w (more words sensitive), or use SanText" if domain.mechanism == "santext+"
                 else "; lower the range or relax the target"))
@@ -416,11 +424,6 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
             rounded = _round_down(chosen)
             if lo <= rounded < chosen and value(rounded) <= target:
                 chosen = rounded
-            again = [e for e, ok in zip(grid[first_miss:], met[first_miss:]) if ok]
-            if again:
-                result.notes.append(f"the {metric} metric is not monotone in epsilon: it meets the target again at "
-                                    f"epsilon {', '.join(f'{e:g}' for e in again)} beyond the first crossing; "
-                                    f"the first crossing is chosen")
         result.epsilon, result.achieved = chosen, at(chosen)
     result.evaluated = [cache[e] for e in sorted(cache)]
     values = [value(m.epsilon) for m in result.evaluated]
@@ -438,7 +441,7 @@ def _verbatim_note(result: Calibration) -> None:
     """Flag a chosen ε whose output is nearly its input."""
     if result.achieved is not None and result.achieved.verbatim_rate > VERBATIM_WARNING:
         result.notes.append(
-            f"warning: at epsilon {result.epsilon:g} a word is released unchanged with probability "
+            f"warning: at epsilon {result.epsilon!r} a word is released unchanged with probability "
             f"{result.achieved.verbatim_rate:.3f} (public-frequency average): the output is nearly the input")
 
 
@@ -528,6 +531,7 @@ def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
 
 def _expected_utility_from_embeddings(args, epsilon: float) -> dict:
     """A short ``ldptext evaluate`` run at the chosen ε (and unsanitized), its accuracies."""
+    from .evaluation.rows import santext_row
     from .evaluation.runner import EvaluationConfig, command_line, evaluate
 
     cfg = EvaluationConfig(out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
@@ -538,7 +542,10 @@ def _expected_utility_from_embeddings(args, epsilon: float) -> dict:
                            progress=not args.quiet, command=command_line())
     results = evaluate(cfg)
     out = {"data": args.data, "out": args.out, "seeds": args.seeds}
+    calibrated = santext_row(args.mechanism, args.w).key
     for e in results["entries"]:
+        if e["mechanism"] != "none" and e.get("row") != calibrated:
+            continue
         key = "unsanitized" if e["mechanism"] == "none" else "sanitized"
         out[key] = {name: {"accuracy_sanitized_test": c["sanitized_test"]["accuracy"]["mean"],
                            "accuracy_original_test": c["original_test"]["accuracy"]["mean"]}
@@ -589,6 +596,16 @@ def _expected_utility_from_bundle(args, path: str) -> dict:
 
 # -- command line -----------------------------------------------------------------------------------
 
+def _split_w(text: str) -> float | None:
+    """``--non-sensitive``: the ``w`` of ``frequency:W``; None for ``function-words`` (the default split)."""
+    from .evaluation.rows import split_w
+
+    try:
+        return split_w(text)
+    except ParameterError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _range(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(x) for x in text.split(","))
@@ -625,9 +642,13 @@ def register(sub) -> None:
     p.add_argument("--mechanism", choices=registry.names(family="santext"), default="santext+",
                    help="with --embeddings: santext or santext+ (default)")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
-    p.add_argument("--w", type=float, default=0.9,
-                   help="SanText+ frequency split: the fraction w of least frequent words is sensitive "
-                        "(default 0.9, as ldptext evaluate)")
+    split = p.add_mutually_exclusive_group()
+    split.add_argument("--w", type=float, default=None,
+                       help="SanText+: calibrate the paper's frequency split instead (the fraction w of least "
+                            "frequent words is sensitive; the paper uses 0.9). Default: the default split, what "
+                            "ldptext precompute santext builds (function words non-sensitive)")
+    split.add_argument("--non-sensitive", type=_split_w, default=None, dest="non_sensitive", metavar="SPLIT",
+                       help="SanText+: 'function-words' (the default split) or 'frequency:W' (= --w W)")
     p.add_argument("--vocab-size", type=int, default=20_000,
                    help="word-level vocabulary size (default 20000, as ldptext evaluate; 0 = the embeddings' "
                         "default)")
@@ -640,8 +661,8 @@ def register(sub) -> None:
                    help=f"epsilon searched (default {EPSILON_RANGE[0]:g},{EPSILON_RANGE[1]:g})")
     p.add_argument("--rtol", type=float, default=0.01, help="relative precision of the search (0.01)")
     p.add_argument("--data", default=None,
-                   help="labelled data (FILE.csv | FILE.jsonl | rotten-tomatoes): report the accuracy to "
-                        "expect at the chosen epsilon (a short evaluate run)")
+                   help="labelled data (FILE.csv | FILE.tsv | FILE.jsonl | rotten-tomatoes): report the accuracy "
+                        "to expect at the chosen epsilon (a short evaluate run, written to --out)")
     p.add_argument("--text-col", default="text", help="text column of --data (default text)")
     p.add_argument("--label-col", default="label", help="label column of --data (default label)")
     p.add_argument("--test", default=None, help="separate test file for --data")
@@ -651,7 +672,9 @@ def register(sub) -> None:
     p.add_argument("--seeds", type=int, default=1, help="repetitions of the utility run (1)")
     p.add_argument("--max-train", type=int, default=None, help="use at most N training documents")
     p.add_argument("--max-test", type=int, default=None, help="use at most N test documents")
-    p.add_argument("--out", default="calibration", help="output directory of the evaluate run (calibration)")
+    p.add_argument("--out", default=None,
+                   help="output directory of the evaluate run of --data (required with --data and --embeddings; "
+                        "no default, so nothing is written into the current folder unasked)")
     p.add_argument("--cache-dir", default=None, help="bundle cache of the evaluate run")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -683,6 +706,10 @@ def run(args) -> int:
         raise ParameterError(f"--classifier: choose from {', '.join(CLASSIFIERS)} or both")
     if not args.bundles and (args.trusted_key or args.allow_unsigned):
         raise ParameterError("--trusted-key and --allow-unsigned apply to --bundles")
+    if args.data and not args.bundles and not args.out:
+        raise ParameterError("--data needs --out: the directory the evaluate run at the chosen epsilon writes to")
+    if args.w is None:
+        args.w = args.non_sensitive
     if args.bundles:
         result = calibrate_family(args.bundles, metric=metric, target=target, progress=not args.quiet,
                                   trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned)
@@ -711,7 +738,7 @@ def _print(result: Calibration) -> None:
         print("chosen epsilon: none")
     else:
         a = result.achieved
-        print(f"chosen epsilon: {result.epsilon:.6g}")
+        print(f"chosen epsilon: {result.epsilon!r}")
         print(f"  attack success {a.attack_success:.4f}, verbatim rate {a.verbatim_rate:.4f} (exact)")
     u = result.expected_utility
     if u:

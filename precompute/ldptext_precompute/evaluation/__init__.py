@@ -22,6 +22,7 @@ Modules:
   step by step: :mod:`.config` (its configuration), :mod:`.bundles`, :mod:`.sweep` (shared state,
   checkpoints, seeds), :mod:`.profiles` (privacy), :mod:`.sampling` (releases of the corpus),
   :mod:`.scoring` (utility), :mod:`.output` (``results.json``, report, plots), :mod:`.console` (stderr);
+* :mod:`.rows`      what each row is (a mechanism and SanText+'s split) and its name;
 * :mod:`.records`   the records of ``results.json``;
 * :mod:`.report`    ``report.md``;
 * :mod:`.plots`     PNG plots (matplotlib, Agg backend).

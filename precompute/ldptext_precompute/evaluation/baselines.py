@@ -26,6 +26,8 @@ they are only used to measure utility, never to release text.)
 """
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import numpy as np
 
 from ldptext.rng import Generator
@@ -214,13 +216,15 @@ class CMPMechanism:
             np.hstack([2.0 * out_emb, -(out_emb ** 2).sum(axis=1, keepdims=True)]).T,
             dtype=np.float32)
 
-    def nearest(self, points: np.ndarray) -> np.ndarray:
+    def nearest(self, points: np.ndarray, track: Callable[[Iterable[int]], Iterable[int]] | None = None) -> np.ndarray:
         """Vocabulary ids (from ``outputs``) nearest to each row of ``points``.
 
         Parameters
         ----------
         points : numpy.ndarray, float, shape (n, m)
             Query points (computed in float32).
+        track : callable, optional
+            Wraps the iterable of chunk starts (progress, e.g. :func:`.console.progress_iter`).
 
         Returns
         -------
@@ -229,13 +233,15 @@ class CMPMechanism:
         """
         points = np.asarray(points, dtype=np.float32)
         res = np.empty(points.shape[0], dtype=np.int64)
-        for s in range(0, points.shape[0], self.chunk_size):
+        starts = range(0, points.shape[0], self.chunk_size)
+        for s in (track(starts) if track else starts):
             q = points[s:s + self.chunk_size]
             q_aug = np.hstack([q, np.ones((q.shape[0], 1), dtype=np.float32)])
             res[s:s + q.shape[0]] = self.outputs[(q_aug @ self._augmented).argmax(axis=1)]
         return res
 
-    def sample_ids(self, ids: np.ndarray, gen: Generator) -> np.ndarray:
+    def sample_ids(self, ids: np.ndarray, gen: Generator,
+                   track: Callable[[Iterable[int]], Iterable[int]] | None = None) -> np.ndarray:
         """One perturbed-and-projected output per input id.
 
         Parameters
@@ -243,7 +249,9 @@ class CMPMechanism:
         ids : numpy.ndarray, integer, any shape
             Input token ids.
         gen : ldptext.rng.Generator
-            Source of the noise.
+            Source of the noise (drawn at once, so progress does not change the draw).
+        track : callable, optional
+            Progress over the chunks of the nearest-output search (:meth:`nearest`).
 
         Returns
         -------
@@ -254,4 +262,4 @@ class CMPMechanism:
         flat = ids.ravel()
         noisy = self.embeddings[flat].astype(np.float64) + cmp_noise(
             gen, self.embeddings.shape[1], self.epsilon, flat.size)
-        return self.nearest(noisy).astype(np.int32).reshape(ids.shape)
+        return self.nearest(noisy, track).astype(np.int32).reshape(ids.shape)

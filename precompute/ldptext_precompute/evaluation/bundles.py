@@ -15,13 +15,15 @@ from ldptext.fileio import file_sha256
 from ldptext.runtime import open_bundle
 from ldptext.santext import Sanitizer
 from . import comparison as _comparison
-from .config import SANTEXT_MECHANISMS, EvaluationConfig
+from .config import SANTEXT_MECHANISMS, EvaluationConfig, epsilon_text
 from .console import log
 from .records import DPBartBundleInfo
+from .rows import Row
 
 
-def load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float], Bundle]:
-    """Step 2: one loaded bundle per (SanText mechanism, ε), in the order of the configuration.
+def load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[Row, float], Bundle]:
+    """Step 2: one loaded bundle per (row, ε) — SanText rows (:meth:`.config.EvaluationConfig.santext_rows`),
+    then the comparison mechanisms —, in the order of the configuration.
 
     When no SanText mechanism is evaluated, one SanText bundle at the first ε is still loaded: it gives
     the baselines their vocabulary, tokenizer and embeddings (and gets no entry of its own).
@@ -34,7 +36,7 @@ def load_bundles(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float], 
         cfg.mechanisms, cfg.epsilons, embeddings=cfg.embeddings, vocab_size=cfg.vocab_size, cache=cache,
         progress=cfg.progress, log=lambda msg: log(cfg, msg))
     for key, (path, runtime) in comparison.items():
-        bundles[key] = Bundle(path, runtime, file_sha256(path))
+        bundles[(Row(key[0]), key[1])] = Bundle(path, runtime, file_sha256(path))
     return bundles
 
 
@@ -89,14 +91,14 @@ class DPBartBundle(NamedTuple):
     info: DPBartBundleInfo
 
 
-def bundle_path(cfg: EvaluationConfig, cache: Path, mechanism: str, epsilon: float) -> Path:
-    """Cache file of the bundle of one (mechanism, ε) under this configuration."""
+def bundle_path(cfg: EvaluationConfig, cache: Path, row: Row, epsilon: float) -> Path:
+    """Cache file of the bundle of one (row, ε) under this configuration; ε and p exactly as given."""
     emb = cfg.embeddings
     if Path(emb).exists():
         emb = "file-" + hashlib.sha256(str(Path(emb).resolve()).encode()).hexdigest()[:12]
-    params = f"p{cfg.p:g}-w{cfg.w:g}-" if mechanism == "santext+" else ""
-    name = (f"eval-{emb}-V{cfg.vocab_size or 'all'}-k{cfg.head_size}-{mechanism}-"
-            f"eps{epsilon:g}-{params}v1.ldpb")
+    params = f"p{float(cfg.p)!r}-" if row.mechanism == "santext+" else ""
+    name = (f"eval-{emb}-V{cfg.vocab_size or 'all'}-k{cfg.head_size}-{row.file_tag}-"
+            f"eps{epsilon_text(epsilon)}-{params}v2.ldpb")
     return cache / name
 
 
@@ -117,29 +119,30 @@ def _discard_if_stale(path: Path) -> None:
             path.unlink()
 
 
-def load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[str, float], Bundle]:
-    """Build (or reuse from the cache) one unsigned evaluation bundle per (mechanism, ε) and load it.
+def load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[Row, float], Bundle]:
+    """Build (or reuse from the cache) one unsigned evaluation bundle per (SanText row, ε) and load it.
 
-    The bundles are built here and never leave this machine, hence unsigned; the embeddings are loaded
-    at most once, and only when a bundle has to be built.
+    Each is what ``ldptext precompute santext`` builds with the same embeddings, vocabulary, ε, p, split
+    and head size (its other options at their defaults). The bundles are built here and never leave this
+    machine, hence unsigned; the embeddings are loaded at most once, and only when a bundle has to be built.
     """
     from ..santext import build as santext_build
     from ..santext.embeddings import load_embeddings
 
     loaded = None
     bundles = {}
-    for mech in cfg.mechanisms:
+    for row in cfg.santext_rows():
         for eps in cfg.epsilons:
-            path = bundle_path(cfg, cache, mech, eps)
+            path = bundle_path(cfg, cache, row, eps)
             _discard_if_stale(path)
             if not path.exists():
                 if loaded is None:
                     loaded = load_embeddings(cfg.embeddings, cfg.vocab_size)
-                log(cfg, f"building {mech} bundle, epsilon={eps:g}")
+                log(cfg, f"building {row.label} bundle, epsilon={epsilon_text(eps)}")
                 santext_build.build_santext_bundle(
-                    path, embeddings=cfg.embeddings, epsilon=eps, mechanism=mech, p=cfg.p,
-                    w=cfg.w, vocab_size=cfg.vocab_size, head_size=cfg.head_size, sign_key=False,
-                    cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded,
+                    path, embeddings=cfg.embeddings, epsilon=eps, mechanism=row.mechanism, p=cfg.p,
+                    non_sensitive=row.split, vocab_size=cfg.vocab_size, head_size=cfg.head_size,
+                    sign_key=False, cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded,
                     allow_weak_privacy=True)
-            bundles[(mech, eps)] = Bundle(path, load_unsigned(path), file_sha256(path))
+            bundles[(row, eps)] = Bundle(path, load_unsigned(path), file_sha256(path))
     return bundles

@@ -35,6 +35,16 @@ def _epsilons(text: str) -> list[float]:
     return values
 
 
+def _split_w(text: str) -> float | None:
+    """``--non-sensitive``: ``frequency:W`` gives W; ``function-words`` (always evaluated) gives None."""
+    from .rows import split_w
+
+    try:
+        return split_w(text)
+    except ParameterError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -64,7 +74,7 @@ def register(sub) -> None:
                     "report.md and PNG plots to --out. Finished stages are kept in OUT/checkpoints; "
                     "re-running the same command resumes.")
     p.add_argument("--data", default="rotten-tomatoes",
-                   help="FILE.csv | FILE.jsonl | rotten-tomatoes (built in; default)")
+                   help="FILE.csv | FILE.tsv | FILE.jsonl | rotten-tomatoes (built in; default)")
     p.add_argument("--text-col", default="text",
                    help="name of the text column / JSON key of --data and --test (default text)")
     p.add_argument("--label-col", default="label",
@@ -84,7 +94,15 @@ def register(sub) -> None:
                    help="comma list of finite ε > 0 to sweep (default 1,2,3); 'inf' is refused: the "
                         "unsanitized text is the 'none' baseline")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
-    p.add_argument("--w", type=float, default=0.9, help="SanText+ sensitive fraction w (0.9)")
+    split = p.add_mutually_exclusive_group()
+    split.add_argument("--w", type=float, default=None,
+                       help="SanText+: also evaluate the paper's frequency split (the fraction w of least frequent "
+                            "words sensitive; the paper uses 0.9), as the row 'SanText+ (frequency split w)'. "
+                            "The row 'SanText+ (default split)', what ldptext precompute santext builds by default "
+                            "(function words non-sensitive), is always evaluated")
+    split.add_argument("--non-sensitive", type=_split_w, default=None, dest="non_sensitive", metavar="SPLIT",
+                       help="SanText+: 'frequency:W' is the same as --w W; 'function-words' (the default split, "
+                            "always evaluated) adds nothing")
     p.add_argument("--baselines", type=_baselines, default=["none", "random", "cmp"],
                    help="comma list of none, random, cmp; 'no' for none (default: all)")
     p.add_argument("--classifier", type=_classifiers, default=["tfidf"],
@@ -119,9 +137,10 @@ def register(sub) -> None:
                    help="cumulative threshold of S_x and S_y* (0.95)")
     p.add_argument("--columns", type=int, default=500, help="outputs sampled for S_y* (500)")
     p.add_argument("--max-train", type=int, default=None,
-                   help="use at most N training documents (default: all)")
+                   help="use at most N training documents (default: all). This bounds the sampling and the "
+                        "classifiers, not the run: bundles and exact privacy profiles cover the whole vocabulary")
     p.add_argument("--max-test", type=int, default=None,
-                   help="use at most N test documents (default: all)")
+                   help="use at most N test documents (default: all); see --max-train")
     p.add_argument("--cache-dir", default=None,
                    help="where evaluation bundles are cached (~/.cache/ldptext/evaluate)")
     p.add_argument("--fresh", action="store_true",
@@ -158,7 +177,8 @@ def run(args) -> int:
     cfg = EvaluationConfig(
         out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
         test=args.test, mechanisms=args.mechanism, embeddings=args.embeddings,
-        vocab_size=args.vocab_size or None, epsilons=args.epsilon, p=args.p, w=args.w,
+        vocab_size=args.vocab_size or None, epsilons=args.epsilon, p=args.p,
+        w=args.w if args.w is not None else args.non_sensitive,
         baselines=args.baselines, classifiers=args.classifier, seeds=args.seeds, seed_base=args.seed_base,
         reproducible=not args.private_rng, threshold=args.threshold, columns=args.columns,
         max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,

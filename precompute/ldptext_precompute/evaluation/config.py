@@ -9,6 +9,7 @@ from ldptext.errors import ParameterError
 from . import comparison as _comparison
 from ..santext.knn import DEFAULT_HEAD_SIZE
 from . import metrics as M
+from .rows import Row, santext_row
 from .utility import CLASSIFIERS
 
 
@@ -19,6 +20,11 @@ MECHANISMS = SANTEXT_MECHANISMS + _comparison.COMPARISON_MECHANISMS
 
 
 BASELINES = ("none", "random", "cmp")
+
+
+def epsilon_text(epsilon: float) -> str:
+    """ε as it names a bundle and a random stream: the exact float (``repr``), so 2.53 and 2.530004 differ."""
+    return repr(float(epsilon))
 
 
 #: The mechanism name of the DP-BART entries (enabled by ``dpbart_bundle``, not by ``mechanisms``).
@@ -55,9 +61,13 @@ class EvaluationConfig:
     vocab_size : int or None
         Word-level vocabulary size; None for the embeddings' default (always None for WordPiece).
     epsilons : list of float
-        The ε of every mechanism and of CMP.
-    p, w : float
-        SanText+ parameters: probability of sanitizing a non-sensitive token, sensitive fraction.
+        The ε of every mechanism and of CMP, each used exactly as given (bundle, cache key and seeds).
+    p : float
+        SanText+'s probability of sanitizing a non-sensitive token.
+    w : float or None
+        SanText+: also evaluate the paper's frequency split with sensitive fraction w (the row "SanText+
+        (frequency split w)"); the default split's row (what ``ldptext precompute santext`` builds) is
+        always evaluated. None: the default split only.
     baselines : list of str
         Baselines to evaluate (from :data:`BASELINES`).
     classifiers : list of str
@@ -76,7 +86,8 @@ class EvaluationConfig:
     test_fraction, split_seed : float, int
         Deterministic stratified train/test split when there is no separate test file.
     max_train, max_test : int or None
-        Deterministic stratified subsets, for quick runs.
+        Deterministic stratified subsets of the documents. They bound the sampling and the classifiers,
+        not the run: the bundles and the exact privacy profiles cover the whole vocabulary.
     cache_dir : str or None
         Where bundles are cached (default ``~/.cache/ldptext/evaluate``).
     resume : bool
@@ -112,7 +123,7 @@ class EvaluationConfig:
     vocab_size: int | None = 20_000
     epsilons: list[float] = field(default_factory=lambda: [1.0, 2.0, 3.0])
     p: float = 0.3
-    w: float = 0.9
+    w: float | None = None
     baselines: list[str] = field(default_factory=lambda: ["none", "random", "cmp"])
     classifiers: list[str] = field(default_factory=lambda: ["tfidf"])
     seeds: int = 3
@@ -161,7 +172,8 @@ class EvaluationConfig:
             self.baselines = [b for b in self.baselines if b != "cmp"]
         if not self.epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
             raise ParameterError("every epsilon must be a positive finite number")
-        if not 0 < self.p <= 1 or not 0 < self.w <= 1:
+        self.epsilons = [float(e) for e in self.epsilons]
+        if not 0 < self.p <= 1 or (self.w is not None and not 0 < self.w <= 1):
             raise ParameterError("p and w must be in (0, 1]")
         if not self.classifiers or len(set(self.classifiers)) != len(self.classifiers) or any(
                 c not in CLASSIFIERS for c in self.classifiers):
@@ -172,6 +184,16 @@ class EvaluationConfig:
             raise ParameterError("threshold must be in (0, 1]")
         if not self.mechanisms and not self.baselines and not self.dpbart_bundle:
             raise ParameterError("nothing to evaluate")
+
+    def santext_rows(self) -> list[Row]:
+        """The SanText rows to evaluate, in order: SanText, then SanText+ with the default split and (when
+        ``w`` is given) the frequency split."""
+        rows = []
+        for m in (m for m in self.mechanisms if m in SANTEXT_MECHANISMS):
+            rows.append(santext_row(m))
+            if m == "santext+" and self.w is not None:
+                rows.append(santext_row(m, self.w))
+        return rows
 
     def _validate_dpbart(self) -> None:
         """Check the DP-BART options; take ``dpbart`` out of ``mechanisms``; fill in ``dpbart_epsilons``."""

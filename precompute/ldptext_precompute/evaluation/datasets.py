@@ -168,12 +168,12 @@ def _label(value, where: str) -> str:
 
 def load_table(path: str | Path, text_col: str = "text",
                label_col: str = "label") -> tuple[list[str], list[str]]:
-    """Texts and labels from a CSV (header row) or JSONL file.
+    """Texts and labels from a CSV or TSV (header row) or JSONL file.
 
     Parameters
     ----------
     path : str or Path
-        ``.csv``, ``.jsonl`` or ``.json`` (one object per line), optionally ``.bz2`` / ``.gz``
+        ``.csv``, ``.tsv`` (tab-separated), ``.jsonl`` or ``.json`` (one object per line), optionally ``.bz2`` / ``.gz``
         compressed; UTF-8 (with or without a byte-order mark).
     text_col, label_col : str
         Column (CSV) or key (JSONL) of the text and of the label.
@@ -202,15 +202,15 @@ def load_table(path: str | Path, text_col: str = "text",
         kind = suffixes[-1] if suffixes else ""
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
-    if kind not in (".csv", ".jsonl", ".json"):
-        raise InputError(f"{path.name}: unsupported data format (use .csv or .jsonl)")
+    if kind not in (".csv", ".tsv", ".jsonl", ".json"):
+        raise InputError(f"{path.name}: unsupported data format (use .csv, .tsv or .jsonl)")
     content = _read_text(path, opener)
     if not content.strip():
         raise InputError(f"{path.name}: the file is empty")
     texts: list[str] = []
     labels: list[str] = []
-    if kind == ".csv":
-        reader = csv.DictReader(io.StringIO(content, newline=""))
+    if kind in (".csv", ".tsv"):
+        reader = csv.DictReader(io.StringIO(content, newline=""), delimiter="\t" if kind == ".tsv" else ",")
         fields = [f for f in (reader.fieldnames or []) if f is not None]
         for col, option in ((text_col, "--text-col"), (label_col, "--label-col")):
             if col not in fields:
@@ -223,7 +223,7 @@ def load_table(path: str | Path, text_col: str = "text",
                 texts.append(row[text_col] or "")
                 labels.append(_label(row[label_col], f"{path.name}: line {reader.line_num}"))
         except csv.Error as e:
-            raise InputError(f"{path.name}: line {reader.line_num}: malformed CSV "
+            raise InputError(f"{path.name}: line {reader.line_num}: malformed {kind[1:].upper()} "
                              f"({str(e).split(':')[0]})") from None
     else:
         for lineno, line in enumerate(content.splitlines(), 1):

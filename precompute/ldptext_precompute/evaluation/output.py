@@ -19,8 +19,8 @@ from .utility import classifier_settings
 
 
 def assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
-                     timings: dict[str, float], notes: Warnings) -> Results:
-    """Step 7a: the ``results.json`` record."""
+                     timings: dict[str, float], notes: Warnings, reused: dict[str, int] | None = None) -> Results:
+    """Step 7a: the ``results.json`` record (``reused``: checkpoints read from an earlier run, per stage)."""
     chosen = [classifier_settings(c) for c in cfg.classifiers]
     settings = chosen[0]
     counts = {lab: ds.train_labels.count(lab) for lab in sorted(set(ds.train_labels))}
@@ -29,7 +29,7 @@ def assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
                             "train_class_counts": counts},
                    randomness=randomness_description(cfg.reproducible),
                    privacy_metric_definitions=privacy_metric_definitions(cfg.threshold),
-                   entries=entries, timings=timings, classifier=settings.describe(),
+                   entries=entries, timings=timings, reused=dict(reused or {}), classifier=settings.describe(),
                    classifier_settings=settings.to_dict(), warnings=list(notes),
                    classifiers={c.name: {"description": c.describe(), "settings": c.to_dict()} for c in chosen})
 

@@ -22,19 +22,73 @@ from ldptext import registry
 from ldptext.fileio import atomic_path
 from .records import ATTACK_TARGETS, attack_success, classifier_scores
 from .report import LABELS, MAJORITY_LABEL, classifier_names, classifier_tag, shareable_mode
+from .rows import DEFAULT_SPLIT, Row, ordered_rows, row_of
 
-__all__ = ["write_plots", "COLORS"]
+__all__ = ["write_plots", "COLORS", "label_offsets"]
 
 #: Line colour of each mechanism (display names: :data:`.report.LABELS`).
 COLORS = {"santext": "tab:blue", "santext+": "tab:green", "cmp": "tab:orange", "random": "tab:gray",
           "none": "black", "mahalanobis": "tab:brown", "tem": "tab:purple", "custext": "tab:red",
           "custext+": "tab:pink", "dpbart": "tab:olive"}
+#: Colour of a SanText+ row with another split than the default.
+OTHER_SPLIT_COLOR = "tab:cyan"
+#: The majority-class line is drawn under the baselines' lines (random often sits on it), dotted.
+MAJORITY_ZORDER, BASELINE_ZORDER = 1.5, 2.5
+#: Candidate offsets (points) of an ε label from its marker, tried in order until one does not overlap.
+LABEL_OFFSETS = ((4, 4), (4, -11), (-30, 4), (-30, -11), (4, 14), (4, -21), (-30, 14), (-30, -21))
+#: Size (points) assumed for an ε label when placing it.
+LABEL_BOX = (28.0, 9.0)
 
 
-def _series(entries, mech):
-    """The entries of one ε-dependent mechanism, by increasing ε."""
-    return sorted((e for e in entries if e["mechanism"] == mech and e["epsilon"] is not None),
+def _color(row: Row) -> str:
+    return COLORS[row.mechanism] if row.split in (None, DEFAULT_SPLIT) else OTHER_SPLIT_COLOR
+
+
+def _series(entries, row: Row):
+    """The entries of one ε-dependent row, by increasing ε."""
+    return sorted((e for e in entries if row_of(e) == row and e["epsilon"] is not None),
                   key=lambda e: e["epsilon"])
+
+
+def label_offsets(anchors, box=LABEL_BOX, candidates=LABEL_OFFSETS) -> list[tuple[float, float]]:
+    """An offset per label anchor (display points, in order) such that no two label boxes overlap when
+    any candidate allows it (the first candidate otherwise).
+
+    Parameters
+    ----------
+    anchors : sequence of (float, float)
+        The markers' positions, in points.
+    box : (float, float)
+        Width and height of a label, in points.
+    candidates : sequence of (float, float)
+        Offsets of a label's lower-left corner from its marker, tried in order.
+
+    Returns
+    -------
+    list of (float, float)
+    """
+    placed: list[tuple[float, float]] = []
+    chosen = []
+    w, h = box
+    for ax_, ay in anchors:
+        pick = candidates[0]
+        for dx, dy in candidates:
+            x, y = ax_ + dx, ay + dy
+            if all(abs(x - px) >= w or abs(y - py) >= h for px, py in placed):
+                pick = (dx, dy)
+                break
+        placed.append((ax_ + pick[0], ay + pick[1]))
+        chosen.append(pick)
+    return chosen
+
+
+def _annotate(ax, points: list[tuple[float, float, str]]) -> None:
+    """ε labels of one panel's markers, placed by :func:`label_offsets` in display points."""
+    ax.autoscale_view()
+    scale = 72.0 / ax.figure.dpi
+    anchors = [tuple(v * scale for v in ax.transData.transform((x, y))) for x, y, _ in points]
+    for (x, y, lab), offset in zip(points, label_offsets(anchors)):
+        ax.annotate(lab, (x, y), textcoords="offset points", xytext=offset, fontsize=7)
 
 
 def _flat(entries, mech):
@@ -68,7 +122,8 @@ def write_plots(results: dict, out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     entries = results["entries"]
-    mechs = [m for m in registry.names(kind="token") if _series(entries, m)]
+    token = set(registry.names(kind="token"))
+    mechs = [r for r in ordered_rows(entries) if r.mechanism in token and _series(entries, r)]
     names = classifier_names(results)
     written = []
 
@@ -85,14 +140,15 @@ def write_plots(results: dict, out: Path) -> list[str]:
                 s = [e for e in _series(entries, m) if "utility" in e]
                 ax.errorbar([e["epsilon"] for e in s], [accuracy(e, name, test)["mean"] for e in s],
                             yerr=[accuracy(e, name, test)["std"] for e in s], marker="o",
-                            capsize=3, color=COLORS[m], label=LABELS[m])
+                            capsize=3, color=_color(m), label=m.label)
             for m in ("none", "random"):
                 e = _flat(entries, m)
                 if e and "utility" in e:
-                    ax.axhline(accuracy(e, name, test)["mean"], ls="--", color=COLORS[m], label=LABELS[m])
+                    ax.axhline(accuracy(e, name, test)["mean"], ls="--", lw=1.6, color=COLORS[m], label=LABELS[m],
+                               zorder=BASELINE_ZORDER)
             majority = results.get("dataset", {}).get("majority_rate_test")
             if majority is not None:
-                ax.axhline(majority, ls=":", color="tab:red", label=MAJORITY_LABEL)
+                ax.axhline(majority, ls=":", lw=1.0, color="tab:red", label=MAJORITY_LABEL, zorder=MAJORITY_ZORDER)
             ax.set_xlabel("ε")
             ax.set_title(f"Accuracy{tag}, trained on sanitized text,\n{title}", fontsize=10)
             ax.grid(alpha=0.3)
@@ -104,7 +160,8 @@ def write_plots(results: dict, out: Path) -> list[str]:
     written.append("utility_vs_epsilon.png")
 
     # privacy vs epsilon
-    exact = [m for m in registry.names(kind="token", exact_law=True) if _series(entries, m)]
+    exact_law = set(registry.names(kind="token", exact_law=True))
+    exact = [r for r in mechs if r.mechanism in exact_law]
     panels = [("attack", "Bayes attack success (data set)",
                lambda e: e["privacy"]["attack"]["exact_success_rate_dataset"], False),
               ("n_x", "median N_x (vocabulary)",
@@ -117,8 +174,8 @@ def write_plots(results: dict, out: Path) -> list[str]:
     for ax, (_, title, get, logy) in zip(axes, panels):
         for m in exact:
             s = _series(entries, m)
-            ax.plot([e["epsilon"] for e in s], [get(e) for e in s], marker="o", color=COLORS[m],
-                    label=LABELS[m])
+            ax.plot([e["epsilon"] for e in s], [get(e) for e in s], marker="o", color=_color(m),
+                    label=m.label)
         for m in ("none", "random"):
             e = _flat(entries, m)
             if e and "vocabulary" in e.get("privacy", {}):
@@ -140,11 +197,14 @@ def write_plots(results: dict, out: Path) -> list[str]:
     # frontier: accuracy at equal attack success (one panel per classifier), and against BLEU
     panels = [("attack", name) for name in names] + [("nn", names[0]), ("bleu", names[0])]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True, squeeze=False)
+    pending = []
     for ax, (xkey, name) in zip(axes[0], panels):
-        for m in mechs + ["dpbart", "none", "random"]:
-            if m == "dpbart" and xkey != "bleu":
+        labelled = []
+        for m in mechs + [Row("dpbart"), Row("none"), Row("random")]:
+            if m.mechanism == "dpbart" and xkey != "bleu":
                 continue   # no token-level attack applies to DP-BART
-            pts = _series(entries, m) if m not in ("none", "random") else [e for e in [_flat(entries, m)] if e]
+            pts = (_series(entries, m) if m.mechanism not in ("none", "random")
+                   else [e for e in [_flat(entries, m.mechanism)] if e])
             xs, ys, labels = [], [], []
             for e in pts:
                 if "utility" not in e:
@@ -158,11 +218,9 @@ def write_plots(results: dict, out: Path) -> list[str]:
                 labels.append("" if e["epsilon"] is None else f"ε={e['epsilon']:g}")
             if not xs:
                 continue
-            ax.plot(xs, ys, marker="o", color=COLORS[m], label=LABELS[m],
+            ax.plot(xs, ys, marker="o", color=_color(m), label=m.label,
                     ls="-" if len(xs) > 1 else "none")
-            for x, y, lab in zip(xs, ys, labels):
-                if lab:
-                    ax.annotate(lab, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            labelled += [(x, y, lab) for x, y, lab in zip(xs, ys, labels) if lab]
         tag = classifier_tag(results, name)
         if xkey in ("attack", "nn"):
             for t in ATTACK_TARGETS:
@@ -173,13 +231,16 @@ def write_plots(results: dict, out: Path) -> list[str]:
             ax.set_title(f"Accuracy{tag} at equal {which} success", fontsize=10)
         else:
             ax.set_xlabel("BLEU output vs input — lower is more private")
-            extra = [registry.get(m).label for m in registry.names(exact_law=False) if _series(entries, m)]
+            extra = [registry.get(m).label for m in registry.names(exact_law=False) if _series(entries, Row(m))]
             ax.set_title(f"Accuracy{tag} vs BLEU" + (f" (includes {', '.join(extra)})" if extra else ""),
                          fontsize=10)
         ax.grid(alpha=0.3)
+        pending.append((ax, labelled))
         ax.legend(fontsize=8, loc="lower right")
     axes[0][0].set_ylabel("accuracy (sanitized train and test)")
     fig.tight_layout()
+    for ax, labelled in pending:   # once the layout is final: labels are placed in display points
+        _annotate(ax, labelled)
     _save(fig, out / "frontier.png")
     plt.close(fig)
     written.append("frontier.png")

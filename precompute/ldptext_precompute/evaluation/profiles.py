@@ -14,6 +14,7 @@ from .bundles import Bundle
 from .config import DPBART, SANTEXT_MECHANISMS
 from .console import log
 from .mechanisms import realised_agreement, santext_log_prob_rows
+from .rows import Row
 from .records import (PRIOR_NAME, BundleInfo, DocumentLevelPrivacy, EmpiricalOnlyPrivacy, Entry, MechanismPrivacy,
                       PrivacySummary)
 from .sampling import dpbart_delta
@@ -34,16 +35,16 @@ def dpbart_entries(sweep: Sweep) -> list[Entry]:
 
 def profile_mechanisms(sweep: Sweep) -> list[Entry]:
     """Step 4: the exact privacy profile of every evaluated SanText configuration, one entry each."""
-    return [(_profile_santext if mech in SANTEXT_MECHANISMS else _profile_comparison)(sweep, mech, eps, bundle)
-            for (mech, eps), bundle in sweep.bundles.items() if mech in sweep.cfg.mechanisms]
+    return [(_profile_santext if row.mechanism in SANTEXT_MECHANISMS else _profile_comparison)(sweep, row, eps, bundle)
+            for (row, eps), bundle in sweep.bundles.items() if row.mechanism in sweep.cfg.mechanisms]
 
 
-def _profile_comparison(sweep: Sweep, mech: str, eps: float, bundle: Bundle) -> Entry:
+def _profile_comparison(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> Entry:
     """A comparison mechanism's entry: TEM / CusText(+) profiled exactly from their runtimes' realised
     law (as SanText), CMP / Mahalanobis with the estimated inversion attack
     (:mod:`ldptext_precompute.evaluation.comparison`); each from its checkpoint when there is one.
     """
-    cfg, domain, runtime = sweep.cfg, sweep.domain, bundle.sanitizer
+    cfg, domain, runtime, mech = sweep.cfg, sweep.domain, bundle.sanitizer, row.mechanism
     info = _comparison.bundle_info(bundle.path, runtime, domain.vocab_size)
     started = time.perf_counter()
     if mech in _comparison.ESTIMATED_MECHANISMS:
@@ -79,11 +80,11 @@ def _profile_comparison(sweep: Sweep, mech: str, eps: float, bundle: Bundle) -> 
                  privacy=MechanismPrivacy(summary=summary, formula_vs_realised=None, seconds=seconds))
 
 
-def _profile_santext(sweep: Sweep, mech: str, eps: float, bundle: Bundle) -> Entry:
+def _profile_santext(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> Entry:
     """The exact profile of one SanText bundle from its formula, checked against the sampler (or its
     checkpoint).
     """
-    cfg, domain, san = sweep.cfg, sweep.domain, bundle.sanitizer
+    cfg, domain, san, mech = sweep.cfg, sweep.domain, bundle.sanitizer, row.key
     key = {"stage": "profile", "bundle": bundle.digest, "mechanism": mech, "epsilon": eps,
            "threshold": cfg.threshold, "columns": cfg.columns, "seed_base": cfg.seed_base,
            "agreement_rows": cfg.agreement_rows, "prior": PRIOR_NAME}
@@ -107,7 +108,7 @@ def _profile_santext(sweep: Sweep, mech: str, eps: float, bundle: Bundle) -> Ent
     privacy = MechanismPrivacy(summary=summary, formula_vs_realised=agreement, seconds=seconds)
     log(cfg, f"privacy {mech} eps={eps:g}: median N_x {summary.vocabulary['n_x']['median']:.4f}, "
         f"attack {summary.attack.exact_success_rate_dataset:.4f}")
-    return Entry(mechanism=mech, epsilon=eps, privacy=privacy, profile=prof,
+    return Entry(mechanism=row.mechanism, split=row.split, epsilon=eps, privacy=privacy, profile=prof,
                  bundle=BundleInfo.of(bundle.path, san, domain.vocab_size))
 
 

@@ -3,8 +3,9 @@
 Layout of ``results.json`` (format ``ldptext-evaluation``, version 1):
 
 * the top level is a :class:`Results`;
-* ``entries`` holds one :class:`Entry` per (SanText mechanism, ε), per DP-BART ε, per CMP ε and per ε-free
-  baseline (unsanitized, random), with
+* ``entries`` holds one :class:`Entry` per (SanText row, ε) — SanText, SanText+ with its default split and,
+  when asked for, with the frequency split (:mod:`.rows`; ``row`` and ``label`` name each) —, per comparison
+  mechanism and ε, per DP-BART ε, per CMP ε and per ε-free baseline (unsanitized, random), with
 
   - ``privacy``: a :class:`PrivacySummary` (closed-form baselines), a :class:`MechanismPrivacy`
     (SanText / SanText+: the summary plus the formula-vs-sampler check) or an
@@ -32,6 +33,7 @@ import numpy as np
 
 from . import metrics as M
 from ..bleu import BLEU_DESCRIPTION
+from .rows import Row, row_of
 from .utility import CLASSIFIER_DESCRIPTION, ClassifierSettings
 
 __all__ = [
@@ -748,6 +750,8 @@ class Entry:
     ----------
     mechanism : str
         ``santext``, ``santext+``, a comparison mechanism, ``dpbart``, ``none``, ``random`` or ``cmp``.
+    split : str or None
+        SanText+'s split (:mod:`.rows`: ``function-words``, the default, or ``frequency:w``); None otherwise.
     epsilon : float or None
         ε of the configuration (per chunk for ``dpbart``); None for ``none`` and ``random``.
     privacy : PrivacySummary, MechanismPrivacy, EmpiricalOnlyPrivacy or DocumentLevelPrivacy
@@ -767,6 +771,12 @@ class Entry:
     bundle: BundleInfo | DPBartBundleInfo | None = None
     utility: UtilitySummary | None = None
     profile: M.MechanismProfile | None = field(default=None, repr=False)
+    split: str | None = None
+
+    @property
+    def row(self) -> Row:
+        """The entry's row (mechanism and split)."""
+        return Row(self.mechanism, self.split)
 
     def to_dict(self) -> dict:
         """One element of ``results.json``'s ``entries``.
@@ -774,9 +784,12 @@ class Entry:
         Returns
         -------
         dict
-            ``mechanism``, ``epsilon``, ``privacy``, and ``bundle`` / ``utility`` where present.
+            ``mechanism``, ``split`` (SanText+ only), ``row`` and ``label`` (:class:`.rows.Row`), ``epsilon``,
+            ``privacy``, and ``bundle`` / ``utility`` where present.
         """
-        out: dict = {"mechanism": self.mechanism, "epsilon": self.epsilon, "privacy": self.privacy.to_dict()}
+        out: dict = {"mechanism": self.mechanism, **({"split": self.split} if self.split else {}),
+                     "row": self.row.key, "label": self.row.label, "epsilon": self.epsilon,
+                     "privacy": self.privacy.to_dict()}
         if self.bundle is not None:
             out["bundle"] = self.bundle.to_dict()
         if self.utility is not None:
@@ -843,6 +856,9 @@ class Results:
         Every configuration, SanText mechanisms first, then the baselines.
     timings : dict of str to float
         Seconds per step of the sweep and ``total_s``.
+    reused : dict of str to int
+        Checkpoints read from an earlier run, per stage (``profile``, ``sample``, ``utility``, …); empty for
+        a run that computed everything.
     classifier, bleu : str
         How utility was measured.
     classifier_settings : dict
@@ -867,6 +883,7 @@ class Results:
     privacy_metric_definitions: dict[str, str]
     entries: list[Entry]
     timings: dict[str, float]
+    reused: dict[str, int] = field(default_factory=dict)
     classifier: str = CLASSIFIER_DESCRIPTION
     classifier_settings: dict = field(default_factory=lambda: ClassifierSettings().to_dict())
     classifiers: dict[str, dict] = field(default_factory=dict)
@@ -894,7 +911,7 @@ class Results:
                "privacy_metric_definitions": self.privacy_metric_definitions,
                "paper_reference_sst2": {k: {str(e): v for e, v in d.items()}
                                         for k, d in self.paper_reference_sst2.items()},
-               "entries": [e.to_dict() for e in self.entries], "timings": self.timings}
+               "entries": [e.to_dict() for e in self.entries], "timings": self.timings, "reused": self.reused}
         entries = out["entries"]
         names = list(self.classifiers) or [None]
         out["utility_at_attack_success"] = {
@@ -963,7 +980,7 @@ def attack_success(entry: dict, attack: str = "exact_bayes") -> float | None:
 
 def utility_at_attack_success(entries: Sequence[dict], target: float, classifier: str | None = None,
                               test: str = "sanitized_test", attack: str = "exact_bayes") -> dict[str, dict | None]:
-    """Per mechanism, the measured configuration with the best accuracy whose exact Bayes inversion
+    """Per row (mechanism and split), the measured configuration with the best accuracy whose exact Bayes inversion
     success is at most ``target``: the privacy–utility frontier read at equal attack success (ε scales
     differ across embeddings and mechanisms, attack success does not).
 
@@ -983,7 +1000,8 @@ def utility_at_attack_success(entries: Sequence[dict], target: float, classifier
     Returns
     -------
     dict of str to (dict or None)
-        For every mechanism with that attack measured: ``{"accuracy", "std", "epsilon", "attack_success"}``
+        For every row (its key, :attr:`.rows.Row.key`) with that attack measured: ``{"accuracy", "std",
+        "epsilon", "attack_success"}``
         of the chosen configuration, or None when none of its configurations is at or below ``target``.
     """
     best: dict[str, dict | None] = {}
@@ -992,10 +1010,10 @@ def utility_at_attack_success(entries: Sequence[dict], target: float, classifier
         scores = classifier_scores(e, classifier)
         if success is None or scores is None:
             continue
-        best.setdefault(e["mechanism"], None)
+        row = row_of(e).key
+        best.setdefault(row, None)
         acc = scores[test]["accuracy"]
-        if success <= target + 1e-12 and (best[e["mechanism"]] is None
-                                          or acc["mean"] > best[e["mechanism"]]["accuracy"]):
-            best[e["mechanism"]] = {"accuracy": acc["mean"], "std": acc["std"], "epsilon": e["epsilon"],
+        if success <= target + 1e-12 and (best[row] is None or acc["mean"] > best[row]["accuracy"]):
+            best[row] = {"accuracy": acc["mean"], "std": acc["std"], "epsilon": e["epsilon"],
                                     "attack_success": success}
     return best

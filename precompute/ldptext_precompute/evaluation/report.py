@@ -19,13 +19,11 @@ from typing import Callable
 from ldptext import registry
 from ldptext.fileio import write_bytes_atomic
 from .records import ATTACK_TARGETS, FRONTIER_ATTACKS, classifier_scores, utility_at_attack_success
+from .rows import ROW_ORDER, Row, frequency_split, ordered_rows, row_of
 
 __all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL", "CLASSIFIER_LABELS",
            "classifier_names", "classifier_tag"]
 
-#: Row order of every table (as in Yue 2023, Table 2.1): the random baseline, the mechanisms in the
-#: registry's order, the unsanitized baseline.
-ROW_ORDER = ("random", *registry.names(), "none")
 #: Display name of each mechanism, in the report and the plots (CMP as Yue 2023 names it).
 LABELS = {"none": "Unsanitized", "random": "Random",
           **{m.name: m.label for m in registry.all_mechanisms()}, "cmp": "CMP (FBDD)"}
@@ -84,13 +82,31 @@ def _setup(results: dict) -> list[str]:
         f"- Data: **{ds['name']}**, {ds['n_train']} training / {ds['n_test']} test documents, "
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
-        f"p = {cfg['p']:g}, w = {cfg['w']:g}.",
+        f"p = {cfg['p']:g}{_splits(results)}.",
         *_classifier_lines(results, ds),
         *_dpbart_setup(results),
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
-        f"- Wall time: {results['timings']['total_s']:.0f} s.", ""]
+        f"- Wall time: {results['timings']['total_s']:.0f} s.", *_resumed(results), ""]
+
+
+def _splits(results: dict) -> str:
+    """How the SanText+ rows split the vocabulary (nothing without SanText+ rows)."""
+    rows = [r for r in ordered_rows(results["entries"]) if r.split]
+    if not rows:
+        return ""
+    return ("; " + ", ".join(f"{r.label}: non-sensitive = {r.split}" for r in rows)
+            + " (the default split is what `ldptext precompute santext` builds without --non-sensitive)")
+
+
+def _resumed(results: dict) -> list[str]:
+    """Which stages came from the checkpoints of an earlier run (nothing for a fresh run)."""
+    reused = results.get("reused") or {}
+    if not reused:
+        return []
+    return ["- Resumed: reused " + ", ".join(f"{n} {stage}" for stage, n in sorted(reused.items()))
+            + " checkpoint(s) of an earlier run (`OUT/checkpoints`); the rest was computed in this run."]
 
 
 def _dpbart_setup(results: dict) -> list[str]:
@@ -222,12 +238,13 @@ def _equal_attack_tables(results: dict) -> list[str]:
                   "with its input; its guarantee is document-level (ε, δ)-LDP). It is compared with the token "
                   "mechanisms by accuracy and BLEU (the tables above and the last panel of `frontier.png`).", ""]
     titles = {"exact_bayes": "exact Bayes inversion", "nn_inversion@10": "nearest-neighbour inversion @10"}
-    order = {m: i for i, m in enumerate(ROW_ORDER)}
+    rows = ordered_rows(results["entries"])
     for attack in FRONTIER_ATTACKS:
         for name in classifier_names(results):
             tag = classifier_tag(results, name)
             cells = {t: utility_at_attack_success(results["entries"], t, name, attack=attack) for t in ATTACK_TARGETS}
-            mechs = sorted({m for c in cells.values() for m in c}, key=lambda m: order.get(m, len(order)))
+            ranked = {m for c in cells.values() for m in c}
+            mechs = [r for r in rows if r.key in ranked]
             if not mechs:
                 continue
             lines += [f"*Accuracy{tag} at {titles[attack]} success ≤ t*", "",
@@ -236,13 +253,13 @@ def _equal_attack_tables(results: dict) -> list[str]:
             for m in mechs:
                 row = []
                 for t in ATTACK_TARGETS:
-                    c = cells[t].get(m)
+                    c = cells[t].get(m.key)
                     if c is None:
                         row.append("–")
                         continue
                     eps = "" if c["epsilon"] is None else f"ε={c['epsilon']:g}, "
                     row.append(f"{c['accuracy']:.4f} ({eps}attack {c['attack_success']:.3f})")
-                lines.append(f"| {LABELS.get(m, m)} | " + " | ".join(row) + " |")
+                lines.append(f"| {m.label} | " + " | ".join(row) + " |")
             lines.append("")
     return lines
 
@@ -273,8 +290,8 @@ def _privacy_table(results: dict) -> list[str]:
              "| mechanism | ε | N_x vocab | N_x data | S_x vocab | S_x data | S_y* vocab | "
              "H∞ vocab | H₁ vocab | H₀ vocab |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    order = {m: i for i, m in enumerate(ROW_ORDER)}
-    for e in sorted(results["entries"], key=lambda e: (order.get(e["mechanism"], len(order)), e["epsilon"] or 0)):
+    order = {r: i for i, r in enumerate(ordered_rows(results["entries"]))}
+    for e in sorted(results["entries"], key=lambda e: (order[row_of(e)], e["epsilon"] or 0)):
         pv = e.get("privacy", {})
         if e["mechanism"] == "dpbart":
             lines.append(f"| {LABELS['dpbart']} | {e['epsilon']:g} |" + " – |" * 8)
@@ -283,7 +300,7 @@ def _privacy_table(results: dict) -> list[str]:
             continue
         voc, dat = pv["vocabulary"], pv["dataset"]
         eps = "–" if e["epsilon"] is None else f"{e['epsilon']:g}"
-        lines.append(f"| {LABELS.get(e['mechanism'], e['mechanism'])} | {eps} | {_iqr(voc['n_x'])} | "
+        lines.append(f"| {row_of(e).label} | {eps} | {_iqr(voc['n_x'])} | "
                      f"{_q(dat['n_x'])} | {_iqr(voc['s_x'])} | {_q(dat['s_x'])} | "
                      f"{_iqr(voc.get('s_y_star'))} | {_q(voc['h_inf'])} | {_q(voc['h1'])} | "
                      f"{_q(voc['h0'])} |")
@@ -331,7 +348,8 @@ def _paper_reference(results: dict) -> list[str]:
              "classifier and vocabulary: compare the ordering, not the values.", "",
              "| mechanism | ε = 1 | ε = 2 | ε = 3 |", "| --- | --- | --- | --- |"]
     for mech in (m for m in ROW_ORDER if m in ref):  # the paper has no TEM / CusText / Mahalanobis row
-        lines.append(f"| {LABELS[mech]} | " + " | ".join(f"{ref[mech][k]:.4f}" for k in ("1", "2", "3")) + " |")
+        label = Row(mech, frequency_split(0.9)).label if mech == "santext+" else LABELS[mech]  # p = 0.3, w = 0.9
+        lines.append(f"| {label} | " + " | ".join(f"{ref[mech][k]:.4f}" for k in ("1", "2", "3")) + " |")
     return lines + [""]
 
 
@@ -353,11 +371,11 @@ def _table(results: dict, title: str, getter: Callable[[dict], str],
     eps = _epsilon_columns(results)
     lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
              "| --- |" + " --- |" * len(eps)]
-    for mech in ROW_ORDER:
-        cells = [_cell(results["entries"], mech, e, getter) for e in eps]
+    for row in ordered_rows(results["entries"]):
+        cells = [_cell(results["entries"], row, e, getter) for e in eps]
         if all(c is None for c in cells):
             continue
-        lines.append(f"| {LABELS.get(mech, mech)} | " + " | ".join(c or "–" for c in cells) + " |")
+        lines.append(f"| {row.label} | " + " | ".join(c or "–" for c in cells) + " |")
     if majority is not None:
         lines.append(f"| {MAJORITY_LABEL} | " + " | ".join(f"{majority:.4f}" for _ in eps) + " |")
     return lines + [""]
@@ -370,12 +388,12 @@ def _epsilon_columns(results: dict) -> list[float]:
     return sorted(eps + extra) if extra else eps
 
 
-def _cell(entries: list[dict], mech: str, eps, getter: Callable[[dict], str]) -> str | None:
-    """The cell of (mechanism, ε) — an ε-free baseline fills every column; "–" where the value is
-    missing; None when the mechanism has no entry.
+def _cell(entries: list[dict], row: Row, eps, getter: Callable[[dict], str]) -> str | None:
+    """The cell of (row, ε) — an ε-free baseline fills every column; "–" where the value is
+    missing; None when the row has no entry.
     """
     for e in entries:
-        if e["mechanism"] == mech and (e["epsilon"] is None or e["epsilon"] == eps):
+        if row_of(e) == row and (e["epsilon"] is None or e["epsilon"] == eps):
             try:
                 return getter(e)
             except (KeyError, TypeError):

@@ -112,6 +112,17 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
         On an invalid configuration (:meth:`EvaluationConfig.validate`).
     """
     cfg = _resolve_config(config, overrides)
+    created = not Path(cfg.out).exists()
+    try:
+        return _sweep(cfg)
+    except BaseException:
+        if created:
+            _remove_empty_tree(Path(cfg.out))   # a failed run leaves no empty output folder behind
+        raise
+
+
+def _sweep(cfg: EvaluationConfig) -> dict:
+    """The steps of :func:`evaluate` on a validated configuration."""
     started = time.perf_counter()
     timings: dict[str, float] = {}
     out, cache = _prepare_directories(cfg)
@@ -138,7 +149,16 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
         log(cfg, "resumed from " + ", ".join(f"{n} {k}" for k, n in sorted(store.reused.items()))
             + f" checkpoints in {store.root}")
     timings["total_s"] = time.perf_counter() - started
-    return write_outputs(cfg, assemble_results(cfg, ds, entries, timings, notes), out)
+    return write_outputs(cfg, assemble_results(cfg, ds, entries, timings, notes, reused=store.reused), out)
+
+
+def _remove_empty_tree(root: Path) -> None:
+    """Remove ``root`` and its sub-directories when no file is anywhere under it (else leave it all)."""
+    if not root.is_dir() or any(p.is_file() or p.is_symlink() for p in root.rglob("*")):
+        return
+    for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        d.rmdir()
+    root.rmdir()
 
 
 def _resolve_config(config: EvaluationConfig | None, overrides: dict) -> EvaluationConfig:

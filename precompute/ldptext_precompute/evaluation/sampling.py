@@ -1,4 +1,4 @@
-"""One release of the whole corpus per (mechanism, ε, seed): sanitized token ids or DP-BART rewrites,
+"""One release of the whole corpus per (row, ε, seed): sanitized token ids or DP-BART rewrites,
 each kept as a checkpoint (the user's data: it stays in the output directory)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ldptext.rng import SeededModeWarning
 from . import comparison as _comparison
 from .baselines import CMPMechanism, random_replacement
 from .bundles import load_unsigned
-from .config import DPBART, DPBART_BATCH, SANTEXT_MECHANISMS, EvaluationConfig
+from .config import DPBART, DPBART_BATCH, SANTEXT_MECHANISMS, EvaluationConfig, epsilon_text
 from .console import progress_iter
 from .records import Entry
 from .sweep import Sweep, generator, stream_seed
@@ -26,15 +26,20 @@ def dpbart_delta(cfg: EvaluationConfig) -> float:
 def sample_key(sweep: Sweep, entry: Entry, seed_index: int) -> dict:
     """Everything that determines one sanitized sample of the corpus (besides the data)."""
     cfg, mech, eps = sweep.cfg, entry.mechanism, entry.epsilon
-    stream = f"{mech}:{eps}"
+    stream = sample_stream(entry)
     seed = stream_seed(cfg, seed_index, stream) if cfg.reproducible else f"os-keyed:{seed_index}"
     if mech == DPBART:
         return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": sweep.dpbart.digest,
                 "noise": cfg.dpbart_mechanism, "delta": dpbart_delta(cfg), "long": "split", "beam": 1,
                 "seed": seed}
     # a mechanism's own bundle; the baselines (the evaluation-only cmp included) key on the reference one
-    bundle = sweep.bundles.get((mech, eps)) or next(iter(sweep.bundles.values()))
-    return {"stage": "sample", "mechanism": mech, "epsilon": eps, "bundle": bundle.digest, "seed": seed}
+    bundle = sweep.bundles.get((entry.row, eps)) or next(iter(sweep.bundles.values()))
+    return {"stage": "sample", "mechanism": entry.row.key, "epsilon": eps, "bundle": bundle.digest, "seed": seed}
+
+
+def sample_stream(entry: Entry) -> str:
+    """The random stream of an entry's samples: its row and its exact ε (:func:`.config.epsilon_text`)."""
+    return f"{entry.row.key}:{'None' if entry.epsilon is None else epsilon_text(entry.epsilon)}"
 
 
 def sanitized_sample(sweep: Sweep, entry: Entry, seed_index: int, key: dict) -> np.ndarray:
@@ -54,19 +59,20 @@ def sanitize(sweep: Sweep, entry: Entry, seed_index: int) -> np.ndarray:
     """
     cfg, corpus, domain = sweep.cfg, sweep.corpus, sweep.domain
     mech, eps = entry.mechanism, entry.epsilon
-    stream = f"{mech}:{eps}"
-    if mech in _comparison.COMPARISON_MECHANISMS and (mech, eps) in sweep.bundles:
+    stream = sample_stream(entry)
+    if mech in _comparison.COMPARISON_MECHANISMS and (entry.row, eps) in sweep.bundles:
         seed = stream_seed(cfg, seed_index, stream) if cfg.reproducible else None
-        runtime = _comparison.load_runtime(mech, sweep.bundles[(mech, eps)].path, seed)
+        runtime = _comparison.load_runtime(mech, sweep.bundles[(entry.row, eps)].path, seed)
         return runtime.sample_ids(corpus.flat).astype(np.int64)
     if mech in SANTEXT_MECHANISMS:
-        san = seeded_sanitizer(cfg, sweep.bundles[(mech, eps)].path, seed_index, stream)
+        san = seeded_sanitizer(cfg, sweep.bundles[(entry.row, eps)].path, seed_index, stream)
         return san.sample_ids(corpus.flat).astype(np.int64)
     gen = generator(cfg, seed_index, stream)
     if mech == "random":
         return random_replacement(corpus.flat, domain.outputs, gen).astype(np.int64)
     cmp = CMPMechanism(domain.reference.embeddings, domain.outputs, eps)
-    return cmp.sample_ids(corpus.flat, gen).astype(np.int64)
+    return cmp.sample_ids(corpus.flat, gen, track=lambda chunks: progress_iter(
+        chunks, cfg, desc=f"cmp eps={epsilon_text(eps)} seed {seed_index}", unit="chunk")).astype(np.int64)
 
 
 def rewritten_sample(sweep: Sweep, entry: Entry, seed_index: int, key: dict) -> dict:
@@ -89,7 +95,7 @@ def _rewrite(sweep: Sweep, entry: Entry, seed_index: int) -> dict:
     seeded from this seed's stream (reproducible, not private) or with private OS randomness.
     """
     cfg, ds = sweep.cfg, sweep.corpus.ds
-    seed = stream_seed(cfg, seed_index, f"{DPBART}:{entry.epsilon}") if cfg.reproducible else None
+    seed = stream_seed(cfg, seed_index, f"{DPBART}:{epsilon_text(entry.epsilon)}") if cfg.reproducible else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededModeWarning)   # the results state the seeded mode
         rewriter = Rewriter(sweep.dpbart.bundle, seed=seed)

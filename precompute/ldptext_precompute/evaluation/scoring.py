@@ -8,7 +8,7 @@ import numpy as np
 
 from ..bleu import bleu_tokenize, corpus_bleu
 from .attacks import empirical_attack_success, nearest_neighbour_inversion
-from .config import DPBART
+from .config import DPBART, epsilon_text
 from .console import Warnings, log, progress_iter
 from .records import Entry, SeedRun, UtilitySummary
 from .sampling import rewritten_sample, sample_key, sanitized_sample
@@ -32,21 +32,25 @@ def measure_utility(sweep: Sweep, entries: list[Entry], notes: Warnings) -> None
             entry.privacy = entry.privacy.with_sample(sample["chunks"], sample["report"])
         accuracies = ", ".join(f"{name} {c['sanitized_test']['accuracy'].mean:.4f}"
                                for name, c in entry.utility.classifiers.items())
-        log(sweep.cfg, f"utility {entry.mechanism} eps={entry.epsilon}: accuracy (sanitized test) "
+        at = "" if entry.epsilon is None else f" eps={epsilon_text(entry.epsilon)}"
+        log(sweep.cfg, f"utility {entry.row.label}{at}: accuracy (sanitized test) "
             f"{accuracies} (majority class {majority:.4f})")
         if entry.mechanism == "none":
             notes.extend(_ceiling_warnings(entry.utility, majority))
 
 
 def _ceiling_warnings(utility: UtilitySummary, majority: float) -> list[str]:
-    """A warning when the classifier on unsanitized text does not beat the majority-class rate."""
-    acc = utility.sanitized_test["accuracy"].mean
-    if not (acc > majority + 1e-9):
-        return [f"the classifier on unsanitized text does not beat the majority-class rate (accuracy "
-                f"{acc:.4f}, macro-F1 {utility.sanitized_test['macro_f1'].mean:.4f}, majority class "
-                f"{majority:.4f}): the data set is too small or its labels are not predictable from "
-                f"the text, so the sanitized rows say nothing about utility"]
-    return []
+    """One warning per classifier that, on unsanitized text, does not beat the majority-class rate."""
+    notes = []
+    for name, scores in (utility.classifiers or {"": {"sanitized_test": utility.sanitized_test}}).items():
+        acc = scores["sanitized_test"]["accuracy"].mean
+        if not (acc > majority + 1e-9):
+            who = f"the {name} classifier" if name else "the classifier"
+            notes.append(f"{who} on unsanitized text does not beat the majority-class rate "
+                         f"(accuracy {acc:.4f}, macro-F1 {scores['sanitized_test']['macro_f1'].mean:.4f}, "
+                         f"majority class {majority:.4f}): the data set is too small or its labels are not "
+                         f"predictable from the text with it, so its sanitized rows say nothing about utility")
+    return notes
 
 
 def _utility_runs(sweep: Sweep, entry: Entry) -> list[SeedRun]:

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import warnings
 from collections import Counter, OrderedDict
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple, Sequence
@@ -240,10 +242,32 @@ def _export_minilm(model_dir: Path, dst: Path, precision: str) -> None:
                               opset_version=_ONNX_OPSET, do_constant_folding=True, dynamo=False)
         if precision == "int8":
             from ..dpbart.export import quantize_int8
-            quantize_int8(fp32, Path(tmp) / "int8.onnx")
+            with _without_preprocessing_advice():
+                quantize_int8(fp32, Path(tmp) / "int8.onnx")
             os.replace(Path(tmp) / "int8.onnx", dst)
         else:
             os.replace(fp32, dst)
+
+
+#: ONNX Runtime's advice to pre-process a graph before quantizing it (logged on the root logger by
+#: ``quantize_dynamic``): not applicable to the exported MiniLM graph, and the only message dropped.
+_PREPROCESSING_ADVICE = "pre-processing before quantization"
+
+
+class _DropPreprocessingAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _PREPROCESSING_ADVICE not in str(record.msg)
+
+
+@contextmanager
+def _without_preprocessing_advice():
+    """Silence ONNX Runtime's pre-processing advice (only that message) while quantizing."""
+    root, advice = logging.getLogger(), _DropPreprocessingAdvice()
+    root.addFilter(advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(advice)
 
 
 class SentenceEncoder:
