@@ -139,3 +139,19 @@ class CallCounter:
         if self.fail_at is not None and self.calls >= self.fail_at:
             raise RuntimeError("injected failure")
         return self.fn(*a, **kw)
+
+
+def require_tool(names: list[str], why: str, flag: str) -> str:
+    """The first of ``names`` on PATH. Missing: the test is skipped, or fails where the environment
+    sets ``flag`` (an ``LDPTEXT_REQUIRE_*`` variable: CI must run these tests, never skip them)."""
+    import os
+    import shutil
+
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    message = f"{names[0]} not found: {why}"
+    if os.environ.get(flag) == "1":
+        pytest.fail(f"{message} ({flag}=1)")
+    pytest.skip(message)

@@ -36,10 +36,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_bundle
+from conftest import build_tiny_bundle, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = os.environ.get("LDPTEXT_REQUIRE_NPM") == "1"
 # unknown to the tiny bundle (its words are w0..w59): never in any output
 MARKERS = ("zqxsecret", "qvmarker", "kjwhidden")
 TYPED = {"message": "zqxsecret w3 qvmarker w7, w9", "subject": "kjwhidden w12", "note": "qvmarker w1 zqxsecret"}
@@ -47,14 +46,7 @@ WORD = re.compile(r"^w\d+$")
 
 
 def _tool(names: list[str], why: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    message = f"{names[0]} not found: {why}"
-    if REQUIRED:
-        pytest.fail(message + " (LDPTEXT_REQUIRE_NPM=1)")
-    pytest.skip(message)
+    return require_tool(names, why, "LDPTEXT_REQUIRE_NPM")
 
 
 # ---- the DevTools protocol over --remote-debugging-pipe (fd 3: commands in, fd 4: replies out) -------

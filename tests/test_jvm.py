@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded
+from conftest import build_tiny_bundle, load_seeded, require_tool
 from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
 
 from ldptext import ldp_codes
@@ -41,7 +41,6 @@ from ldptext import ldp_codes
 ROOT = Path(__file__).resolve().parents[1]
 JVM_BUILD = ROOT / "build" / "jvm"
 DOC = ROOT / "docs" / "jvm.md"
-REQUIRED = os.environ.get("LDPTEXT_REQUIRE_JVM") == "1"
 SEED = 20240611
 BIG_SEED = 2**64 - 5  # a Java long of -5: the seed is unsigned 64-bit in both
 TEXTS = ["w1 w2 w3 w4 w5 w6 w7 w8", "W12, w13! w14?", "w40 unknownword w41", "", "  w2\tw3\n",
@@ -49,14 +48,8 @@ TEXTS = ["w1 w2 w3 w4 w5 w6 w7 w8", "W12, w13! w14?", "w40 unknownword w41", "",
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path:
-        return path
-    message = f"{name} not found: the JVM binding needs OpenJDK (Debian: openjdk-17-jdk-headless; " \
-              "scripts/system-deps.sh jvm)"
-    if REQUIRED:
-        pytest.fail(message + " (LDPTEXT_REQUIRE_JVM=1)")
-    pytest.skip(message)
+    return require_tool([name], "the JVM binding needs OpenJDK (Debian: openjdk-17-jdk-headless; "
+                        "scripts/system-deps.sh jvm)", "LDPTEXT_REQUIRE_JVM")
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ import functools
 import html
 import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,10 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded
+from conftest import build_tiny_bundle, load_seeded, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = os.environ.get("LDPTEXT_REQUIRE_NPM") == "1"
 SEED = 20240611
 TEXTS = ["w1 w2 w3 w4 w5 w6 w7 w8", "W12, w13! w14?", "w40 unknownword w41", "", "wé ü 漢字 🙂 w5"]
 E_UNTRUSTED_KEY = -43  # native/include/ldptext.h
@@ -45,14 +43,7 @@ def _version() -> str:
 
 
 def _tool(names: list[str], why: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    message = f"{names[0]} not found: {why}"
-    if REQUIRED:
-        pytest.fail(message + " (LDPTEXT_REQUIRE_NPM=1)")
-    pytest.skip(message)
+    return require_tool(names, why, "LDPTEXT_REQUIRE_NPM")
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,6 @@ import base64
 import html
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -52,14 +51,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded
+from conftest import build_tiny_bundle, load_seeded, require_tool
 from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
 from test_santext_check import KEY as PIN_SIGNER, relabelled, set_epsilon
 
 ROOT = Path(__file__).resolve().parents[1]
 WASM_BUILD = ROOT / "native" / "build" / "wasm"
 WEB_TESTS = ROOT / "tests" / "web"
-REQUIRED = os.environ.get("LDPTEXT_REQUIRE_WASM") == "1"
 WEB_BUNDLE_MAX = 10_000_000  # bytes: "a web-sized bundle (<= 10 MB)"
 # the web bundle, exactly as README and `make web-bundle` build it
 WEB_BUNDLE_ARGS = ["precompute", "santext", "--embeddings", "glove-6b-50d", "--vocab-size", "20000",
@@ -78,14 +76,7 @@ EXAMPLE_TEXT = "My name is Emily Stone and I was treated for depression at Mercy
 
 
 def _tool(names: list[str], why: str) -> str:
-    for name in names:
-        path = shutil.which(name)
-        if path:
-            return path
-    message = f"{names[0]} not found: {why}"
-    if REQUIRED:
-        pytest.fail(message + " (LDPTEXT_REQUIRE_WASM=1)")
-    pytest.skip(message)
+    return require_tool(names, why, "LDPTEXT_REQUIRE_WASM")
 
 
 # ---- fixtures -------------------------------------------------------------------------------------
