@@ -17,8 +17,6 @@ import json
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-from tokenizers import Tokenizer
-
 from .errors import BundleError, BundleFormatError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,6 +53,10 @@ class TextTokenizer:
     """
 
     def __init__(self, tokenizer_json: str) -> None:
+        # imported here: a runtime whose text goes through libldptext never builds this pipeline, and
+        # the module costs a few MiB of resident memory
+        from tokenizers import Tokenizer
+
         self._tok = Tokenizer.from_str(tokenizer_json)
         self._tok.no_padding()
         self._tok.no_truncation()
