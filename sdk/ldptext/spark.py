@@ -282,11 +282,8 @@ def sanitize_record_batch(san: "Sanitizer", batch: pa.RecordBatch, layout: Colum
 
     Notes
     -----
-    Every non-null row is one release of :meth:`ldptext.Sanitizer.sanitize_batch`: per token
-    ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with ε₀ = ln(1/p) (SanText+), for any two
-    documents of the same length. Yue et al. 2021, *Differential Privacy for Text Analytics via
-    Natural Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis* (PhD
-    thesis, Ohio State), §2.4, Theorems 1–2.
+    Every non-null row is one release of :meth:`ldptext.Sanitizer.sanitize_batch`, with its guarantee
+    (the module docstring).
     """
     text_array = batch.column(batch.schema.get_field_index(layout.column))
     texts, not_utf8 = _decode_texts(text_array)
@@ -662,11 +659,8 @@ class SparkSanitizer:
 
     Notes
     -----
-    Guarantee per output row: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP with
-    ε₀ = ln(1/p) (SanText+), for any two documents of the same length, once per released sample (a
-    retried or re-evaluated partition: see ``on_retry`` and :class:`JobSummary`). Yue et al. 2021,
-    *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as
-    presented in Yue 2023, *Data Synthesis* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
+    Guarantee per output row: the bundle's, as the module docstring states it, once per released
+    sample (a retried or re-evaluated partition: see ``on_retry`` and :class:`JobSummary`).
     """
 
     def __init__(self, spark: Any, bundle: Any, *, trusted_keys: Iterable[Any] | None = None,
