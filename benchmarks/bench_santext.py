@@ -157,13 +157,9 @@ class PublicSanTextPlus:
         return " ".join([self.sanitize_word(word) for word in doc])
 
 
-def weak_ok() -> dict:
-    """Sanitizer.load's consent to a near-identity ε where the SDK asks for it: the benchmark
-    measures speed at the issue's ε = 10 and 15, it releases nothing."""
-    import inspect
-    from ldptext.santext import Sanitizer
-    return {"allow_weak_privacy": True} if "allow_weak_privacy" in inspect.signature(Sanitizer.load).parameters \
-        else {}
+#: Sanitizer.load's consent to a near-identity ε: the benchmark measures speed at ε = 10 and 15, where
+#: MiniLM releases most sensitive words unchanged; it releases nothing.
+WEAK_OK = {"allow_weak_privacy": True}
 
 
 # ---- measurements -----------------------------------------------------------------------------
@@ -294,7 +290,7 @@ def python_load_ms(path: Path, trusted, repeats: int = 7) -> float:
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        san = Sanitizer.load(path, trusted_keys=trusted, **weak_ok())
+        san = Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK)
         times.append(time.perf_counter() - t)
         san.close()
     return min(times) * 1e3
@@ -360,10 +356,10 @@ def probe_python(path: str, text: str) -> int:
     import gc
     from ldptext import keys
     from ldptext.santext import Sanitizer
-    trusted, consent = [keys.developer_key().public_key()], weak_ok()
+    trusted = [keys.developer_key().public_key()]
     gc.collect()
     before = rss_bytes()
-    san = Sanitizer.load(path, trusted_keys=trusted, **consent)
+    san = Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK)
     san.sanitize(text)
     gc.collect()
     return rss_bytes() - before
@@ -434,7 +430,7 @@ def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, truste
     _, _, embeddings, vocab_size, w = config
     if path.exists():
         try:
-            with Sanitizer.load(path, trusted_keys=trusted, **weak_ok()) as san:
+            with Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK) as san:
                 # (rebuilt when it predates the compact tables, the tail clusters or the default
                 # head size, or has another split)
                 params = san._bundle.manifest.get("params", {})
@@ -445,13 +441,9 @@ def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, truste
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below
             pass
-    import inspect
-    extra = {}
-    if "allow_weak_privacy" in inspect.signature(build_santext_bundle).parameters:
-        extra["allow_weak_privacy"] = True  # a speed measurement at the issue's ε, not a release
     t = time.perf_counter()
     build_santext_bundle(path, embeddings=embeddings, vocab_size=vocab_size, epsilon=epsilon,
-                         mechanism="santext+", p=0.3, w=w, cache_dir=cache, progress=False, **extra)
+                         mechanism="santext+", p=0.3, w=w, cache_dir=cache, progress=False, **WEAK_OK)
     return time.perf_counter() - t
 
 
@@ -477,7 +469,7 @@ def measure(config: tuple, eps: float, args, work: Path, docs: list[str], public
     load_before = os.getloadavg()[0]
     row = {"label": label, "eps": eps, "size": path.stat().st_size,
            "load_c": c_load_ms(path, keys.public_bytes(public)), "load_py": python_load_ms(path, trusted)}
-    san = Sanitizer.load(path, trusted_keys=trusted, **weak_ok())
+    san = Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK)
     if san.backend != "libldptext":
         notes.append(f"{label}, ε = {eps:g}: Sanitizer backend is {san.backend!r}, not libldptext")
     tokenize = bert_tokenizer() if embeddings == "minilm-wordpiece" else word_tokenizer()

@@ -240,7 +240,7 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def extension(chromium, tmp_path_factory, ldptext_home) -> dict:
-    """make extension with a tiny SanText+ bundle and this session's developer key; a copy with one
+    """make extension with a tiny SanText+ bundle and the test run's developer key; a copy with one
     flipped byte in its bundle."""
     _tool(["emcc"], "make extension builds the wasm module (Debian: emscripten)")
     _tool(["node", "nodejs"], "emscripten runs under node (Debian: nodejs)")
