@@ -141,21 +141,27 @@ def _header_end(data: bytes) -> int:
 
 def python_ops(path: Path, seed: int, ops: list, **load) -> list:
     """What the Python runtime returns for the ops, on a fresh sanitizer seeded with `seed`."""
-    san = load_seeded(path, seed=seed, **load)
+    return run_ops(load_seeded(path, seed=seed, **load), ops)
+
+
+def run_ops(san, ops: list, report=lambda d: d) -> list:
+    """Each op's result on ``san`` (closed afterwards); ``report`` maps a report's dict."""
     out = []
-    for op, arg in ops:
-        if op == "sanitize":
-            r = san.sanitize(arg)
-            out.append({"text": r.text, "report": r.report.to_dict()})
-        elif op == "tokenize":
-            out.append([int(i) for i in san.tokenize(arg)])
-        elif op == "sample_ids":
-            out.append([int(i) for i in san.sample_ids(np.asarray(arg, dtype=np.int32))])
-        elif op == "detokenize":
-            out.append(san.detokenize(np.asarray(arg, dtype=np.int32)))
-        else:
-            raise AssertionError(op)
-    san.close()
+    try:
+        for op, arg in ops:
+            if op == "sanitize":
+                r = san.sanitize(arg)
+                out.append({"text": r.text, "report": report(r.report.to_dict())})
+            elif op == "tokenize":
+                out.append([int(i) for i in san.tokenize(arg)])
+            elif op == "sample_ids":
+                out.append([int(i) for i in san.sample_ids(np.asarray(arg, dtype=np.int32))])
+            elif op == "detokenize":
+                out.append(san.detokenize(np.asarray(arg, dtype=np.int32)))
+            else:
+                raise AssertionError(op)
+    finally:
+        san.close()
     return out
 
 
@@ -536,24 +542,7 @@ def wasm_report(py_report: dict) -> dict:
 def family_python_ops(path: Path, seed: int, ops: list) -> list:
     """The Python runtime's results for the ops on a fresh sanitizer seeded with `seed` (one sanitize
     call per document, as the wasm side makes)."""
-    san = family_load(path, seed=seed, backend="native")
-    out = []
-    try:
-        for op, arg in ops:
-            if op == "sanitize":
-                r = san.sanitize(arg)
-                out.append({"text": r.text, "report": wasm_report(r.report.to_dict())})
-            elif op == "tokenize":
-                out.append([int(i) for i in san.tokenize(arg)])
-            elif op == "sample_ids":
-                out.append([int(i) for i in san.sample_ids(np.asarray(arg, dtype=np.int32))])
-            elif op == "detokenize":
-                out.append(san.detokenize(np.asarray(arg, dtype=np.int32)))
-            else:
-                raise AssertionError(op)
-    finally:
-        san.close()
-    return out
+    return run_ops(family_load(path, seed=seed, backend="native"), ops, wasm_report)
 
 
 def family_facts(path: Path) -> dict:
