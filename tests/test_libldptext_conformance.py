@@ -49,15 +49,13 @@ def tokenizer_jsons() -> dict[str, str]:
             "glove": load_glove_6b_50d(50_000).tokenizer_json}
 
 
-@pytest.fixture(scope="module")
-def carriers(tmp_path_factory, tokenizer_jsons, clib, dev_key):  # noqa: F811
-    """name -> (C sanitizer handle, HF Tokenizer)."""
+def open_carriers(d: Path, tokenizer_jsons: dict[str, str], clib, dev_key):  # noqa: F811
+    """name -> (C sanitizer handle, HF Tokenizer), and the (bundle, sanitizer) handles to free."""
     from conftest import build_tiny_bundle
     from ldptext import keys
     from ldptext.bundle import read_bundle, write_bundle
     from tokenizers import Tokenizer
 
-    d = tmp_path_factory.mktemp("carrier")
     tiny = read_bundle(build_tiny_bundle(d / "tiny.ldpb"),
                        trusted_keys=[keys.load_public_key(dev_key)])
     manifest = {k: v for k, v in tiny.manifest.items()
@@ -77,6 +75,13 @@ def carriers(tmp_path_factory, tokenizer_jsons, clib, dev_key):  # noqa: F811
         hf.no_truncation()
         hf.encode_special_tokens = True  # as the runtime: a typed "[MASK]" is text
         out[name] = (s, hf)
+    return out, handles
+
+
+@pytest.fixture(scope="module")
+def carriers(tmp_path_factory, tokenizer_jsons, clib, dev_key):  # noqa: F811
+    """name -> (C sanitizer handle, HF Tokenizer)."""
+    out, handles = open_carriers(tmp_path_factory.mktemp("carrier"), tokenizer_jsons, clib, dev_key)
     yield out
     for b, s in handles:
         clib.free_sanitizer(s)
@@ -245,3 +250,49 @@ def test_detokenization_is_the_python_runtimes(clib, carriers, tokenizer_jsons):
         bad = sum(clib.detokenize(s, ids) != (OK, py.decode(ids)) for ids in seqs)
         print(f"\n[conformance] detokenization / {name}: {len(seqs)} id sequences, {bad} mismatches")
         assert bad == 0
+
+
+# Pieces where the clean-up rules (" ." -> "." ... " 're" -> "'re", applied in turn) meet:
+# punctuation, apostrophes, contraction parts, spaces inside tokens, the bare prefix, non-ASCII
+CLEANUP_TOKENS = ["[UNK]", ".", "?", "!", ",", "'", "n", "t", "'t", "n't", "m", "s", "ve", "re", "'m",
+                  "'s", "'ve", "'re", "' '", " ", "  ", " '", "' ", " ' ", " .", "x y", "a", "é", "東",
+                  "##'", "##.", "##,", "##n", "##t", "##'t", "##s", "##m", "## ", "##", "###", "", "@@'",
+                  "@@", "@@n't", "n'", "'r", "e", "v"]
+
+
+def cleanup_tokenizer_json(model: str, prefix: str) -> str:
+    import json
+    vocab = {t: 2 * i for i, t in enumerate(CLEANUP_TOKENS)}  # odd ids have no token: " "
+    spec = {"type": model, "unk_token": "[UNK]", "vocab": vocab}
+    if model == "WordPiece":
+        spec.update(continuing_subword_prefix=prefix, max_input_chars_per_word=100)
+    return json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+                       "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+                       "decoder": None, "model": spec})
+
+
+def test_detokenization_cleanup_edge_cases(tmp_path, clib, dev_key):  # noqa: F811
+    """ldp_detokenize against TextTokenizer.decode on random sequences over CLEANUP_TOKENS (every
+    id, those without a token included): adjacent and overlapping clean-up patterns (" ' ' ",
+    " ' 's", " n ' t"), runs of spaces, empty pieces, leading spaces, an apostrophe prefix."""
+    from ldptext.tokenization import TextTokenizer
+    jsons = {"wp": cleanup_tokenizer_json("WordPiece", "##"),
+             "wp_at": cleanup_tokenizer_json("WordPiece", "@@'"),
+             "wp_empty_prefix": cleanup_tokenizer_json("WordPiece", ""),
+             "wl": cleanup_tokenizer_json("WordLevel", "")}
+    handles_by_name, handles = open_carriers(tmp_path, jsons, clib, dev_key)
+    try:
+        rng = np.random.default_rng(11)
+        size = 2 * len(CLEANUP_TOKENS) - 1
+        seqs = [rng.integers(0, size, int(rng.integers(0, 16))) for _ in range(20_000)]
+        seqs += [np.array([i]) for i in range(size)] + [np.arange(size), np.arange(size)[::-1]]
+        for name, (s, _) in handles_by_name.items():
+            py = TextTokenizer(jsons[name])
+            bad = [ids for ids in seqs if clib.detokenize(s, ids) != (OK, py.decode(ids))]
+            print(f"\n[conformance] clean-up edge cases / {name}: {len(seqs)} id sequences, "
+                  f"{len(bad)} mismatches")
+            assert not bad, (name, bad[0].tolist())
+    finally:
+        for b, s in handles:
+            clib.free_sanitizer(s)
+            clib.close(b)

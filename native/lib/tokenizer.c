@@ -43,9 +43,10 @@ struct ldp_tokenizer {
     size_t max_token_len; /* longest vocabulary entry in bytes */
     vocab_slot *slots;
     size_t mask;
-    /* id -> token string (for decoding) */
-    const char **id_str;
-    uint32_t *id_len;
+    /* id -> the token's piece of decoded text (NULL: no token, the piece is " "): the token
+     * without the continuation prefix, or " " + token, as sdk/ldptext/tokenization.py's table */
+    const char **id_piece;
+    uint32_t *id_piece_len;
     size_t n_ids;
     norm_step norms[MAX_STEPS];
     size_t n_norms;
@@ -69,12 +70,15 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
+/* A copy of s[0..n) in the pool, NUL-terminated and preceded by a space: " " + token, a decoding
+ * piece, is then the contiguous string at the result - 1. */
 static const char *pool_add(ldp_tokenizer *t, const char *s, size_t n) {
     char *p = t->pool + t->pool_used;
-    memcpy(p, s, n);
-    p[n] = '\0';
-    t->pool_used += n + 1;
-    return p;
+    p[0] = ' ';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '\0';
+    t->pool_used += n + 2;
+    return p + 1;
 }
 
 static int vocab_find(const ldp_tokenizer *t, const char *s, size_t n, int32_t *id) {
@@ -239,10 +243,18 @@ static int normalize_added(ldp_tokenizer *t) {
     return LDP_OK;
 }
 
+/* s: a pool string (pool_add) */
 static int add_id_string(ldp_tokenizer *t, int64_t id, const char *s, size_t n) {
     if (id < 0 || (uint64_t)id >= t->n_ids) return LDP_E_TOKENIZER;
-    t->id_str[id] = s;
-    t->id_len[id] = (uint32_t)n;
+    /* Python: `prefix and t.startswith(prefix)`: an empty prefix never attaches */
+    if (t->model == MODEL_WORDPIECE && t->prefix_len > 0 && n >= t->prefix_len &&
+        memcmp(s, t->prefix, t->prefix_len) == 0) {
+        t->id_piece[id] = s + t->prefix_len;
+        t->id_piece_len[id] = (uint32_t)(n - t->prefix_len);
+    } else {
+        t->id_piece[id] = s - 1;
+        t->id_piece_len[id] = (uint32_t)(n + 1);
+    }
     return LDP_OK;
 }
 
@@ -273,7 +285,7 @@ static int load_model(ldp_tokenizer *t, const ldp_json *m) {
     for (i = 0; i < vocab->n; i++) {
         const ldp_json *id = vocab->members[i].value;
         if (id->type != LDP_JSON_INT || !id->int_fits || id->int_value < 0 ||
-            id->int_value > INT32_MAX || vocab->members[i].key_len > UINT32_MAX)
+            id->int_value > INT32_MAX || vocab->members[i].key_len >= UINT32_MAX)
             return LDP_E_TOKENIZER;
         if (id->int_value > max_id) max_id = id->int_value;
     }
@@ -299,9 +311,9 @@ static int load_model(ldp_tokenizer *t, const ldp_json *m) {
     for (i = 0; i < t->n_added; i++)
         if (t->added[i].id > max_id) max_id = t->added[i].id;
     t->n_ids = (size_t)(max_id + 1);
-    t->id_str = (const char **)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_str);
-    t->id_len = (uint32_t *)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_len);
-    if (t->id_str == NULL || t->id_len == NULL) return LDP_E_NOMEM;
+    t->id_piece = (const char **)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_piece);
+    t->id_piece_len = (uint32_t *)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_piece_len);
+    if (t->id_piece == NULL || t->id_piece_len == NULL) return LDP_E_NOMEM;
     for (i = 0; i <= t->mask; i++)
         if (t->slots[i].s != NULL) add_id_string(t, t->slots[i].id, t->slots[i].s, t->slots[i].len);
     for (i = 0; i < t->n_added; i++)
@@ -324,7 +336,8 @@ int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out) {
         ldp_json_free(doc);
         return LDP_E_NOMEM;
     }
-    /* every string we keep is shorter than the JSON text it came from */
+    /* every string we keep comes from its own JSON string, which has two quotes: with its
+     * leading space and trailing NUL it is no longer than that JSON text */
     t->pool_cap = len + 64;
     t->pool = (char *)malloc(t->pool_cap);
     if (t->pool == NULL) {
@@ -356,8 +369,8 @@ void ldp_tokenizer_free(ldp_tokenizer *t) {
     for (i = 0; i < t->n_added; i++) free(t->added[i].norm);
     free(t->added);
     free(t->slots);
-    free((void *)t->id_str);
-    free(t->id_len);
+    free((void *)t->id_piece);
+    free(t->id_piece_len);
     free(t->pool);
     free(t);
 }
@@ -662,102 +675,87 @@ int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *ut
 
 /* ---- decoding ------------------------------------------------------------------------------- */
 
-/* The first occurrence of a[0..na) in s[0..n) (na >= 1), or NULL (memchr for the first byte, then
- * the rest: C99 has no memmem). */
-static const char *find_bytes(const char *s, size_t n, const char *a, size_t na) {
-    const char *end = s + n;
-    while ((size_t)(end - s) >= na) {
-        const char *p = (const char *)memchr(s, (unsigned char)a[0], (size_t)(end - s) - na + 1);
+/* The first occurrence of a[0..na) in s[0..n) (na >= 1), or NULL. memchr looks for a[k], the
+ * pattern's rarest byte (the clean-up patterns all start with a space, which is every fifth byte
+ * of text, but their punctuation or apostrophe is rare); the leftmost a[k] that completes the
+ * pattern is the leftmost occurrence. C99 has no memmem. */
+static const char *find_bytes(const char *s, size_t n, const char *a, size_t na, size_t k) {
+    const char *p, *last;
+    if (n < na) return NULL;
+    p = s + k;
+    last = s + (n - na) + k; /* the last place a[k] may sit */
+    while (p <= last) {
+        p = (const char *)memchr(p, (unsigned char)a[k], (size_t)(last - p) + 1);
         if (p == NULL) return NULL;
-        /* the second byte first: the clean-up patterns all start with a space, which is common */
-        if ((na < 2 || p[1] == a[1]) && memcmp(p, a, na) == 0) return p;
-        s = p + 1;
+        if (memcmp(p - k, a, na) == 0) return p - k;
+        p++;
     }
     return NULL;
 }
 
-/* Python's str.replace(a, b) on buf[from..]: leftmost non-overlapping occurrences, left to right.
- * The text between occurrences is moved in blocks; a pattern that does not occur costs one scan
- * (this runs ten times over every detokenized document: byte-by-byte copying was a third of
- * ldp_sanitize's time). In place when b is not longer than a (every clean-up rule), otherwise
- * through a second buffer. */
-static void replace_all(ldp_buf *buf, size_t from, const char *a, const char *b) {
+/* Python's str.replace(a, b) on buf[from..]: leftmost non-overlapping occurrences, left to right
+ * (a[k]: the byte to look for, see find_bytes). The text between occurrences is moved in blocks;
+ * a pattern that does not occur costs one memchr scan. In place: b is not longer than a (every
+ * clean-up rule). */
+static void replace_all(ldp_buf *buf, size_t from, const char *a, size_t k, const char *b) {
     size_t na = strlen(a), nb = strlen(b), i, w;
     const char *hit;
-    if (na == 0 || buf->failed || buf->len - from < na) return;
-    hit = find_bytes(buf->data + from, buf->len - from, a, na);
-    if (hit == NULL) return;
-    if (nb <= na) {
-        /* the write position never passes the read position: memmove the kept runs down */
-        i = w = from;
-        while (hit != NULL) {
-            size_t at = (size_t)(hit - buf->data);
-            if (w != i) memmove(buf->data + w, buf->data + i, at - i);
-            w += at - i;
-            memcpy(buf->data + w, b, nb);
-            w += nb;
-            i = at + na;
-            hit = find_bytes(buf->data + i, buf->len - i, a, na);
-        }
-        if (w != i) memmove(buf->data + w, buf->data + i, buf->len - i);
-        buf->len = w + (buf->len - i);
-    } else {
-        ldp_buf tmp;
-        ldp_buf_init(&tmp);
-        i = from;
-        while (hit != NULL) {
-            size_t at = (size_t)(hit - buf->data);
-            ldp_buf_put(&tmp, buf->data + i, at - i);
-            ldp_buf_put(&tmp, b, nb);
-            i = at + na;
-            hit = find_bytes(buf->data + i, buf->len - i, a, na);
-        }
-        ldp_buf_put(&tmp, buf->data + i, buf->len - i);
-        if (tmp.failed) {
-            buf->failed = 1;
-        } else {
-            buf->len = from;
-            ldp_buf_put(buf, tmp.data ? tmp.data : "", tmp.len);
-        }
-        ldp_buf_free(&tmp);
+    if (buf->failed || buf->len - from < na) return;
+    hit = find_bytes(buf->data + from, buf->len - from, a, na, k);
+    /* the write position never passes the read position: memmove the kept runs down */
+    i = w = from;
+    while (hit != NULL) {
+        size_t at = (size_t)(hit - buf->data);
+        if (w != i) memmove(buf->data + w, buf->data + i, at - i);
+        w += at - i;
+        memcpy(buf->data + w, b, nb);
+        w += nb;
+        i = at + na;
+        hit = find_bytes(buf->data + i, buf->len - i, a, na, k);
     }
+    if (w != i) memmove(buf->data + w, buf->data + i, buf->len - i);
+    buf->len = w + (buf->len - i);
 }
 
 int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, ldp_buf *out) {
     /* sdk/ldptext/tokenization.py: WordPiece continuation pieces attach to the previous piece,
-     * every other token is preceded by one space; leading spaces are stripped; WordPiece text
-     * gets the BERT clean-up of the space before punctuation and contractions */
-    static const char *const cleanup[][2] = {
-        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    size_t i, from = out->len, lead;
-    int wp = t->model == MODEL_WORDPIECE;
+     * every other token is preceded by one space (id_piece); leading spaces are stripped;
+     * WordPiece text gets the BERT clean-up of the space before punctuation and contractions,
+     * in this order (each rule: pattern, index of its rarest byte, replacement). */
+    static const struct {
+        const char *a;
+        size_t k;
+        const char *b;
+    } cleanup[] = {{" .", 1, "."},    {" ?", 1, "?"},     {" !", 1, "!"},   {" ,", 1, ","},
+                   {" ' ", 1, "'"},   {" n't", 2, "n't"}, {" 'm", 1, "'m"}, {" 's", 1, "'s"},
+                   {" 've", 1, "'ve"}, {" 're", 1, "'re"}};
+    size_t i, from = out->len;
     for (i = 0; i < n; i++) {
         const char *s;
         size_t len;
         if (ids[i] < 0 || (size_t)ids[i] >= t->n_ids) return LDP_E_INPUT_ID;
-        s = t->id_str[ids[i]];
-        len = t->id_len[ids[i]];
-        if (s == NULL) s = "";
-        /* Python: `prefix and t.startswith(prefix)`: an empty prefix never attaches */
-        if (wp && t->prefix_len > 0 && len >= t->prefix_len &&
-            memcmp(s, t->prefix, t->prefix_len) == 0) {
-            ldp_buf_put(out, s + t->prefix_len, len - t->prefix_len);
-        } else {
-            ldp_buf_putc(out, ' ');
-            ldp_buf_put(out, s, len);
+        s = t->id_piece[ids[i]];
+        len = t->id_piece_len[ids[i]];
+        if (s == NULL) {
+            s = " ";
+            len = 1;
         }
+        /* lstrip(" "): leading spaces are dropped until the first other byte is written */
+        if (out->len == from)
+            while (len > 0 && *s == ' ') {
+                s++;
+                len--;
+            }
+        ldp_buf_put(out, s, len);
     }
     if (out->failed) return LDP_E_NOMEM;
-    for (lead = from; lead < out->len && out->data[lead] == ' '; lead++) {
+    /* the last six rules need an apostrophe: one scan spares five when there is none */
+    if (t->model == MODEL_WORDPIECE) {
+        size_t n_rules =
+            out->len > from && memchr(out->data + from, '\'', out->len - from) != NULL ? 10 : 4;
+        for (i = 0; i < n_rules; i++)
+            replace_all(out, from, cleanup[i].a, cleanup[i].k, cleanup[i].b);
     }
-    if (lead > from) {
-        memmove(out->data + from, out->data + lead, out->len - lead);
-        out->len -= lead - from;
-    }
-    if (wp)
-        for (i = 0; i < sizeof cleanup / sizeof cleanup[0]; i++)
-            replace_all(out, from, cleanup[i][0], cleanup[i][1]);
     if (out->data == NULL) ldp_buf_put(out, "", 0);
     else out->data[out->len] = '\0';
     return out->failed ? LDP_E_NOMEM : LDP_OK;
