@@ -100,45 +100,49 @@ static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp) {
 
 #define N_OF(t) (sizeof(t) / sizeof((t)[0]))
 
-int ldp_uc_is_other(uint32_t cp) {
-    if (cp < 0x80) return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7F;
-    return in_ranges(hf_other, N_OF(hf_other), cp);
+int ldp_uc_search(int cls, uint32_t cp) {
+    switch (cls) {
+    case LDP_UC_OTHER:
+        if (cp < 0x80) return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7F;
+        return in_ranges(hf_other, N_OF(hf_other), cp);
+    case LDP_UC_SPACE:
+        if (cp < 0x80) return cp == ' ' || (cp >= '\t' && cp <= '\r');
+        return in_ranges(hf_space, N_OF(hf_space), cp);
+    case LDP_UC_PUNCT:
+        if (cp < 0x80)
+            return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+                   (cp >= 123 && cp <= 126);
+        return in_ranges(hf_punct, N_OF(hf_punct), cp);
+    case LDP_UC_MN:
+        return cp >= 0x300 && in_ranges(hf_mn, N_OF(hf_mn), cp);
+    case LDP_UC_MARK:
+        return cp >= 0x300 && in_ranges(hf_mark, N_OF(hf_mark), cp);
+    }
+    return 0;
 }
 
-int ldp_uc_is_space(uint32_t cp) {
-    if (cp < 0x80) return cp == ' ' || (cp >= '\t' && cp <= '\r');
-    return in_ranges(hf_space, N_OF(hf_space), cp);
-}
-
-int ldp_uc_is_mn(uint32_t cp) {
-    if (cp < 0x300) return 0;
-    return in_ranges(hf_mn, N_OF(hf_mn), cp);
-}
-
-int ldp_uc_is_mark(uint32_t cp) {
-    if (cp < 0x300) return 0;
-    return in_ranges(hf_mark, N_OF(hf_mark), cp);
-}
-
-int ldp_uc_is_punct(uint32_t cp) {
-    if (cp < 0x80)
-        return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-               (cp >= 123 && cp <= 126);
-    return in_ranges(hf_punct, N_OF(hf_punct), cp);
-}
-
-int ldp_uc_is_chinese(uint32_t cp) {
-    /* tokenizers/src/normalizers/bert.rs, is_chinese_char */
-    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
-           (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
-           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
-}
+/* O: other, S: space (0x0B and 0x0C are both: clean_text removes them), P: punctuation */
+#define O LDP_UC_OTHER
+#define S LDP_UC_SPACE
+#define P LDP_UC_PUNCT
+const unsigned char ldp_uc_ascii[128] = {
+    O, O, O, O, O, O, O, O, O, S, S, O | S, O | S, S, O, O, /* 0x00 */
+    O, O, O, O, O, O, O, O, O, O, O, O,     O,     O, O, O, /* 0x10 */
+    S, P, P, P, P, P, P, P, P, P, P, P,     P,     P, P, P, /* 0x20  !"#$%&'()*+,-./ */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, P, P,     P,     P, P, P, /* 0x30 0-9 :;<=>? */
+    P, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,     0,     0, 0, 0, /* 0x40 @A-O */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, P,     P,     P, P, P, /* 0x50 P-Z [\]^_ */
+    P, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,     0,     0, 0, 0, /* 0x60 `a-o */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, P,     P,     P, P, O, /* 0x70 p-z {|}~ DEL */
+};
+#undef O
+#undef S
+#undef P
 
 size_t ldp_uc_lower(uint32_t cp, uint32_t out[3]) {
     size_t lo = 0, hi = N_OF(hf_lower);
     if (cp < 0x80) {
-        out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32u : cp;
+        out[0] = ldp_uc_ascii_lower(cp);
         return 1;
     }
     while (lo < hi) {
@@ -214,10 +218,16 @@ int ldp_uc_normalize(const uint32_t *in, size_t n, int form, ldp_u32vec *out) {
         size_t j;
         if (c < 0x80) {
             /* ASCII never changes and never composes as a second code point; it leads a run
-             * only when the next code point is active (e + U+0301, < + U+0338) */
-            if (i + 1 >= n || in[i + 1] < 0x80 || !norm_active(in[i + 1])) {
-                ldp_u32_push(out, c);
-                i++;
+             * only when the next code point is active (e + U+0301, < + U+0338). So a run of
+             * ASCII is copied whole, but for its last code point when an active one follows. */
+            for (j = i + 1; j < n && in[j] < 0x80; j++) {
+            }
+            if (j < n && norm_active(in[j])) j--;
+            if (j > i) {
+                if (!ldp_u32_reserve(out, j - i)) return -1;
+                memcpy(out->v + out->n, in + i, (j - i) * sizeof *in);
+                out->n += j - i;
+                i = j;
                 continue;
             }
         } else if (!norm_active(c)) {

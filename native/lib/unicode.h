@@ -23,12 +23,39 @@ void ldp_utf8_decode(const char *s, size_t len, ldp_u32vec *out);
 /* Appends the UTF-8 of cps[0..n) to out (a byte buffer of at least 4 n bytes); returns bytes. */
 size_t ldp_utf8_encode(const uint32_t *cps, size_t n, char *out);
 
-int ldp_uc_is_other(uint32_t cp);   /* removed by BertNormalizer's clean_text */
-int ldp_uc_is_space(uint32_t cp);   /* Rust char::is_whitespace */
-int ldp_uc_is_mn(uint32_t cp);      /* removed by BertNormalizer's strip_accents (after NFD) */
-int ldp_uc_is_mark(uint32_t cp);    /* removed by the StripAccents normalizer (any mark) */
-int ldp_uc_is_punct(uint32_t cp);   /* BertPreTokenizer punctuation */
-int ldp_uc_is_chinese(uint32_t cp); /* BertNormalizer's CJK ranges */
+/* Character classes (tokenizers' own, see unicode_tables.h). */
+enum {
+    LDP_UC_OTHER = 1, /* removed by BertNormalizer's clean_text */
+    LDP_UC_SPACE = 2, /* Rust char::is_whitespace */
+    LDP_UC_PUNCT = 4, /* BertPreTokenizer punctuation */
+    LDP_UC_MN = 8,    /* removed by BertNormalizer's strip_accents (after NFD); none is ASCII */
+    LDP_UC_MARK = 16  /* removed by the StripAccents normalizer (any mark); none is ASCII */
+};
+/* Whether cp is in class cls (one LDP_UC_ bit): the definition, searching the tables. */
+int ldp_uc_search(int cls, uint32_t cp);
+/* The classes of each ASCII code point (ldp_uc_search's answers, tested to agree): the predicates
+ * below read it inline, since the tokenizer sees mostly ASCII and an out-of-line call per code
+ * point and class was a fifth of its time. */
+extern const unsigned char ldp_uc_ascii[128];
+
+static inline int ldp_uc_is(int cls, uint32_t cp) {
+    return cp < 0x80 ? (ldp_uc_ascii[cp] & cls) != 0 : ldp_uc_search(cls, cp);
+}
+static inline int ldp_uc_is_other(uint32_t cp) { return ldp_uc_is(LDP_UC_OTHER, cp); }
+static inline int ldp_uc_is_space(uint32_t cp) { return ldp_uc_is(LDP_UC_SPACE, cp); }
+static inline int ldp_uc_is_punct(uint32_t cp) { return ldp_uc_is(LDP_UC_PUNCT, cp); }
+static inline int ldp_uc_is_mn(uint32_t cp) { return cp >= 0x300 && ldp_uc_search(LDP_UC_MN, cp); }
+static inline int ldp_uc_is_mark(uint32_t cp) { return cp >= 0x300 && ldp_uc_search(LDP_UC_MARK, cp); }
+/* BertNormalizer's CJK ranges (tokenizers/src/normalizers/bert.rs, is_chinese_char); one compare
+ * for the code points below them */
+static inline int ldp_uc_is_chinese(uint32_t cp) {
+    return cp >= 0x3400 &&
+           ((cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+            (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+            (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+            (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F));
+}
+static inline uint32_t ldp_uc_ascii_lower(uint32_t cp) { return cp - 'A' < 26u ? cp + 32u : cp; }
 /* Rust char::to_lowercase: writes 1..3 code points, returns how many. */
 size_t ldp_uc_lower(uint32_t cp, uint32_t out[3]);
 

@@ -174,11 +174,32 @@ static void test_unsupported_and_malformed_tokenizers_are_refused(void) {
 }
 
 static void test_unicode_classes_on_ascii(void) {
+    static const int classes[] = {LDP_UC_OTHER, LDP_UC_SPACE, LDP_UC_PUNCT, LDP_UC_MN, LDP_UC_MARK};
+    /* CJK range edges: each first and last code point in, its neighbours out */
+    static const uint32_t cjk_in[] = {0x3400, 0x4DBF, 0x4E00, 0x9FFF, 0x20000, 0x2A6DF, 0x2A700,
+                                      0x2B81F, 0x2B920, 0x2CEAF, 0xF900, 0xFAFF, 0x2F800, 0x2FA1F};
+    static const uint32_t cjk_out[] = {0, 'a', 0x33FF, 0x4DC0, 0x4DFF, 0xA000, 0x1FFFF, 0x2A6E0,
+                                       0x2A6FF, 0x2B820, 0x2B91F, 0x2CEB0, 0xF8FF, 0xFB00,
+                                       0x2F7FF, 0x2FA20, 0x10FFFF};
     uint32_t c, low[3];
+    size_t k;
     for (c = 0; c < 128; c++) {
         CHECK(ldp_uc_lower(c, low) == 1);
         CHECK(low[0] == ((c >= 'A' && c <= 'Z') ? c + 32 : c));
+        CHECK(ldp_uc_ascii_lower(c) == low[0]);
+        /* the inline table says what the definitions say */
+        for (k = 0; k < sizeof classes / sizeof classes[0]; k++)
+            CHECK(((ldp_uc_ascii[c] & classes[k]) != 0) == ldp_uc_search(classes[k], c));
+        CHECK(ldp_uc_is_other(c) == ldp_uc_search(LDP_UC_OTHER, c));
+        CHECK(ldp_uc_is_space(c) == ldp_uc_search(LDP_UC_SPACE, c));
+        CHECK(ldp_uc_is_punct(c) == ldp_uc_search(LDP_UC_PUNCT, c));
+        CHECK(!ldp_uc_is_mn(c) && !ldp_uc_is_mark(c) && !ldp_uc_is_chinese(c));
     }
+    CHECK(ldp_uc_is_other(0x0B) && ldp_uc_is_space(0x0B) && ldp_uc_is_space(' ') &&
+          !ldp_uc_is_space(0x1C) && ldp_uc_is_other(0x7F) && !ldp_uc_is_other('\t') &&
+          ldp_uc_is_punct('`') && ldp_uc_is_punct('~') && !ldp_uc_is_punct(' '));
+    for (k = 0; k < sizeof cjk_in / sizeof cjk_in[0]; k++) CHECK(ldp_uc_is_chinese(cjk_in[k]));
+    for (k = 0; k < sizeof cjk_out / sizeof cjk_out[0]; k++) CHECK(!ldp_uc_is_chinese(cjk_out[k]));
     CHECK(ldp_uc_is_space(0x3000) && ldp_uc_is_space(0x85) && !ldp_uc_is_space(0x200B));
     CHECK(ldp_uc_is_other(0x200B) && ldp_uc_is_other(0xFFFD) && ldp_uc_is_other(0));
     CHECK(ldp_uc_is_mn(0x301) && !ldp_uc_is_mn('a'));
@@ -204,6 +225,26 @@ static void test_normalization_forms(void) {
     ldp_u32_free(&out);
 }
 
+static void test_normalization_of_ascii_runs(void) {
+    /* a run of ASCII is copied, but for its last code point when an active one follows: it may
+     * compose with it (e + U+0301), also past a mark of lower class (y + U+0316 U+0301 -> U+00FD
+     * U+0316), and leads the reordering of the marks after it (z + U+0301 U+0316) */
+    static const uint32_t in[] = {'a', 'b', 'e', 0x301, 'x', 'y', 0x316, 0x301, 'z', 0x301, 0x316,
+                                  0xE9, 'q'};
+    static const uint32_t nfc[] = {'a', 'b', 0xE9, 'x', 0xFD, 0x316, 0x17A, 0x316, 0xE9, 'q'};
+    static const uint32_t nfd[] = {'a', 'b', 'e', 0x301, 'x', 'y', 0x316, 0x301, 'z', 0x316, 0x301,
+                                   'e', 0x301, 'q'};
+    ldp_u32vec out;
+    memset(&out, 0, sizeof out);
+    CHECK(ldp_uc_normalize(in, 13, LDP_NF_NFC, &out) == 0);
+    CHECK(out.n == 10 && memcmp(out.v, nfc, sizeof nfc) == 0);
+    CHECK(ldp_uc_normalize(in, 13, LDP_NF_NFD, &out) == 0);
+    CHECK(out.n == 14 && memcmp(out.v, nfd, sizeof nfd) == 0);
+    CHECK(ldp_uc_normalize(in, 2, LDP_NF_NFC, &out) == 0 && out.n == 2 && out.v[1] == 'b');
+    CHECK(ldp_uc_normalize(in, 0, LDP_NF_NFC, &out) == 0 && out.n == 0);
+    ldp_u32_free(&out);
+}
+
 int main(void) {
     bw_tables t;
     bw_tiny_tables(&t, 0);
@@ -222,6 +263,7 @@ int main(void) {
     RUN(test_unsupported_and_malformed_tokenizers_are_refused);
     RUN(test_unicode_classes_on_ascii);
     RUN(test_normalization_forms);
+    RUN(test_normalization_of_ascii_runs);
     ldp_tokenizer_free(wp);
     ldp_tokenizer_free(wl);
     ldp_tok_work_free(&work);
