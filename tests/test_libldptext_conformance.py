@@ -13,8 +13,9 @@ gensim, every page of it, the Lee news corpus, every Rotten Tomatoes snippet in 
 Unicode scalar value alone and inside a word; random strings over a pool of troublesome code points;
 odd input (CJK, emoji, accents, combining marks, control and zero-width characters, a 1 MB word,
 literal special tokens). Invalid UTF-8 must give the error code. Separately, the normalizers alone
-(NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, BertNormalizer) are compared code point by code
-point through native/build/tests/check_normalize. Mismatch counts are printed (``-s``).
+(NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, BertNormalizer in three settings) are compared
+code point by code point through native/build/tests/check_normalize. Mismatch counts are printed
+(``-s``).
 """
 from __future__ import annotations
 
@@ -154,6 +155,28 @@ def test_odd_input(clib, carriers):  # noqa: F811
             assert clib.tokenize(s, bad)[0] == E_INVALID_UTF8, (name, bad)
 
 
+
+def test_pre_tokenizer_sequences(tmp_path, clib, tokenizer_jsons, dev_key):  # noqa: F811
+    """The MiniLM pipeline under other pre-tokenizers: WhitespaceSplit, none, and Sequences (each
+    pre-tokenizer splits the words of the one before), on the Lee corpus and the odd input."""
+    import json
+    pres = {"ws": {"type": "WhitespaceSplit"}, "none": None,
+            "ws_bert": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+                                                               {"type": "BertPreTokenizer"}]},
+            "bert_ws_bert": {"type": "Sequence", "pretokenizers": [
+                {"type": "BertPreTokenizer"}, {"type": "WhitespaceSplit"}, {"type": "BertPreTokenizer"}]}}
+    spec = json.loads(tokenizer_jsons["minilm"])
+    jsons = {name: json.dumps({**spec, "pre_tokenizer": pre}) for name, pre in pres.items()}
+    handles_by_name, handles = open_carriers(tmp_path, jsons, clib, dev_key)
+    try:
+        docs = LEE.read_text(encoding="utf-8").split("\n") + ODD
+        result = compare(clib, handles_by_name, docs, "pre-tokenizers")
+        assert result == {name: 0 for name in pres}
+    finally:
+        for b, s in handles:
+            clib.free_sanitizer(s)
+            clib.close(b)
+
 def chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
@@ -213,7 +236,10 @@ def test_normalizers_code_point_by_code_point():
     from tokenizers import normalizers as N
     forms = {"NFC": N.NFC(), "NFD": N.NFD(), "NFKC": N.NFKC(), "NFKD": N.NFKD(),
              "Lowercase": N.Lowercase(), "StripAccents": N.StripAccents(),
-             "BertNormalizer": N.BertNormalizer()}
+             "BertNormalizer": N.BertNormalizer(),
+             "BertNormalizer-cased": N.BertNormalizer(strip_accents=True, lowercase=False),
+             "BertNormalizer-accents": N.BertNormalizer(clean_text=False, handle_chinese_chars=False,
+                                                        strip_accents=False)}
     cps = [chr(c) for c in scalar_values()]
     groups = chunks(cps, 64)
     rng = np.random.default_rng(7)
@@ -221,7 +247,7 @@ def test_normalizers_code_point_by_code_point():
     randoms = ["".join(map(chr, rng.choice(pool, size=int(rng.integers(1, 12))))) for _ in range(5000)]
     lines = []
     for form, norm in forms.items():
-        sep = " " if form == "BertNormalizer" else "\x00"
+        sep = " " if form.startswith("BertNormalizer") else "\x00"
         for g in groups:
             for text in (sep.join(g), "".join(g)):
                 lines.append(f"{form}\t{hexes(text)}\t{hexes(norm.normalize_str(text))}\n")

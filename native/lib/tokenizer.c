@@ -53,7 +53,7 @@ struct ldp_tokenizer {
     int pres[MAX_STEPS];
     size_t n_pres;
     added_token *added;
-    size_t n_added, n_added_normalized;
+    size_t n_added, n_added_normalized, n_added_raw; /* raw: neither special nor normalized */
     char *pool; /* every string above */
     size_t pool_used, pool_cap;
 };
@@ -210,6 +210,7 @@ static int load_added(ldp_tokenizer *t, const ldp_json *list) {
         /* special tokens typed by a user are ordinary text, never matched in input (tokenizers'
          * encode_special_tokens = True, as sdk/ldptext/tokenization.py sets); kept for decoding */
         t->added[k].special = special != NULL && special->type == LDP_JSON_TRUE;
+        if (!t->added[k].special && !t->added[k].normalized) t->n_added_raw++;
         k++;
     }
     t->n_added = k;
@@ -380,8 +381,6 @@ int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t) { return t->model == MODE
 void ldp_tok_work_free(ldp_tok_work *w) {
     ldp_u32_free(&w->text);
     ldp_u32_free(&w->tmp);
-    ldp_u32_free(&w->word);
-    ldp_u32_free(&w->spans);
     free(w->utf8);
     memset(w, 0, sizeof *w);
 }
@@ -411,15 +410,26 @@ static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
         const norm_step *st = &t->norms[s];
         ldp_u32vec *in = &w->text, *out = &w->tmp;
         switch (st->kind) {
-        case NORM_BERT:
+        case NORM_BERT: {
+            int ascii = 1; /* nothing but ASCII written */
             out->n = 0;
             if (!ldp_u32_reserve(out, in->n * (st->chinese ? 3 : 1))) return -1;
             for (i = 0; i < in->n; i++) {
                 uint32_t c = in->v[i];
+                if (c < 0x80) {
+                    /* ASCII is lowercased here already: NFD and strip_accents below leave ASCII
+                     * letters alone (starters that do not decompose, not marks), so the text is
+                     * the same as when they are lowercased last, and lowercasing again keeps it */
+                    if (st->clean_text && (ldp_uc_ascii[c] & LDP_UC_OTHER)) continue;
+                    if (st->clean_text && (ldp_uc_ascii[c] & LDP_UC_SPACE)) c = ' ';
+                    out->v[out->n++] = st->lowercase ? ldp_uc_ascii_lower(c) : c;
+                    continue;
+                }
                 if (st->clean_text) {
-                    if (ldp_uc_is_other(c)) continue; /* also U+0000 and U+FFFD */
+                    if (ldp_uc_is_other(c)) continue; /* also U+FFFD */
                     if (ldp_uc_is_space(c)) c = ' ';
                 }
+                if (c >= 0x80) ascii = 0;
                 if (st->chinese && ldp_uc_is_chinese(c)) {
                     out->v[out->n++] = ' ';
                     out->v[out->n++] = c;
@@ -429,6 +439,8 @@ static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
                 }
             }
             swap_vec(in, out);
+            /* ASCII text: NFD, strip_accents and lowercasing change nothing more */
+            if (ascii) break;
             if (st->strip_accents) {
                 if (ldp_uc_normalize(in->v, in->n, LDP_NF_NFD, out) != 0) return -1;
                 for (i = 0, k = 0; i < out->n; i++)
@@ -438,13 +450,19 @@ static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
             }
             if (st->lowercase) goto lowercase;
             break;
+        }
         case NORM_LOWERCASE:
         lowercase:
             out->n = 0;
             if (!ldp_u32_reserve(out, in->n)) return -1;
             for (i = 0; i < in->n; i++) {
-                uint32_t low[3];
-                size_t m = ldp_uc_lower(in->v[i], low), j;
+                uint32_t low[3], c = in->v[i];
+                size_t m, j;
+                if (c < 0x80) {
+                    out->v[out->n++] = ldp_uc_ascii_lower(c);
+                    continue;
+                }
+                m = ldp_uc_lower(c, low);
                 if (m > 1 && !ldp_u32_reserve(out, in->n - i + m)) return -1;
                 for (j = 0; j < m; j++) out->v[out->n++] = low[j];
             }
@@ -543,58 +561,37 @@ static int model_word(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *c
     return 0;
 }
 
-/* Pre-tokenizers then model over cps[0..n). Each pre-tokenizer refines the word list of the
- * previous one; with none, the whole piece is one word. Words are [a, b) spans (pairs of
- * offsets) in w->word, w->spans is the next list. */
+/* The words of cps[0..n) under pre-tokenizers s, s + 1, ... (each splits the words of the one
+ * before), each through the model, in order; with none left, cps[0..n) is one word. Depth first,
+ * so no list of words is kept. */
 static int pre_and_model(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps, size_t n,
-                         emitter *e) {
-    ldp_u32vec *spans = &w->word, *next = &w->spans;
-    size_t s, i;
-    if (n > UINT32_MAX) return -1;
-    spans->n = 0;
-    ldp_u32_push(spans, 0);
-    ldp_u32_push(spans, (uint32_t)n);
-    for (s = 0; s < t->n_pres; s++) {
-        next->n = 0;
-        for (i = 0; i + 1 < spans->n; i += 2) {
-            uint32_t a = spans->v[i], b = spans->v[i + 1], j, word_start = a;
-            for (j = a; j < b; j++) {
-                uint32_t c = cps[j];
-                if (ldp_uc_is_space(c)) { /* removed */
-                    if (j > word_start) {
-                        ldp_u32_push(next, word_start);
-                        ldp_u32_push(next, j);
-                    }
-                    word_start = j + 1;
-                } else if (t->pres[s] == PRE_BERT && ldp_uc_is_punct(c)) { /* isolated */
-                    if (j > word_start) {
-                        ldp_u32_push(next, word_start);
-                        ldp_u32_push(next, j);
-                    }
-                    ldp_u32_push(next, j);
-                    ldp_u32_push(next, j + 1);
-                    word_start = j + 1;
-                }
-            }
-            if (b > word_start) {
-                ldp_u32_push(next, word_start);
-                ldp_u32_push(next, b);
-            }
-        }
-        swap_vec(spans, next);
+                         size_t s, emitter *e) {
+    /* whitespace is removed; BertPreTokenizer also isolates punctuation */
+    int split;
+    size_t j, start = 0;
+    if (s == t->n_pres) return model_word(t, w, cps, n, e);
+    split = t->pres[s] == PRE_BERT ? LDP_UC_SPACE | LDP_UC_PUNCT : LDP_UC_SPACE;
+    for (j = 0; j < n; j++) {
+        uint32_t c = cps[j];
+        int cls;
+        if (c < 0x80) cls = ldp_uc_ascii[c] & split; /* most text: no call */
+        else if (ldp_uc_is_space(c)) cls = LDP_UC_SPACE;
+        else if ((split & LDP_UC_PUNCT) && ldp_uc_is_punct(c)) cls = LDP_UC_PUNCT;
+        else cls = 0;
+        if (cls == 0) continue;
+        if (j > start && pre_and_model(t, w, cps + start, j - start, s + 1, e) != 0) return -1;
+        if (cls == LDP_UC_PUNCT && pre_and_model(t, w, cps + j, 1, s + 1, e) != 0) return -1;
+        start = j + 1;
     }
-    if (spans->failed || next->failed) return -1;
-    for (i = 0; i + 1 < spans->n; i += 2)
-        if (model_word(t, w, cps + spans->v[i], spans->v[i + 1] - spans->v[i], e) != 0) return -1;
-    return 0;
+    return n > start ? pre_and_model(t, w, cps + start, n - start, s + 1, e) : 0;
 }
 
 /* Normalized added tokens out of the normalized text, then pre_and_model on the rest. */
 static int normalized_piece(const ldp_tokenizer *t, ldp_tok_work *w, emitter *e) {
     const uint32_t *cps = w->text.v;
     size_t n = w->text.n, pos = 0, i;
-    if (t->n_added_normalized == 0) return pre_and_model(t, w, cps, n, e);
-    /* w->text is not touched below (pre_and_model uses w->word and w->utf8 only) */
+    if (t->n_added_normalized == 0) return pre_and_model(t, w, cps, n, 0, e);
+    /* w->text is not touched below (pre_and_model uses w->utf8 only) */
     for (i = 0; i < n;) {
         size_t best_len = 0, k;
         int32_t best_id = 0;
@@ -612,12 +609,12 @@ static int normalized_piece(const ldp_tokenizer *t, ldp_tok_work *w, emitter *e)
             i++;
             continue;
         }
-        if (i > pos && pre_and_model(t, w, cps + pos, i - pos, e) != 0) return -1;
+        if (i > pos && pre_and_model(t, w, cps + pos, i - pos, 0, e) != 0) return -1;
         emit(e, best_id);
         i += best_len;
         pos = i;
     }
-    if (n > pos) return pre_and_model(t, w, cps + pos, n - pos, e);
+    if (n > pos) return pre_and_model(t, w, cps + pos, n - pos, 0, e);
     return 0;
 }
 
@@ -647,8 +644,9 @@ int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *ut
     *n = 0;
     if (utf8 == NULL && len > 0) return LDP_E_ARG;
     if (!ldp_utf8_valid(utf8, len)) return LDP_E_INVALID_UTF8;
-    /* non-normalized added tokens, leftmost-longest over the raw bytes */
-    for (i = 0; i < len;) {
+    /* non-normalized added tokens, leftmost-longest over the raw bytes (most bundles have none:
+     * their added tokens are special) */
+    for (i = 0; t->n_added_raw > 0 && i < len;) {
         size_t best_len = 0, k;
         int32_t best_id = 0;
         for (k = 0; k < t->n_added; k++) {

@@ -29,7 +29,7 @@ typedef struct ldp_tokenizer ldp_tokenizer;
 
 /* Scratch space of one caller (one per sanitizer). Zero-initialise; free with ldp_tok_work_free. */
 typedef struct {
-    ldp_u32vec text, tmp, word, spans;
+    ldp_u32vec text, tmp;
     char *utf8;
     size_t utf8_cap;
 } ldp_tok_work;

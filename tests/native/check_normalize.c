@@ -1,7 +1,8 @@
 /* Conformance tool for tests/test_libldptext_conformance.py: reads lines
  *   FORM <tab> input (hex of its UTF-8) <tab> expected output (hex of its UTF-8)
  * where the expectation is what Hugging Face tokenizers' normalizer FORM returns (NFC, NFD, NFKC,
- * NFKD, Lowercase, StripAccents, or BertNormalizer with its defaults), normalizes the input with
+ * NFKD, Lowercase, StripAccents, BertNormalizer with its defaults, or with the options below),
+ * normalizes the input with
  * the C tokenizer's normalizer and prints every mismatch (the first 50) and a summary line:
  *   checked N mismatches M */
 #include <stdint.h>
@@ -12,8 +13,17 @@
 #include "ldptext.h"
 #include "tokenizer.h"
 
-static const char *const FORMS[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents",
-                                    "BertNormalizer"};
+/* name, normalizer type, its options (BertNormalizer's are each on or off somewhere) */
+static const char *const FORMS[][3] = {
+    {"NFC", "NFC", ""}, {"NFD", "NFD", ""}, {"NFKC", "NFKC", ""}, {"NFKD", "NFKD", ""},
+    {"Lowercase", "Lowercase", ""}, {"StripAccents", "StripAccents", ""},
+    {"BertNormalizer", "BertNormalizer",
+     ",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":null,\"lowercase\":true"},
+    {"BertNormalizer-cased", "BertNormalizer",
+     ",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":true,\"lowercase\":false"},
+    {"BertNormalizer-accents", "BertNormalizer",
+     ",\"clean_text\":false,\"handle_chinese_chars\":false,\"strip_accents\":false,"
+     "\"lowercase\":true"}};
 #define N_FORMS (sizeof FORMS / sizeof FORMS[0])
 
 static int hexval(char c) {
@@ -58,13 +68,9 @@ int main(void) {
         snprintf(json, sizeof json,
                  "{\"normalizer\":{\"type\":\"%s\"%s},\"model\":{\"type\":\"WordLevel\","
                  "\"vocab\":{\"<unk>\":0},\"unk_token\":\"<unk>\"}}",
-                 FORMS[f],
-                 strcmp(FORMS[f], "BertNormalizer") == 0
-                     ? ",\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":null,"
-                       "\"lowercase\":true"
-                     : "");
+                 FORMS[f][1], FORMS[f][2]);
         if (ldp_tokenizer_load(json, strlen(json), &tok[f]) != LDP_OK) {
-            fprintf(stderr, "cannot load normalizer %s\n", FORMS[f]);
+            fprintf(stderr, "cannot load normalizer %s\n", FORMS[f][0]);
             return 2;
         }
     }
@@ -77,7 +83,7 @@ int main(void) {
             return 2;
         }
         *tab1 = *tab2 = '\0';
-        for (f = 0; f < N_FORMS && strcmp(FORMS[f], line) != 0; f++) {
+        for (f = 0; f < N_FORMS && strcmp(FORMS[f][0], line) != 0; f++) {
         }
         if (f == N_FORMS) {
             fprintf(stderr, "line %llu: unknown form %s\n", lineno, line);
@@ -93,7 +99,7 @@ int main(void) {
         checked++;
         if (work.text.n != n_want || (n_want && memcmp(work.text.v, want, n_want * 4) != 0)) {
             if (bad++ < 50) {
-                printf("MISMATCH %s in:", FORMS[f]);
+                printf("MISMATCH %s in:", FORMS[f][0]);
                 for (i = 0; i < n_in && i < 24; i++) printf(" %X", in[i]);
                 printf(" | got:");
                 for (i = 0; i < work.text.n && i < 24; i++) printf(" %X", work.text.v[i]);
