@@ -12,9 +12,14 @@ enum { PRE_BERT, PRE_WHITESPACE_SPLIT };
 
 #define MAX_STEPS 16
 
+#define ASCII_DROP 0xFF
+
 typedef struct {
     int kind;
     int clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
+    /* BertNormalizer's first pass on each ASCII code point: the one it writes (cleaned, and
+     * lowercased, see normalize), or ASCII_DROP for one clean_text removes */
+    unsigned char ascii[128];
 } norm_step;
 
 typedef struct {
@@ -128,6 +133,7 @@ static int load_normalizer(ldp_tokenizer *t, const ldp_json *n, int depth) {
     if (type_is(n, "BertNormalizer")) {
         const ldp_json *c = ldp_json_get(n, "clean_text"), *h = ldp_json_get(n, "handle_chinese_chars"),
                        *s = ldp_json_get(n, "strip_accents"), *l = ldp_json_get(n, "lowercase");
+        size_t i;
         if (!is_bool(c) || !is_bool(h) || !is_bool(l) || (s != NULL && !is_bool(s) &&
                                                            s->type != LDP_JSON_NULL))
             return LDP_E_TOKENIZER;
@@ -137,6 +143,13 @@ static int load_normalizer(ldp_tokenizer *t, const ldp_json *n, int depth) {
         st.lowercase = l->type == LDP_JSON_TRUE;
         /* strip_accents: None means "as lowercase" (tokenizers' BertNormalizer) */
         st.strip_accents = is_bool(s) ? s->type == LDP_JSON_TRUE : st.lowercase;
+        for (i = 0; i < 128; i++) {
+            uint32_t c = (uint32_t)i;
+            if (st.clean_text && (ldp_uc_ascii[c] & LDP_UC_OTHER)) c = ASCII_DROP;
+            else if (st.clean_text && (ldp_uc_ascii[c] & LDP_UC_SPACE)) c = ' ';
+            else if (st.lowercase) c = ldp_uc_ascii_lower(c);
+            st.ascii[i] = (unsigned char)c;
+        }
     } else if (type_is(n, "Lowercase")) {
         st.kind = NORM_LOWERCASE;
     } else if (type_is(n, "NFC")) {
@@ -419,10 +432,10 @@ static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
                 if (c < 0x80) {
                     /* ASCII is lowercased here already: NFD and strip_accents below leave ASCII
                      * letters alone (starters that do not decompose, not marks), so the text is
-                     * the same as when they are lowercased last, and lowercasing again keeps it */
-                    if (st->clean_text && (ldp_uc_ascii[c] & LDP_UC_OTHER)) continue;
-                    if (st->clean_text && (ldp_uc_ascii[c] & LDP_UC_SPACE)) c = ' ';
-                    out->v[out->n++] = st->lowercase ? ldp_uc_ascii_lower(c) : c;
+                     * the same as when they are lowercased last, and lowercasing again keeps it.
+                     * Written always, kept unless dropped: no branch on the text. */
+                    out->v[out->n] = st->ascii[c];
+                    out->n += st->ascii[c] != ASCII_DROP;
                     continue;
                 }
                 if (st->clean_text) {
