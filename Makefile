@@ -92,10 +92,12 @@ libldptext-wasm:
 wasm-test: setup native libldptext-wasm
 	$(VPY) -m pytest -q tests/test_wasm.py
 
-# 20,000 GloVe words, head size 16: 7.6 MiB (tests/test_wasm.py builds it the same way)
+# 20,000 GloVe words, head size 16, 16 tail clusters (a smaller download than the default 64):
+# 7.0 MiB (tests/test_wasm.py builds it the same way)
 web-bundle: setup native
 	test -f $(WEB_BUNDLE) || $(VENV)/bin/ldptext precompute santext --embeddings glove-6b-50d \
-	  --vocab-size 20000 --head-size 16 --epsilon 3 --mechanism santext+ --p 0.3 --out $(WEB_BUNDLE)
+	  --vocab-size 20000 --head-size 16 --tail-clusters 16 --epsilon 3 --mechanism santext+ --p 0.3 \
+	  --out $(WEB_BUNDLE)
 
 web-demo: web-bundle wasm
 	$(VPY) examples/web/serve.py --bundle $(WEB_BUNDLE) --developer

@@ -427,17 +427,19 @@ def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, truste
     or None."""
     from ldptext.santext import Sanitizer
     from ldptext_precompute.santext.build import DEFAULT_HEAD_SIZE, build_santext_bundle
+    from ldptext_precompute.santext.clusters import DEFAULT_CLUSTERS
     _, _, embeddings, vocab_size, w = config
     if path.exists():
         try:
             with Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK) as san:
-                # (rebuilt when it predates the compact tables, the tail clusters or the default
-                # head size, or has another split)
+                # (rebuilt when it predates the compact tables, the default number of tail clusters
+                # or the default head size, or has another split)
                 params = san._bundle.manifest.get("params", {})
                 if san.mechanism == "santext+" and san.epsilon == epsilon \
                         and san._bundle.array("head_ids").dtype == np.uint16 \
-                        and "cluster_gamma" in san._bundle.arrays and san.head_size == DEFAULT_HEAD_SIZE \
-                        and params.get("w") == w:
+                        and "cluster_gamma" in san._bundle.arrays \
+                        and san._bundle.array("cluster_gamma").shape[1] == DEFAULT_CLUSTERS \
+                        and san.head_size == DEFAULT_HEAD_SIZE and params.get("w") == w:
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below
             pass

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import build_tiny_bundle, load_seeded, random_word_embeddings
+from ldptext_precompute.santext.clusters import DEFAULT_CLUSTERS
 from ldptext_precompute.santext.knn import compute_neighbours, exact_distances
 from ldptext_precompute.santext.build import dequantize, quantize_int8
 
@@ -21,7 +22,7 @@ def test_torch_and_numpy_neighbour_search_agree():
     assert np.allclose(a.tail_floor, b.tail_floor, rtol=1e-12, atol=1e-12)
     assert a.d_max == pytest.approx(b.d_max, rel=1e-12)
     # the tail clusters and their per-row bounds (the GPU path's scatter and slice minima)
-    assert np.array_equal(a.tail_cluster, b.tail_cluster) and a.cluster_floor.shape == (vec.shape[0], 16)
+    assert np.array_equal(a.tail_cluster, b.tail_cluster) and a.cluster_floor.shape == (vec.shape[0], DEFAULT_CLUSTERS)
     assert np.allclose(a.cluster_floor, b.cluster_floor, rtol=1e-12, atol=1e-12)
 
 

@@ -61,7 +61,8 @@ WEB_TESTS = ROOT / "tests" / "web"
 WEB_BUNDLE_MAX = 10_000_000  # bytes: "a web-sized bundle (<= 10 MB)"
 # the web bundle, exactly as README and `make web-bundle` build it
 WEB_BUNDLE_ARGS = ["precompute", "santext", "--embeddings", "glove-6b-50d", "--vocab-size", "20000",
-                   "--head-size", "16", "--epsilon", "3", "--mechanism", "santext+", "--p", "0.3"]
+                   "--head-size", "16", "--tail-clusters", "16", "--epsilon", "3", "--mechanism", "santext+",
+                   "--p", "0.3"]
 SEED = 20240611
 
 TINY_TEXTS = ["w1 w2 w3 w4 w5 w6 w7 w8", "W12, w13! w14?", "w40 unknownword w41", "",
