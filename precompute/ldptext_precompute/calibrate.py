@@ -668,7 +668,8 @@ def register(sub) -> None:
     p.add_argument("--test", default=None, help="separate test file for --data")
     p.add_argument("--classifier", default=["tfidf"],
                    type=lambda t: ["tfidf", "minilm"] if t == "both" else [x for x in t.split(",") if x],
-                   help="utility classifier for --data: tfidf (default), minilm or both")
+                   help="utility classifier for --data: tfidf (default), minilm, finetune (fine-tuned "
+                        "all-MiniLM-L6-v2; minutes per run on a CPU), both (= tfidf,minilm) or a comma list")
     p.add_argument("--seeds", type=int, default=1, help="repetitions of the utility run (1)")
     p.add_argument("--max-train", type=int, default=None, help="use at most N training documents")
     p.add_argument("--max-test", type=int, default=None, help="use at most N test documents")

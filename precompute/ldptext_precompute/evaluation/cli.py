@@ -54,7 +54,7 @@ def _baselines(text: str) -> list[str]:
 
 
 def _classifiers(text: str) -> list[str]:
-    """``--classifier``: ``tfidf``, ``minilm``, ``both`` (= ``tfidf,minilm``) or a comma list."""
+    """``--classifier``: ``tfidf``, ``minilm``, ``finetune``, ``both`` (= ``tfidf,minilm``) or a comma list."""
     names = _names(text)
     return ["tfidf", "minilm"] if names == ["both"] else names
 
@@ -108,7 +108,9 @@ def register(sub) -> None:
     p.add_argument("--classifier", type=_classifiers, default=["tfidf"],
                    help="utility classifier: tfidf (TF-IDF + logistic regression; default), minilm (frozen "
                         "all-MiniLM-L6-v2 sentence embeddings, ONNX Runtime on CPU, + the same tuned logistic "
-                        "regression; a few ms per document) or both")
+                        "regression; a few ms per document), finetune (all-MiniLM-L6-v2 fine-tuned end to end "
+                        "with PyTorch, as the papers' BERT; minutes per run on a CPU, the GPU when torch sees "
+                        "one), both (= tfidf,minilm) or a comma list")
     p.add_argument("--dpbart-bundle", default=None,
                    help="a DP-BART bundle (ldptext precompute dpbart): adds DP-BART (document-level LDP rewriting) "
                         "to the sweep as mechanism 'dpbart'; verified like ldptext rewrite does (--trusted-key, "

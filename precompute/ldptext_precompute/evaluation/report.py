@@ -30,7 +30,7 @@ LABELS = {"none": "Unsanitized", "random": "Random",
 #: Row of the accuracy tables: always predicting the most frequent training label.
 MAJORITY_LABEL = "Majority class"
 #: Display name of each classifier.
-CLASSIFIER_LABELS = {"tfidf": "TF-IDF", "minilm": "MiniLM"}
+CLASSIFIER_LABELS = {"tfidf": "TF-IDF", "minilm": "MiniLM", "finetune": "fine-tuned MiniLM"}
 _PAPER = ("Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text Sanitization* "
           "(Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in "
           "NLP* (PhD thesis, Ohio State)")
@@ -265,18 +265,34 @@ def _equal_attack_tables(results: dict) -> list[str]:
 
 
 def _hyperparameters(results: dict) -> list[str]:
-    """Mechanism × ε tables (one per classifier) of the hyper-parameters chosen on each run's training text."""
-    settings = results.get("classifier_settings") or {}
-    grid = ", ".join(f"{c:g}" for c in settings.get("c_grid", []))
+    """Mechanism × ε tables (one per classifier) of the hyper-parameters chosen on each run's training text:
+    C and the class weight of the logistic regressions, the early-stopping epoch of the fine-tuned model."""
+    described = results.get("classifiers") or {}
     lines: list[str] = []
     for name in classifier_names(results):
-        def cell(e: dict, name=name) -> str:
-            chosen = classifier_scores(e, name).get("classifier_hyperparameters") or []
-            return "; ".join(f"C={h['C']:g}, {h['class_weight'] or 'unweighted'}" for h in chosen) or "–"
+        settings = (described.get(name) or {}).get("settings") or results.get("classifier_settings") or {}
+        if name == "finetune":
+            def chosen(h: dict) -> str:
+                score = h.get("holdout_score")
+                return f"epoch {h['best_epoch']:g}" + ("" if score is None else f" ({score:.3f})")
 
-        tag = classifier_tag(results, name)
-        lines += _table(results, f"Classifier{tag} hyper-parameters chosen by cross-validation on each run's "
-                                 f"(sanitized) training set — C in {{{grid}}}, class weight; one per seed", cell)
+            title = (f"held-out part ({settings.get('holdout', 0):.0%}, stratified) of each run's (sanitized) "
+                     f"training set — the epoch whose weights were scored and their held-out "
+                     f"{settings.get('metric', 'score')}; one per seed")
+            title = f"Classifier{classifier_tag(results, name)} checkpoint chosen by early stopping on the " + title
+        else:
+            def chosen(h: dict) -> str:
+                return f"C={h['C']:g}, {h['class_weight'] or 'unweighted'}"
+
+            grid = ", ".join(f"{c:g}" for c in settings.get("c_grid", []))
+            title = (f"Classifier{classifier_tag(results, name)} hyper-parameters chosen by cross-validation on "
+                     f"each run's (sanitized) training set — C in {{{grid}}}, class weight; one per seed")
+
+        def cell(e: dict, name=name, chosen=chosen) -> str:
+            runs = classifier_scores(e, name).get("classifier_hyperparameters") or []
+            return "; ".join(chosen(h) for h in runs) or "–"
+
+        lines += _table(results, title, cell)
     return lines
 
 

@@ -13,6 +13,7 @@ from .console import Warnings, log, progress_iter
 from .records import Entry, SeedRun, UtilitySummary
 from .sampling import rewritten_sample, sample_key, sanitized_sample
 from .sweep import NN_KS, NN_TABLE_VERSION, Sweep
+from .finetune import FineTuneSettings, fingerprint as finetune_fingerprint
 from .utility import ClassifierSettings, SentenceEmbeddingSettings, fit_and_score
 
 
@@ -84,6 +85,8 @@ def _classifier_runs(sweep: Sweep, entry: Entry, classifier: ClassifierSettings)
     settings = classifier.to_dict()
     if isinstance(classifier, SentenceEmbeddingSettings):
         settings["encoder"] = sweep.encoder_fingerprint(classifier)
+    elif isinstance(classifier, FineTuneSettings):   # the weights, versions and training procedure
+        settings["fine_tuning"] = finetune_fingerprint(classifier)
     if entry.mechanism == "none":
         key = {"stage": "utility", "mechanism": "none", "classifier": settings}
         return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep, classifier),
@@ -125,7 +128,8 @@ def _fit_and_bleu(sweep: Sweep, train_txt: list[str], test_txt: list[str], seed:
     """
     corpus, ds = sweep.corpus, sweep.corpus.ds
     run = fit_and_score(train_txt, ds.train_labels, {"sanitized_test": test_txt, "original_test": ds.test_texts},
-                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings))
+                        ds.test_labels, seed=seed, settings=settings, encoder=sweep.encoder(settings),
+                        progress=sweep.cfg.progress)
     hyps = [bleu_tokenize(t) for t in train_txt + test_txt]
     return run, corpus_bleu(hyps, corpus.references)
 
@@ -135,7 +139,7 @@ def _unsanitized_run(sweep: Sweep, settings: ClassifierSettings) -> SeedRun:
     ds = sweep.corpus.ds
     run = fit_and_score(ds.train_texts, ds.train_labels,
                         {"sanitized_test": ds.test_texts, "original_test": ds.test_texts}, ds.test_labels,
-                        settings=settings, encoder=sweep.encoder(settings))
+                        settings=settings, encoder=sweep.encoder(settings), progress=sweep.cfg.progress)
     return SeedRun(classifier=run.scores, bleu=1.0, unchanged_token_rate=1.0, empirical_attack_success=1.0,
                    hyperparameters=run.hyperparameters)
 

@@ -27,6 +27,10 @@ feeding the same logistic regression with the same cross-validated grid as TF-ID
 replacement lands near the original, at a CPU cost of roughly 2–5 ms per short review on two cores.
 Embeddings are rounded to float16 (so a resumed run, which reads them from a checkpoint, gives identical
 results) and memoised by SHA-256 of the text.
+
+**Fine-tuned classifier** (``finetune``, :class:`.finetune.FineTuneSettings`): the same packaged model
+fine-tuned end to end with PyTorch, as the BERT of the paper is (:mod:`.finetune`); :func:`fit_and_score`
+hands it the texts.
 """
 from __future__ import annotations
 
@@ -45,10 +49,11 @@ import numpy as np
 from ldptext.fileio import file_sha256
 
 from ..progress import track
+from .finetune import FineTuneSettings, fine_tune_and_score
 
 __all__ = ["train_and_score", "fit_and_score", "fit_and_score_features", "featurize", "ClassifierSettings",
            "SentenceEmbeddingSettings", "SentenceEncoder", "ClassifierRun", "C_GRID", "CLASS_WEIGHTS",
-           "CLASSIFIER_DESCRIPTION", "CLASSIFIERS", "classifier_settings", "MINILM_DIM"]
+           "CLASSIFIER_DESCRIPTION", "CLASSIFIERS", "classifier_settings", "MINILM_DIM", "FineTuneSettings"]
 
 #: Inverse regularisation strengths tried by the cross-validation (ascending: warm-started path).
 C_GRID = (0.1, 1.0, 10.0)
@@ -164,10 +169,10 @@ class SentenceEmbeddingSettings(ClassifierSettings):
 
 
 #: The classifiers of ``ldptext evaluate --classifier``, by name.
-CLASSIFIERS = {"tfidf": ClassifierSettings, "minilm": SentenceEmbeddingSettings}
+CLASSIFIERS = {"tfidf": ClassifierSettings, "minilm": SentenceEmbeddingSettings, "finetune": FineTuneSettings}
 
 
-def classifier_settings(name: str) -> ClassifierSettings:
+def classifier_settings(name: str) -> ClassifierSettings | FineTuneSettings:
     """The default settings of a classifier by name.
 
     Parameters
@@ -177,7 +182,7 @@ def classifier_settings(name: str) -> ClassifierSettings:
 
     Returns
     -------
-    ClassifierSettings
+    ClassifierSettings or FineTuneSettings
 
     Raises
     ------
@@ -416,7 +421,8 @@ class ClassifierRun(NamedTuple):
         ``{test set name: {"accuracy": float, "macro_f1": float}}``.
     hyperparameters : dict
         ``C`` (float), ``class_weight`` (str or None), ``cv_folds`` (int; 0 when no cross-validation
-        was possible) and ``cv_score`` (float or None, the mean validation score of the choice).
+        was possible) and ``cv_score`` (float or None, the mean validation score of the choice); for the
+        fine-tuned classifier what early stopping chose (:func:`.finetune.fine_tune_and_score`).
     """
 
     scores: dict
@@ -557,7 +563,8 @@ def fit_and_score_features(x_train, train_labels: Sequence, x_tests: dict, test_
 
 def fit_and_score(train_texts: Sequence[str], train_labels: Sequence,
                   test_sets: dict[str, Sequence[str]], test_labels: Sequence, seed: int = 0,
-                  settings: ClassifierSettings | None = None, encoder=None) -> ClassifierRun:
+                  settings: ClassifierSettings | FineTuneSettings | None = None, encoder=None, *,
+                  progress: bool = False) -> ClassifierRun:
     """Tune and fit the classifier on the training text; score it on each test set.
 
     Parameters
@@ -572,17 +579,24 @@ def fit_and_score(train_texts: Sequence[str], train_labels: Sequence,
         Labels of every test set.
     seed : int, default 0
         Seed of the cross-validation folds and ``random_state`` of the model.
-    settings : ClassifierSettings, optional
-        The classifier: :class:`ClassifierSettings` (TF-IDF, default) or
-        :class:`SentenceEmbeddingSettings` (MiniLM).
+    settings : ClassifierSettings or FineTuneSettings, optional
+        The classifier: :class:`ClassifierSettings` (TF-IDF, default), :class:`SentenceEmbeddingSettings`
+        (MiniLM) or :class:`.finetune.FineTuneSettings` (fine-tuned MiniLM).
     encoder : object with ``encode(texts)``, optional
         The sentence encoder of the MiniLM classifier (:func:`featurize`).
+    progress : bool, default False
+        Progress of the fine-tuning (the other classifiers show none).
 
     Returns
     -------
     ClassifierRun
-        Accuracy and macro-F1 per test set, and the chosen hyper-parameters.
+        Accuracy and macro-F1 per test set, and the chosen hyper-parameters (for the fine-tuned
+        classifier what early stopping chose: :func:`.finetune.fine_tune_and_score`).
     """
+    if isinstance(settings, FineTuneSettings):
+        scores, chosen = fine_tune_and_score(train_texts, train_labels, test_sets, test_labels, seed=seed,
+                                             settings=settings, progress=progress)
+        return ClassifierRun(scores=scores, hyperparameters=chosen)
     settings = settings or ClassifierSettings()
     x_train, x_tests = featurize(train_texts, test_sets, settings, encoder)
     return fit_and_score_features(x_train, train_labels, x_tests, test_labels, seed=seed, settings=settings)
