@@ -17,6 +17,8 @@ Modules:
   Multivariate Perturbations* (WSDM));
 * :mod:`.utility`   downstream classifier (TF-IDF + logistic regression); corpus BLEU is
   :mod:`ldptext_precompute.bleu`;
+* :mod:`.finetune`  the fine-tuned MiniLM classifier (PyTorch, imported only when it trains);
+* :mod:`.paper_table` a sweep's accuracies beside the published ones (markdown);
 * :mod:`.datasets`  CSV / JSONL loaders and the built-in Rotten Tomatoes corpus;
 * :mod:`.runner`    the sweep over mechanisms, ε and seeds (DP-BART too, from a given ``dpbart`` bundle),
   step by step: :mod:`.config` (its configuration), :mod:`.bundles`, :mod:`.sweep` (shared state,
