@@ -144,7 +144,8 @@ class FineTuneSettings:
         """
         return (f"{self.model} fine-tuned end to end (every encoder weight + a linear head on the {self.pooling} "
                 f"of the last layer; AdamW lr {self.learning_rate:g}, batch {self.batch_size}, at most "
-                f"{self.max_tokens} WordPiece tokens, {self.epochs} epochs) on the training set, early "
+                f"{self.max_tokens} WordPiece tokens, {self.epochs} epoch{'' if self.epochs == 1 else 's'}) on the "
+                f"training set, early "
                 f"stopping on a stratified held-out {self.holdout:.0%} of it ({self.metric}, "
                 f"{self.evals_per_epoch} evaluations per epoch, patience {self.patience})")
 
