@@ -544,7 +544,11 @@ static const ldp_json *parse_number(parser *ps) {
             else v->int_value = (int64_t)mag;
         }
         v->int_fits = fits;
-        v->float_value = ldp_json_parse_double(s, v->num_len);
+        /* an integer a double holds exactly is its own nearest double (-0 included) */
+        if (fits && mag <= (1ull << 53))
+            v->float_value = *s == '-' ? -(double)mag : (double)mag;
+        else
+            v->float_value = ldp_json_parse_double(s, v->num_len);
     }
     ps->p = t;
     return v;

@@ -248,6 +248,31 @@ static void test_lookup_by_key(void) {
     ldp_json_free(doc);
 }
 
+static void test_integer_values_as_doubles(void) {
+    /* exact below 2^53 (-0 keeps its sign), correctly rounded above */
+    static const struct {
+        const char *s;
+        double want;
+    } cases[] = {{"0", 0.0},
+                 {"-0", -0.0},
+                 {"123", 123.0},
+                 {"9007199254740992", 9007199254740992.0},
+                 {"-9007199254740992", -9007199254740992.0},
+                 {"9007199254740993", 9007199254740992.0},
+                 {"9007199254740995", 9007199254740996.0},
+                 {"18446744073709551616", 18446744073709551616.0}};
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ldp_json_doc *doc = NULL;
+        const ldp_json *root = NULL;
+        REQUIRE(ldp_json_parse(cases[i].s, strlen(cases[i].s), &doc, &root) == LDP_JSON_OK);
+        CHECK(root->type == LDP_JSON_INT && root->float_value == cases[i].want &&
+              !signbit(root->float_value) == !signbit(cases[i].want));
+        CHECK(root->float_value == ldp_json_parse_double(cases[i].s, strlen(cases[i].s)));
+        ldp_json_free(doc);
+    }
+}
+
 int main(void) {
     RUN(test_accepts_json);
     RUN(test_refuses_what_python_refuses);
@@ -259,5 +284,6 @@ int main(void) {
     RUN(test_float_repr_round_trips);
     RUN(test_parse_double_is_correctly_rounded);
     RUN(test_lookup_by_key);
+    RUN(test_integer_values_as_doubles);
     DONE();
 }
