@@ -40,6 +40,28 @@ static void *arena_alloc(ldp_json_doc *doc, size_t n) {
     }
 }
 
+/* Where the arena stands; arena_release frees everything allocated since. */
+typedef struct {
+    arena_block *block;
+    size_t used;
+} arena_mark;
+
+static arena_mark arena_get_mark(const ldp_json_doc *doc) {
+    arena_mark m;
+    m.block = doc->blocks;
+    m.used = m.block != NULL ? m.block->used : 0;
+    return m;
+}
+
+static void arena_release(ldp_json_doc *doc, arena_mark m) {
+    while (doc->blocks != m.block) {
+        arena_block *b = doc->blocks;
+        doc->blocks = b->next;
+        free(b);
+    }
+    if (m.block != NULL) m.block->used = m.used;
+}
+
 void ldp_json_free(ldp_json_doc *doc) {
     arena_block *b;
     if (doc == NULL) return;
@@ -352,6 +374,9 @@ typedef struct {
     ldp_json_doc *doc;
     int err;
     int depth;
+    /* ldp_json_parse_lazy: the object at this path of keys is left unbuilt (path_len 0: none) */
+    const char *const *path;
+    size_t path_len;
     /* children of the arrays / objects being parsed (LIFO across nesting levels) */
     const ldp_json **items;
     size_t n_items, cap_items;
@@ -484,7 +509,8 @@ static int parse_string(parser *ps, const char **out, size_t *out_len) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static const ldp_json *parse_value(parser *ps);
+/* level: how many keys of ps->path lead to this value (-1: it is off the path) */
+static const ldp_json *parse_value(parser *ps, int level);
 
 static const ldp_json *parse_number(parser *ps) {
     const char *s = ps->p, *t = s;
@@ -602,6 +628,14 @@ static int member_cmp(const void *x, const void *y) {
     return key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
+/* The level of a member `key` of an object at `level` (see parse_value). */
+static int on_path(const parser *ps, int level, const char *key, size_t key_len) {
+    const char *want;
+    if (level < 0 || (size_t)level >= ps->path_len) return -1;
+    want = ps->path[level];
+    return strlen(want) == key_len && memcmp(want, key, key_len) == 0 ? level + 1 : -1;
+}
+
 static const ldp_json *parse_array(parser *ps) {
     size_t base = ps->n_items, n, i;
     ldp_json *v;
@@ -612,7 +646,7 @@ static const ldp_json *parse_array(parser *ps) {
         ps->p++;
     } else {
         for (;;) {
-            const ldp_json *item = parse_value(ps);
+            const ldp_json *item = parse_value(ps, -1);
             if (item == NULL || !push_item(ps, item)) return NULL;
             skip_ws(ps);
             if (ps->p < ps->end && *ps->p == ',') {
@@ -642,7 +676,7 @@ static const ldp_json *parse_array(parser *ps) {
     return v;
 }
 
-static const ldp_json *parse_object(parser *ps) {
+static const ldp_json *parse_object(parser *ps, int level) {
     size_t base = ps->n_members, n, i;
     ldp_json *v;
     ldp_json_member *members;
@@ -668,7 +702,7 @@ static const ldp_json *parse_object(parser *ps) {
                 return NULL;
             }
             ps->p++;
-            val = parse_value(ps);
+            val = parse_value(ps, on_path(ps, level, key, key_len));
             if (val == NULL || !push_member(ps, key, key_len, val)) return NULL;
             skip_ws(ps);
             if (ps->p < ps->end && *ps->p == ',') {
@@ -711,7 +745,61 @@ static const ldp_json *parse_object(parser *ps) {
     return v;
 }
 
-static const ldp_json *parse_value(parser *ps) {
+/* An object left unbuilt (ldp_json_parse_lazy): each member is parsed as parse_object parses it,
+ * then its memory is handed back; what is kept is the text, the number of members and the bytes
+ * of their decoded keys. Repeated keys are not looked for (the caller does). */
+static const ldp_json *parse_lazy_object(parser *ps) {
+    const char *start = ps->p;
+    size_t n = 0, key_bytes = 0;
+    ldp_json *v;
+    ps->p++; /* { */
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+    } else {
+        for (;;) {
+            arena_mark mark = arena_get_mark(ps->doc);
+            const char *key;
+            size_t key_len;
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != '"') {
+                ps->err = LDP_JSON_E_SYNTAX;
+                return NULL;
+            }
+            if (!parse_string(ps, &key, &key_len)) return NULL;
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') {
+                ps->err = LDP_JSON_E_SYNTAX;
+                return NULL;
+            }
+            ps->p++;
+            if (parse_value(ps, -1) == NULL) return NULL;
+            arena_release(ps->doc, mark);
+            n++;
+            key_bytes += key_len;
+            skip_ws(ps);
+            if (ps->p < ps->end && *ps->p == ',') {
+                ps->p++;
+                continue;
+            }
+            if (ps->p < ps->end && *ps->p == '}') {
+                ps->p++;
+                break;
+            }
+            ps->err = LDP_JSON_E_SYNTAX;
+            return NULL;
+        }
+    }
+    v = new_node(ps, LDP_JSON_LAZY);
+    if (v == NULL) return NULL;
+    v->str = start;
+    v->str_len = (size_t)(ps->p - start);
+    v->n = n;
+    v->key_bytes = key_bytes;
+    return v;
+}
+
+static const ldp_json *parse_value(parser *ps, int level) {
     const ldp_json *r = NULL;
     skip_ws(ps);
     if (ps->p >= ps->end) {
@@ -723,7 +811,10 @@ static const ldp_json *parse_value(parser *ps) {
         return NULL;
     }
     switch (*ps->p) {
-    case '{': r = parse_object(ps); break;
+    case '{':
+        r = ps->path_len > 0 && level == (int)ps->path_len ? parse_lazy_object(ps)
+                                                            : parse_object(ps, level);
+        break;
     case '[': r = parse_array(ps); break;
     case '"': {
         const char *s;
@@ -760,7 +851,8 @@ static const ldp_json *parse_value(parser *ps) {
     return r;
 }
 
-int ldp_json_parse(const char *text, size_t len, ldp_json_doc **doc, const ldp_json **root) {
+static int parse_document(const char *text, size_t len, const char *const *path,
+                          size_t path_len, ldp_json_doc **doc, const ldp_json **root) {
     parser ps;
     const ldp_json *v;
     *doc = NULL;
@@ -770,7 +862,9 @@ int ldp_json_parse(const char *text, size_t len, ldp_json_doc **doc, const ldp_j
     if (ps.doc == NULL) return LDP_JSON_E_NOMEM;
     ps.p = text;
     ps.end = text + len;
-    v = parse_value(&ps);
+    ps.path = path;
+    ps.path_len = path_len;
+    v = parse_value(&ps, 0);
     if (v != NULL) {
         skip_ws(&ps);
         if (ps.p != ps.end) ps.err = LDP_JSON_E_SYNTAX;
@@ -786,6 +880,82 @@ int ldp_json_parse(const char *text, size_t len, ldp_json_doc **doc, const ldp_j
     *doc = ps.doc;
     *root = v;
     return LDP_JSON_OK;
+}
+
+int ldp_json_parse(const char *text, size_t len, ldp_json_doc **doc, const ldp_json **root) {
+    return parse_document(text, len, NULL, 0, doc, root);
+}
+
+int ldp_json_parse_lazy(const char *text, size_t len, const char *const *path, size_t path_len,
+                        ldp_json_doc **doc, const ldp_json **root) {
+    /* the levels are ints */
+    if (path_len > LDP_JSON_MAX_DEPTH) path_len = LDP_JSON_MAX_DEPTH + 1;
+    return parse_document(text, len, path, path_len, doc, root);
+}
+
+/* ---- cursor over a lazy object -------------------------------------------------------------- */
+
+struct ldp_json_cursor {
+    parser ps; /* on the object's text, after its '{' */
+    int first;
+};
+
+ldp_json_cursor *ldp_json_cursor_new(const ldp_json *lazy) {
+    ldp_json_cursor *c;
+    if (lazy == NULL || lazy->type != LDP_JSON_LAZY || lazy->str_len < 2) return NULL;
+    c = (ldp_json_cursor *)calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->ps.doc = (ldp_json_doc *)calloc(1, sizeof *c->ps.doc);
+    if (c->ps.doc == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->ps.p = lazy->str + 1;
+    c->ps.end = lazy->str + lazy->str_len;
+    c->first = 1;
+    return c;
+}
+
+int ldp_json_cursor_next(ldp_json_cursor *c, const char **key, size_t *key_len,
+                         const ldp_json **value) {
+    parser *ps = &c->ps;
+    const ldp_json *v;
+    arena_block *b = ps->doc->blocks;
+    *key = NULL;
+    *key_len = 0;
+    *value = NULL;
+    /* the previous member's memory: all blocks but the first, which is reused */
+    if (b != NULL) {
+        while (b->next != NULL) b = b->next;
+        arena_release(ps->doc, (arena_mark){b, 0});
+    }
+    ps->err = LDP_JSON_OK;
+    skip_ws(ps);
+    if (ps->p >= ps->end) return LDP_JSON_E_SYNTAX;
+    if (*ps->p == '}') return LDP_JSON_OK; /* the end (and again on every later call) */
+    if (!c->first) {
+        if (*ps->p != ',') return LDP_JSON_E_SYNTAX;
+        ps->p++;
+        skip_ws(ps);
+    }
+    c->first = 0;
+    if (ps->p >= ps->end || *ps->p != '"') return LDP_JSON_E_SYNTAX;
+    if (!parse_string(ps, key, key_len)) return ps->err;
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != ':') return LDP_JSON_E_SYNTAX;
+    ps->p++;
+    v = parse_value(ps, -1);
+    if (v == NULL) return ps->err != LDP_JSON_OK ? ps->err : LDP_JSON_E_SYNTAX;
+    *value = v;
+    return LDP_JSON_OK;
+}
+
+void ldp_json_cursor_free(ldp_json_cursor *c) {
+    if (c == NULL) return;
+    free((void *)c->ps.items);
+    free(c->ps.members);
+    ldp_json_free(c->ps.doc);
+    free(c);
 }
 
 const ldp_json *ldp_json_get(const ldp_json *v, const char *key) {
@@ -902,6 +1072,7 @@ static void write_canonical(ldp_buf *out, const ldp_json *v) {
         }
         ldp_buf_putc(out, '}');
         break;
+    case LDP_JSON_LAZY: out->failed = 1; break; /* not built: nothing to write */
     }
 }
 

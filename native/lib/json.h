@@ -30,7 +30,8 @@ typedef enum {
     LDP_JSON_FLOAT,  /* fraction or exponent; float_value finite */
     LDP_JSON_STRING,
     LDP_JSON_ARRAY,
-    LDP_JSON_OBJECT
+    LDP_JSON_OBJECT,
+    LDP_JSON_LAZY /* an object left unbuilt by ldp_json_parse_lazy: read it with a cursor */
 } ldp_json_type;
 
 enum {
@@ -60,11 +61,14 @@ struct ldp_json {
     int64_t int_value;
     int int_fits;
     double float_value;
-    /* strings: decoded, NUL-terminated; may hold NUL, use str_len */
+    /* strings: decoded, NUL-terminated; may hold NUL, use str_len. Lazy objects: their source
+     * text, from '{' to '}' (not NUL-terminated) */
     const char *str;
     size_t str_len;
+    /* lazy objects: the bytes of their keys, decoded, all together */
+    size_t key_bytes;
     /* arrays: items; objects: members in document order and sorted by key (bytewise, which
-     * is code point order for UTF-8) */
+     * is code point order for UTF-8); lazy objects: the number of members */
     size_t n;
     const ldp_json *const *items;
     const ldp_json_member *members;
@@ -76,6 +80,29 @@ struct ldp_json {
  * LDP_JSON_OK or an LDP_JSON_E_* code. */
 int ldp_json_parse(const char *text, size_t len, ldp_json_doc **doc, const ldp_json **root);
 void ldp_json_free(ldp_json_doc *doc);
+
+/* ldp_json_parse, but an object found at `path` (path_len keys from the root, each through an
+ * object) is not built: it becomes an LDP_JSON_LAZY value (its text, the number of members and
+ * their key bytes), so a large object costs no memory per member. It is checked as strictly as
+ * the rest (syntax, UTF-8, escapes, numbers, depth, repeated keys inside its members' values)
+ * but for one thing: whether its own keys repeat. The caller must check that while reading the
+ * members with a cursor, and refuse the document when one does. A document with a lazy value
+ * cannot be written by ldp_json_write_canonical. */
+int ldp_json_parse_lazy(const char *text, size_t len, const char *const *path, size_t path_len,
+                        ldp_json_doc **doc, const ldp_json **root);
+
+/* The members of a lazy object, one at a time, in document order, in constant memory. */
+typedef struct ldp_json_cursor ldp_json_cursor;
+/* A cursor on `lazy` (an LDP_JSON_LAZY value, whose document must stay alive), or NULL when out
+ * of memory. */
+ldp_json_cursor *ldp_json_cursor_new(const ldp_json *lazy);
+/* The next member: its decoded key (NUL-terminated; may hold NUL, use key_len) and its value,
+ * both valid until the next call; *value is NULL after the last member. LDP_JSON_OK, or
+ * LDP_JSON_E_NOMEM (or another LDP_JSON_E_* code for a value that did not come from
+ * ldp_json_parse_lazy). */
+int ldp_json_cursor_next(ldp_json_cursor *c, const char **key, size_t *key_len,
+                         const ldp_json **value);
+void ldp_json_cursor_free(ldp_json_cursor *c);
 
 /* Member `key` (NUL-terminated) of an object, or NULL (also when v is not an object). */
 const ldp_json *ldp_json_get(const ldp_json *v, const char *key);

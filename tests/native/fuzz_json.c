@@ -1,16 +1,124 @@
 /* Fuzz target: the strict JSON parser. Whatever parses must write a canonical form that parses
- * again to the same canonical form (the loader compares canonical bytes). */
+ * again to the same canonical form (the loader compares canonical bytes). ldp_json_parse_lazy
+ * must agree with ldp_json_parse: its lazy objects, read with a cursor, are the objects the full
+ * parse builds, and it refuses what the full parse refuses but for a lazy object's repeated key. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
 
+typedef struct {
+    char *key;
+    size_t key_len;
+    ldp_buf value;
+} member;
+
+static int member_cmp(const void *x, const void *y) {
+    const member *a = (const member *)x, *b = (const member *)y;
+    int c = memcmp(a->key, b->key, a->key_len < b->key_len ? a->key_len : b->key_len);
+    return c != 0 ? c : (a->key_len > b->key_len) - (a->key_len < b->key_len);
+}
+
+/* The canonical form of v with lazy objects read by a cursor; *dup = 1 where one repeats a key. */
+static void write_expanded(ldp_buf *out, const ldp_json *v, int *dup) {
+    size_t i;
+    if (v->type == LDP_JSON_ARRAY) {
+        ldp_buf_putc(out, '[');
+        for (i = 0; i < v->n; i++) {
+            if (i) ldp_buf_putc(out, ',');
+            write_expanded(out, v->items[i], dup);
+        }
+        ldp_buf_putc(out, ']');
+    } else if (v->type == LDP_JSON_OBJECT) {
+        ldp_buf_putc(out, '{');
+        for (i = 0; i < v->n; i++) {
+            if (i) ldp_buf_putc(out, ',');
+            ldp_json_write_string(out, v->sorted[i]->key, v->sorted[i]->key_len, 1);
+            ldp_buf_putc(out, ':');
+            write_expanded(out, v->sorted[i]->value, dup);
+        }
+        ldp_buf_putc(out, '}');
+    } else if (v->type == LDP_JSON_LAZY) {
+        member *m = (member *)calloc(v->n ? v->n : 1, sizeof *m);
+        ldp_json_cursor *c = ldp_json_cursor_new(v);
+        size_t n = 0, key_bytes = 0;
+        const char *key;
+        size_t key_len;
+        const ldp_json *val;
+        if (m == NULL || c == NULL) abort();
+        for (;;) {
+            if (ldp_json_cursor_next(c, &key, &key_len, &val) != LDP_JSON_OK) abort();
+            if (val == NULL) break;
+            if (n == v->n) abort();
+            m[n].key = (char *)malloc(key_len ? key_len : 1);
+            if (m[n].key == NULL) abort();
+            memcpy(m[n].key, key, key_len);
+            m[n].key_len = key_len;
+            key_bytes += key_len;
+            ldp_buf_init(&m[n].value);
+            write_expanded(&m[n].value, val, dup);
+            n++;
+        }
+        if (n != v->n || key_bytes != v->key_bytes) abort();
+        ldp_json_cursor_free(c);
+        qsort(m, n, sizeof *m, member_cmp);
+        ldp_buf_putc(out, '{');
+        for (i = 0; i < n; i++) {
+            if (i && member_cmp(&m[i - 1], &m[i]) == 0) *dup = 1;
+            if (i) ldp_buf_putc(out, ',');
+            ldp_json_write_string(out, m[i].key, m[i].key_len, 1);
+            ldp_buf_putc(out, ':');
+            ldp_buf_put(out, m[i].value.data ? m[i].value.data : "", m[i].value.len);
+        }
+        ldp_buf_putc(out, '}');
+        for (i = 0; i < n; i++) {
+            free(m[i].key);
+            ldp_buf_free(&m[i].value);
+        }
+        free(m);
+    } else {
+        ldp_json_write_canonical(out, v);
+    }
+}
+
+static void check_lazy(const uint8_t *data, size_t size, const ldp_json *full, int full_rc) {
+    static const char *const path[2] = {"a", "b"};
+    size_t depth;
+    for (depth = 1; depth <= 2; depth++) {
+        ldp_json_doc *doc = NULL;
+        const ldp_json *root = NULL;
+        int rc = ldp_json_parse_lazy((const char *)data, size, path + 2 - depth, depth, &doc, &root);
+        if (rc != LDP_JSON_OK) {
+            if (full_rc == LDP_JSON_OK) abort();
+            continue;
+        }
+        {
+            ldp_buf a, b;
+            int dup = 0;
+            ldp_buf_init(&a);
+            ldp_buf_init(&b);
+            write_expanded(&a, root, &dup);
+            if (full_rc == LDP_JSON_OK) {
+                ldp_json_write_canonical(&b, full);
+                if (dup || a.len != b.len || memcmp(a.data, b.data, a.len) != 0) abort();
+            } else if (full_rc != LDP_JSON_E_DUPLICATE || !dup) {
+                abort();
+            }
+            ldp_buf_free(&a);
+            ldp_buf_free(&b);
+        }
+        ldp_json_free(doc);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ldp_json_doc *doc = NULL, *doc2 = NULL;
     const ldp_json *root = NULL, *root2 = NULL;
     ldp_buf a, b;
-    if (ldp_json_parse((const char *)data, size, &doc, &root) != LDP_JSON_OK) return 0;
+    int rc = ldp_json_parse((const char *)data, size, &doc, &root);
+    check_lazy(data, size, root, rc);
+    if (rc != LDP_JSON_OK) return 0;
     ldp_buf_init(&a);
     ldp_buf_init(&b);
     if (ldp_json_write_canonical(&a, root) != LDP_JSON_OK) abort();
@@ -30,7 +138,8 @@ void ldp_fuzz_seeds(void (*add)(const uint8_t *, size_t)) {
         "{\"a\":[1,2.5,-0,1e-7,true,false,null],\"b\":{\"c\":\"\\u00e9\\ud83d\\ude00\"}}",
         "[\"\xc3\xa9\",\"\\n\\t\\\\\\\"\",12345678901234567890123,0.1e2]",
         "{\"format\":\"ldptext-bundle\",\"format_version\":1,\"params\":{\"epsilon\":3.0}}",
-        "1.7976931348623157e308", "\"\\u0000\"", "[[[[{}]]]]"};
+        "1.7976931348623157e308", "\"\\u0000\"", "[[[[{}]]]]",
+        "{\"a\":{\"b\":{\"x\":1,\"\\u0078y\":[{\"k\":2}],\"\":null},\"c\":{}},\"b\":{\"b\":0}}"};
     size_t i;
     for (i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
         add((const uint8_t *)seeds[i], strlen(seeds[i]));

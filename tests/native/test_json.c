@@ -248,6 +248,201 @@ static void test_lookup_by_key(void) {
     ldp_json_free(doc);
 }
 
+/* The canonical form of v, a lazy object's members read with a cursor (sorted by key, as the
+ * writer sorts them); *dup = 1 when a lazy object repeats a key. */
+static void write_expanded(ldp_buf *out, const ldp_json *v, int *dup) {
+    size_t i, j, n = 0;
+    if (v->type == LDP_JSON_ARRAY) {
+        ldp_buf_putc(out, '[');
+        for (i = 0; i < v->n; i++) {
+            if (i) ldp_buf_putc(out, ',');
+            write_expanded(out, v->items[i], dup);
+        }
+        ldp_buf_putc(out, ']');
+    } else if (v->type == LDP_JSON_OBJECT) {
+        ldp_buf_putc(out, '{');
+        for (i = 0; i < v->n; i++) {
+            if (i) ldp_buf_putc(out, ',');
+            ldp_json_write_string(out, v->sorted[i]->key, v->sorted[i]->key_len, 1);
+            ldp_buf_putc(out, ':');
+            write_expanded(out, v->sorted[i]->value, dup);
+        }
+        ldp_buf_putc(out, '}');
+    } else if (v->type == LDP_JSON_LAZY) {
+        /* members as "key":value strings, sorted by insertion (few members in the tests) */
+        ldp_buf member[16];
+        size_t key_bytes = 0;
+        ldp_json_cursor *c = ldp_json_cursor_new(v);
+        const char *key;
+        size_t key_len;
+        const ldp_json *val;
+        REQUIRE(c != NULL);
+        while (ldp_json_cursor_next(c, &key, &key_len, &val) == LDP_JSON_OK && val != NULL) {
+            REQUIRE(n < 16);
+            ldp_buf_init(&member[n]);
+            ldp_json_write_string(&member[n], key, key_len, 1);
+            ldp_buf_putc(&member[n], ':');
+            write_expanded(&member[n], val, dup);
+            key_bytes += key_len;
+            n++;
+        }
+        CHECK(val == NULL && n == v->n && key_bytes == v->key_bytes);
+        ldp_json_cursor_free(c);
+        /* insertion sort on the encoded key (a prefix of each member; ASCII-escaped keys sort
+         * as their code points do for the keys of these tests) */
+        for (i = 1; i < n; i++)
+            for (j = i; j > 0 && strcmp(member[j - 1].data, member[j].data) > 0; j--) {
+                ldp_buf t = member[j];
+                member[j] = member[j - 1];
+                member[j - 1] = t;
+            }
+        ldp_buf_putc(out, '{');
+        for (i = 0; i < n; i++) {
+            size_t k = strcspn(member[i].data + 1, "\"") + 2; /* the key with its quotes */
+            if (i) ldp_buf_putc(out, ',');
+            if (i && strncmp(member[i - 1].data, member[i].data, k) == 0 &&
+                member[i - 1].data[k] == ':')
+                *dup = 1;
+            ldp_buf_put(out, member[i].data, member[i].len);
+        }
+        ldp_buf_putc(out, '}');
+        for (i = 0; i < n; i++) ldp_buf_free(&member[i]);
+    } else {
+        ldp_json_write_canonical(out, v);
+    }
+}
+
+static void test_lazy_object_reads_as_the_full_parse(void) {
+    static const char *const path[2] = {"m", "v"};
+    static const struct {
+        const char *s;
+        int full, lazy; /* parse results */
+        int lazy_values;  /* lazy objects in the result */
+    } cases[] = {
+        {"{\"m\":{\"v\":{\"b\":1,\"a\\u00e9\":[2,{\"x\":null}],\"\":\"s\",\"c\":{}}}}", 0, 0, 1},
+        {"{\"m\":{\"v\":{}},\"v\":{\"a\":1}}", 0, 0, 1},
+        {"{\"v\":{\"a\":1},\"m\":[{\"v\":{}}]}", 0, 0, 0},   /* off the path */
+        {"{\"m\":{\"v\":[1,2]}}", 0, 0, 0},                  /* not an object: built */
+        {"{\"m\":{\"v\":{\"a\":1,\"a\":2}}}", LDP_JSON_E_DUPLICATE, 0, 1}, /* the caller's check */
+        {"{\"m\":{\"v\":{\"a\":1,\"\\u0061\":2}}}", LDP_JSON_E_DUPLICATE, 0, 1},
+        {"{\"m\":{\"v\":{\"a\":{\"k\":1,\"k\":2}}}}", LDP_JSON_E_DUPLICATE, LDP_JSON_E_DUPLICATE, 0},
+        {"{\"m\":{\"v\":{},\"v\":{}}}", LDP_JSON_E_DUPLICATE, LDP_JSON_E_DUPLICATE, 0},
+        {"{\"m\":{\"v\":{\"a\":1,}}}", LDP_JSON_E_SYNTAX, LDP_JSON_E_SYNTAX, 0},
+        {"{\"m\":{\"v\":{\"a\" 1}}}", LDP_JSON_E_SYNTAX, LDP_JSON_E_SYNTAX, 0},
+        {"{\"m\":{\"v\":{\"a\":1e999}}}", LDP_JSON_E_NUMBER, LDP_JSON_E_NUMBER, 0},
+        {"{\"m\":{\"v\":{\"\\ud800\":1}}}", LDP_JSON_E_UNICODE, LDP_JSON_E_UNICODE, 0},
+        {"{\"m\":{\"v\":{\"a\":\"\\u12\"}}}", LDP_JSON_E_SYNTAX, LDP_JSON_E_SYNTAX, 0},
+        {"{\"m\":{\"v\":{\"a\":1}", LDP_JSON_E_SYNTAX, LDP_JSON_E_SYNTAX, 0},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ldp_json_doc *doc = NULL, *lazy_doc = NULL;
+        const ldp_json *root = NULL, *lazy_root = NULL;
+        const char *s = cases[i].s;
+        int rc = ldp_json_parse(s, strlen(s), &doc, &root);
+        int lrc = ldp_json_parse_lazy(s, strlen(s), path, 2, &lazy_doc, &lazy_root);
+        if (rc != cases[i].full || lrc != cases[i].lazy)
+            fprintf(stderr, "  case %zu: %d / %d\n", i, rc, lrc);
+        CHECK(rc == cases[i].full && lrc == cases[i].lazy);
+        if (lrc == LDP_JSON_OK) {
+            ldp_buf a, b;
+            int dup = 0;
+            const ldp_json *v = ldp_json_get(ldp_json_get(lazy_root, "m"), "v");
+            CHECK((v != NULL && v->type == LDP_JSON_LAZY) == cases[i].lazy_values);
+            ldp_buf_init(&a);
+            ldp_buf_init(&b);
+            write_expanded(&a, lazy_root, &dup);
+            CHECK(dup == (rc == LDP_JSON_E_DUPLICATE));
+            if (rc == LDP_JSON_OK) {
+                ldp_json_write_canonical(&b, root);
+                CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+            }
+            /* a document with a lazy value is not written */
+            ldp_buf_free(&b);
+            ldp_buf_init(&b);
+            CHECK((ldp_json_write_canonical(&b, lazy_root) != LDP_JSON_OK) == cases[i].lazy_values);
+            ldp_buf_free(&a);
+            ldp_buf_free(&b);
+        }
+        ldp_json_free(doc);
+        ldp_json_free(lazy_doc);
+    }
+}
+
+static void test_lazy_object_in_constant_memory(void) {
+    /* 3000 members, a key of 100 KB (its own arena block) and deep values: the cursor reads them
+     * all, one at a time */
+    static const char *const path[1] = {"v"};
+    ldp_buf s;
+    ldp_json_doc *doc = NULL;
+    const ldp_json *root = NULL, *v, *val;
+    ldp_json_cursor *c;
+    const char *key;
+    size_t key_len, i, n = 0;
+    int ok = 1;
+    ldp_buf_init(&s);
+    ldp_buf_puts(&s, "{\"v\":{");
+    for (i = 0; i < 3000; i++) {
+        char m[64];
+        snprintf(m, sizeof m, "%s\"k%zu\":%s", i ? "," : "", i,
+                 i % 7 == 0 ? "[[[{\"x\":[1,2,3]}]]]" : "-0");
+        ldp_buf_puts(&s, m);
+        if (i == 1500) {
+            ldp_buf_puts(&s, ",\"");
+            for (n = 0; n < 100000; n++) ldp_buf_putc(&s, 'z');
+            ldp_buf_puts(&s, "\":17");
+        }
+    }
+    ldp_buf_puts(&s, "}}");
+    REQUIRE(!s.failed);
+    REQUIRE(ldp_json_parse_lazy(s.data, s.len, path, 1, &doc, &root) == LDP_JSON_OK);
+    v = ldp_json_get(root, "v");
+    REQUIRE(v != NULL && v->type == LDP_JSON_LAZY && v->n == 3001);
+    c = ldp_json_cursor_new(v);
+    REQUIRE(c != NULL);
+    for (i = 0, n = 0; ldp_json_cursor_next(c, &key, &key_len, &val) == LDP_JSON_OK && val; n++) {
+        if (key_len == 100000) {
+            ok &= val->type == LDP_JSON_INT && val->int_value == 17;
+            continue;
+        }
+        {
+            char want[32];
+            snprintf(want, sizeof want, "k%zu", i);
+            ok &= key_len == strlen(want) && memcmp(key, want, key_len) == 0;
+            ok &= i % 7 == 0 ? val->type == LDP_JSON_ARRAY
+                             : val->type == LDP_JSON_INT && signbit(val->float_value);
+        }
+        i++;
+    }
+    CHECK(ok && n == 3001 && val == NULL);
+    /* the end stays the end */
+    CHECK(ldp_json_cursor_next(c, &key, &key_len, &val) == LDP_JSON_OK && val == NULL);
+    ldp_json_cursor_free(c);
+    ldp_json_free(doc);
+    ldp_buf_free(&s);
+}
+
+static void test_lazy_object_keeps_the_depth_limit(void) {
+    /* the root, m and v are 3 levels: values of v's members may nest 197 more */
+    static const char *const path[2] = {"m", "v"};
+    char text[16 + 2 * LDP_JSON_MAX_DEPTH + 16];
+    int extra;
+    for (extra = LDP_JSON_MAX_DEPTH - 3; extra <= LDP_JSON_MAX_DEPTH - 2; extra++) {
+        ldp_json_doc *doc = NULL;
+        const ldp_json *root = NULL;
+        int want = extra <= LDP_JSON_MAX_DEPTH - 3 ? LDP_JSON_OK : LDP_JSON_E_DEPTH;
+        size_t k;
+        strcpy(text, "{\"m\":{\"v\":{\"a\":");
+        k = strlen(text);
+        memset(text + k, '[', (size_t)extra);
+        memset(text + k + extra, ']', (size_t)extra);
+        strcpy(text + k + 2 * extra, "}}}");
+        CHECK(parse_rc(text) == want);
+        CHECK(ldp_json_parse_lazy(text, strlen(text), path, 2, &doc, &root) == want);
+        ldp_json_free(doc);
+    }
+}
+
 static void test_integer_values_as_doubles(void) {
     /* exact below 2^53 (-0 keeps its sign), correctly rounded above */
     static const struct {
@@ -284,6 +479,9 @@ int main(void) {
     RUN(test_float_repr_round_trips);
     RUN(test_parse_double_is_correctly_rounded);
     RUN(test_lookup_by_key);
+    RUN(test_lazy_object_reads_as_the_full_parse);
+    RUN(test_lazy_object_in_constant_memory);
+    RUN(test_lazy_object_keeps_the_depth_limit);
     RUN(test_integer_values_as_doubles);
     DONE();
 }
