@@ -197,6 +197,55 @@ evaluate: setup native
 	  --embeddings glove-6b-50d --vocab-size 20000 --epsilon 1,2,3 --p 0.3 --w 0.9 \
 	  --baselines none,random,cmp --seeds 3 --cache-dir $(CACHE)/evaluate --out eval-rt
 
+# The papers' setting (docs/evaluation.md, "The papers' setting"), in the background under nice: Rotten
+# Tomatoes, GloVe 6B-50d (20,000 words), epsilon 1, 2, 3 (Yue 2023, Table 2.1) and 1, 4, 8, 16 (CluSanT),
+# SanText, SanText+ (the default split and the paper's frequency split w = 0.9; p = 0.3), CusText, CMP,
+# random, unsanitized, 3 seeds, the fine-tuned MiniLM classifier: 94 fine-tuning runs. Every finished run
+# is a checkpoint in $(EVAL_PAPER_OUT)/checkpoints: make evaluate-paper again resumes from them,
+# make evaluate-paper-stop stops (the run in progress is lost), make evaluate-paper-status shows progress,
+# make evaluate-paper-table prints the table beside the published numbers. About 6 to 8 hours on two cores
+# that another job shares (3.4 to 4.7 minutes per fine-tuning run). torch threads: EVAL_PAPER_THREADS (1 is
+# much faster while other jobs share the cores; 2 when nothing else runs).
+EVAL_PAPER_OUT     ?= $(CACHE)/evaluate-paper
+EVAL_PAPER_THREADS ?= 1
+EVAL_PAPER_ARGS    ?= --data rotten-tomatoes --mechanism santext,santext+,custext,cmp --embeddings glove-6b-50d \
+  --vocab-size 20000 --epsilon 1,2,3,4,8,16 --p 0.3 --w 0.9 --baselines none,random --classifier finetune \
+  --seeds 3 --cache-dir $(CACHE)/evaluate --out $(EVAL_PAPER_OUT)
+.PHONY: evaluate-paper evaluate-paper-status evaluate-paper-stop evaluate-paper-table
+evaluate-paper: setup native
+	@mkdir -p $(dir $(EVAL_PAPER_OUT))
+	@if test -f $(EVAL_PAPER_OUT).pid && kill -0 $$(cat $(EVAL_PAPER_OUT).pid) 2>/dev/null; then \
+	  echo "already running (pid $$(cat $(EVAL_PAPER_OUT).pid)): make evaluate-paper-status"; exit 0; fi; \
+	if test -f $(EVAL_PAPER_OUT)/results.json; then \
+	  echo "done: $(EVAL_PAPER_OUT)/results.json exists (make evaluate-paper-table; remove it to run again)"; exit 0; fi; \
+	echo "== start $$(date -u +%FT%TZ)" >> $(EVAL_PAPER_OUT).log; \
+	OMP_NUM_THREADS=$(EVAL_PAPER_THREADS) LDPTEXT_PROGRESS_INTERVAL=60 TOKENIZERS_PARALLELISM=false \
+	  setsid nohup nice -n 19 $(VENV)/bin/ldptext evaluate $(EVAL_PAPER_ARGS) >> $(EVAL_PAPER_OUT).log 2>&1 & \
+	echo $$! > $(EVAL_PAPER_OUT).pid; \
+	echo "started (pid $$(cat $(EVAL_PAPER_OUT).pid)); log: $(EVAL_PAPER_OUT).log; make evaluate-paper-status"
+
+evaluate-paper-status:
+	@if test -f $(EVAL_PAPER_OUT).pid && kill -0 $$(cat $(EVAL_PAPER_OUT).pid) 2>/dev/null; then \
+	  echo "running (pid $$(cat $(EVAL_PAPER_OUT).pid))"; else echo "not running"; fi
+	@test -f $(EVAL_PAPER_OUT).log || exit 0; \
+	  echo "first started $$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log | cut -d' ' -f3); $$(ls \
+	    $(EVAL_PAPER_OUT)/checkpoints/utility-*.json 2>/dev/null | wc -l) fine-tuning runs finished"; \
+	  grep -h "evaluate utility:" $(EVAL_PAPER_OUT).log | tail -n 1; \
+	  grep -h "\[evaluate\] utility " $(EVAL_PAPER_OUT).log | tail -n 3; \
+	  grep -h "fine-tune " $(EVAL_PAPER_OUT).log | tail -n 1; \
+	  grep -hE "^wrote |Error|Traceback" $(EVAL_PAPER_OUT).log | tail -n 2; true
+
+evaluate-paper-stop:
+	@if test -f $(EVAL_PAPER_OUT).pid && kill -0 $$(cat $(EVAL_PAPER_OUT).pid) 2>/dev/null; then \
+	  kill -TERM -$$(cat $(EVAL_PAPER_OUT).pid); echo "stopping (the run in progress is lost; finished ones are kept:" \
+	  "make evaluate-paper resumes)"; \
+	  else echo "not running"; fi
+
+evaluate-paper-table: setup
+	@test -f $(EVAL_PAPER_OUT)/results.json || { echo "evaluate-paper-table: no $(EVAL_PAPER_OUT)/results.json" \
+	  "yet (make evaluate-paper, then make evaluate-paper-status until it says 'wrote')"; exit 1; }
+	@$(VPY) -m ldptext_precompute.evaluation.paper_table $(EVAL_PAPER_OUT)/results.json
+
 clean:
 	rm -rf build $(VENV) sdk/ldptext/_native*.so
 	$(MAKE) -C native clean
