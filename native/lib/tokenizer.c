@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     const char *content; /* UTF-8, in the pool */
+    uint32_t entry;      /* its entry in the pool */
     size_t len;
     uint32_t *norm;      /* normalized content as code points (normalized tokens only) */
     size_t norm_len;
@@ -32,26 +33,43 @@ typedef struct {
     int special;
 } added_token;
 
+/* Every string the tokenizer keeps is an entry of one pool: this header, then " " + the string +
+ * NUL (so " " + token, a decoding piece, is contiguous), padded to a multiple of 4 bytes. The
+ * entry at offset 0 is the empty string (the piece " " of an id without a token). */
 typedef struct {
-    uint64_t hash;
-    const char *s; /* NULL: empty slot */
-    uint32_t len;
-    int32_t id;
+    uint32_t len; /* of the string */
+    uint32_t id;  /* its id; ENTRY_CONTINUATION: decodes as the string without the prefix */
+} entry_header;
+
+#define ENTRY_CONTINUATION 0x80000000u
+#define ENTRY_STR(off) ((off) + sizeof(entry_header) + 1)
+/* an entry's size is at most ENTRY_MAX_EXTRA + the string's length */
+#define ENTRY_MAX_EXTRA (sizeof(entry_header) + 2 + 3)
+
+static size_t entry_size(size_t len) { return (sizeof(entry_header) + len + 2 + 3) & ~(size_t)3; }
+
+/* The vocabulary: open addressing (linear probing) over entries of the pool, at most 3/4 full,
+ * each slot the entry's offset (0: empty) and 32 bits of the key's hash, so a probe reads the
+ * pool only on a likely match. */
+typedef struct {
+    uint32_t off;
+    uint32_t hash;
 } vocab_slot;
 
 struct ldp_tokenizer {
     int model;
     int32_t unk_id;
-    const char *prefix; /* WordPiece continuing_subword_prefix */
+    const char *prefix; /* WordPiece continuing_subword_prefix (in the pool) */
     size_t prefix_len;
     size_t max_input_chars;
     size_t max_token_len; /* longest vocabulary entry in bytes */
     vocab_slot *slots;
-    size_t mask;
-    /* id -> the token's piece of decoded text (NULL: no token, the piece is " "): the token
-     * without the continuation prefix, or " " + token, as sdk/ldptext/tokenization.py's table */
-    const char **id_piece;
-    uint32_t *id_piece_len;
+    size_t n_slots;
+    int vocab_bad;                   /* a vocabulary id is not one (refused by load_model) */
+    size_t vocab_begin, vocab_end;   /* the vocabulary's entries in the pool, document order */
+    /* id -> the entry of its token (0: none), whose piece of decoded text is the token without
+     * the continuation prefix, or " " + token, as sdk/ldptext/tokenization.py's table */
+    uint32_t *id_entry;
     size_t n_ids;
     norm_step norms[MAX_STEPS];
     size_t n_norms;
@@ -59,45 +77,98 @@ struct ldp_tokenizer {
     size_t n_pres;
     added_token *added;
     size_t n_added, n_added_normalized, n_added_raw; /* raw: neither special nor normalized */
-    char *pool; /* every string above */
+    char *pool; /* every string above (entries, see entry_header); never moves */
     size_t pool_used, pool_cap;
 };
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    size_t i;
-    for (i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
+/* Bytes 0..n of p (n < 8; every byte is read, some twice) as one 64-bit word. */
+static uint64_t load_short(const unsigned char *p, size_t n) {
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + n - 4, 4);
+        return ((uint64_t)a << 32) | b;
     }
-    return h ^ (h >> 29);
+    if (n > 0) return ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+    return 0;
 }
 
-/* A copy of s[0..n) in the pool, NUL-terminated and preceded by a space: " " + token, a decoding
- * piece, is then the contiguous string at the result - 1. */
-static const char *pool_add(ldp_tokenizer *t, const char *s, size_t n) {
-    char *p = t->pool + t->pool_used;
+/* A 64-bit hash of s[0..n), eight bytes per multiply (vocabulary lookups hash every piece the
+ * encoder tries, most of them a few bytes long). Not stored anywhere: only this process needs to
+ * agree with itself. */
+static inline uint64_t hash_bytes(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull, w;
+    size_t left = n;
+    while (left > 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        p += 8;
+        left -= 8;
+    }
+    /* the last 1..8 bytes (those of a longer string end where it ends, overlapping) */
+    if (n >= 8) memcpy(&w, (const unsigned char *)s + n - 8, 8);
+    else w = load_short(p, left);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 32);
+}
+
+static entry_header entry_at(const ldp_tokenizer *t, size_t off) {
+    entry_header h;
+    memcpy(&h, t->pool + off, sizeof h);
+    return h;
+}
+
+/* A new entry of s[0..n) with this id; its offset. The pool was sized for every entry
+ * (ldp_tokenizer_load), so the room is there. */
+static uint32_t pool_add(ldp_tokenizer *t, const char *s, size_t n, uint32_t id) {
+    size_t off = t->pool_used;
+    char *p = t->pool + off;
+    entry_header h;
+    h.len = (uint32_t)n;
+    h.id = id;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
     p[0] = ' ';
-    memcpy(p + 1, s, n);
+    if (n) memcpy(p + 1, s, n);
     p[n + 1] = '\0';
-    t->pool_used += n + 2;
-    return p + 1;
+    t->pool_used += entry_size(n);
+    return (uint32_t)off;
 }
 
-static int vocab_find(const ldp_tokenizer *t, const char *s, size_t n, int32_t *id) {
+/* the first slot to probe for hash h: its high half scaled to the table (any size) */
+static size_t slot_of(const ldp_tokenizer *t, uint64_t h) {
+    return (size_t)(((h >> 32) * (uint64_t)t->n_slots) >> 32);
+}
+
+/* The entry of s[0..n) in the vocabulary, or 0; *slot: the slot holding it, or the empty one
+ * that ends its probe sequence. (Inline: the encoder looks up every piece it tries.) */
+static inline uint32_t vocab_entry(const ldp_tokenizer *t, const char *s, size_t n, size_t *slot) {
     uint64_t h = hash_bytes(s, n);
-    size_t i = (size_t)h & t->mask;
+    uint32_t frag = (uint32_t)h;
+    size_t i = slot_of(t, h);
     for (;;) {
-        const vocab_slot *sl = &t->slots[i];
-        if (sl->s == NULL) return 0;
-        if (sl->hash == h && sl->len == n && memcmp(sl->s, s, n) == 0) {
-            *id = sl->id;
-            return 1;
+        uint32_t off = t->slots[i].off;
+        if (off == 0 || (t->slots[i].hash == frag && entry_at(t, off).len == n &&
+                         memcmp(t->pool + ENTRY_STR(off), s, n) == 0)) {
+            *slot = i;
+            return off;
         }
-        i = (i + 1) & t->mask;
+        if (++i == t->n_slots) i = 0;
     }
+}
+
+static inline int vocab_find(const ldp_tokenizer *t, const char *s, size_t n, int32_t *id) {
+    size_t slot;
+    uint32_t off = vocab_entry(t, s, n, &slot);
+    if (off == 0) return 0;
+    *id = (int32_t)(entry_at(t, off).id & ~ENTRY_CONTINUATION);
+    return 1;
 }
 
 static int is_bool(const ldp_json *v) {
@@ -216,7 +287,8 @@ static int load_added(ldp_tokenizer *t, const ldp_json *list) {
             if (v != NULL && v->type == LDP_JSON_TRUE) return LDP_E_TOKENIZER_UNSUPPORTED;
         }
         if (content->str_len == 0) continue; /* tokenizers ignores empty added tokens */
-        t->added[k].content = pool_add(t, content->str, content->str_len);
+        t->added[k].entry = pool_add(t, content->str, content->str_len, (uint32_t)id->int_value);
+        t->added[k].content = t->pool + ENTRY_STR(t->added[k].entry);
         t->added[k].len = content->str_len;
         t->added[k].id = (int32_t)id->int_value;
         t->added[k].normalized = norm->type == LDP_JSON_TRUE;
@@ -257,24 +329,69 @@ static int normalize_added(ldp_tokenizer *t) {
     return LDP_OK;
 }
 
-/* s: a pool string (pool_add) */
-static int add_id_string(ldp_tokenizer *t, int64_t id, const char *s, size_t n) {
-    if (id < 0 || (uint64_t)id >= t->n_ids) return LDP_E_TOKENIZER;
+/* id_entry[the entry's id] = the entry, which decodes as a continuation piece when it is one */
+static void set_id_entry(ldp_tokenizer *t, uint32_t off) {
+    entry_header h = entry_at(t, off);
+    uint32_t id = h.id & ~ENTRY_CONTINUATION;
     /* Python: `prefix and t.startswith(prefix)`: an empty prefix never attaches */
-    if (t->model == MODEL_WORDPIECE && t->prefix_len > 0 && n >= t->prefix_len &&
-        memcmp(s, t->prefix, t->prefix_len) == 0) {
-        t->id_piece[id] = s + t->prefix_len;
-        t->id_piece_len[id] = (uint32_t)(n - t->prefix_len);
-    } else {
-        t->id_piece[id] = s - 1;
-        t->id_piece_len[id] = (uint32_t)(n + 1);
+    h.id = id;
+    if (t->model == MODEL_WORDPIECE && t->prefix_len > 0 && h.len >= t->prefix_len &&
+        memcmp(t->pool + ENTRY_STR(off), t->prefix, t->prefix_len) == 0)
+        h.id |= ENTRY_CONTINUATION;
+    memcpy(t->pool + off, &h, sizeof h);
+    t->id_entry[id] = off;
+}
+
+/* The vocabulary (model.vocab, left unbuilt by the parser) into the pool and the table, read
+ * before anything else: the parser leaves it to us to refuse a repeated key, which is malformed
+ * JSON (LDP_E_TOKENIZER_JSON) whatever else is wrong. An id that is not one is remembered for
+ * load_model, which refuses it where it refused it when the vocabulary was built. */
+static int load_vocab(ldp_tokenizer *t, const ldp_json *vocab) {
+    ldp_json_cursor *c;
+    int rc = LDP_OK;
+    if (vocab->n > (size_t)INT32_MAX) return LDP_OK; /* load_model refuses it */
+    t->n_slots = vocab->n + vocab->n / 3 + 1; /* at most 3/4 full, one slot empty at least */
+    t->slots = (vocab_slot *)calloc(t->n_slots, sizeof *t->slots);
+    c = ldp_json_cursor_new(vocab);
+    if (t->slots == NULL || c == NULL) {
+        ldp_json_cursor_free(c);
+        return LDP_E_NOMEM;
     }
-    return LDP_OK;
+    t->vocab_begin = t->pool_used;
+    for (;;) {
+        const char *key;
+        size_t key_len, i;
+        const ldp_json *id;
+        uint32_t off;
+        int jrc = ldp_json_cursor_next(c, &key, &key_len, &id);
+        if (jrc != LDP_JSON_OK) {
+            rc = jrc == LDP_JSON_E_NOMEM ? LDP_E_NOMEM : LDP_E_TOKENIZER_JSON;
+            break;
+        }
+        if (id == NULL) break;
+        if (vocab_entry(t, key, key_len, &i) != 0) {
+            rc = LDP_E_TOKENIZER_JSON; /* a repeated key */
+            break;
+        }
+        if (id->type != LDP_JSON_INT || !id->int_fits || id->int_value < 0 ||
+            id->int_value > INT32_MAX) {
+            t->vocab_bad = 1;
+            off = pool_add(t, key, key_len, 0);
+        } else {
+            off = pool_add(t, key, key_len, (uint32_t)id->int_value);
+        }
+        t->slots[i].off = off;
+        t->slots[i].hash = (uint32_t)hash_bytes(key, key_len);
+        if (key_len > t->max_token_len) t->max_token_len = key_len;
+    }
+    t->vocab_end = t->pool_used;
+    ldp_json_cursor_free(c);
+    return rc;
 }
 
 static int load_model(ldp_tokenizer *t, const ldp_json *m) {
     const ldp_json *vocab = ldp_json_get(m, "vocab"), *unk = ldp_json_get(m, "unk_token");
-    size_t i, cap;
+    size_t i, off;
     int64_t max_id = -1;
     if (m == NULL || m->type != LDP_JSON_OBJECT) return LDP_E_TOKENIZER;
     if (type_is(m, "WordPiece")) {
@@ -285,7 +402,7 @@ static int load_model(ldp_tokenizer *t, const ldp_json *m) {
             !mx->int_fits || mx->int_value < 0)
             return LDP_E_TOKENIZER;
         if (pre->str_len > 64) return LDP_E_TOKENIZER_UNSUPPORTED;
-        t->prefix = pool_add(t, pre->str, pre->str_len);
+        t->prefix = t->pool + ENTRY_STR(pool_add(t, pre->str, pre->str_len, 0));
         t->prefix_len = pre->str_len;
         t->max_input_chars = (size_t)mx->int_value;
     } else if (type_is(m, "WordLevel")) {
@@ -293,71 +410,94 @@ static int load_model(ldp_tokenizer *t, const ldp_json *m) {
     } else {
         return LDP_E_TOKENIZER_UNSUPPORTED;
     }
-    if (vocab == NULL || vocab->type != LDP_JSON_OBJECT || unk == NULL ||
-        unk->type != LDP_JSON_STRING || vocab->n > (size_t)INT32_MAX)
+    /* (vocab: the vocabulary load_vocab read) */
+    if (vocab == NULL || vocab->type != LDP_JSON_LAZY || unk == NULL ||
+        unk->type != LDP_JSON_STRING || vocab->n > (size_t)INT32_MAX || t->vocab_bad)
         return LDP_E_TOKENIZER;
-    for (i = 0; i < vocab->n; i++) {
-        const ldp_json *id = vocab->members[i].value;
-        if (id->type != LDP_JSON_INT || !id->int_fits || id->int_value < 0 ||
-            id->int_value > INT32_MAX || vocab->members[i].key_len >= UINT32_MAX)
-            return LDP_E_TOKENIZER;
-        if (id->int_value > max_id) max_id = id->int_value;
-    }
-    for (cap = 16; cap < 2 * vocab->n + 2; cap *= 2) {
-    }
-    t->slots = (vocab_slot *)calloc(cap, sizeof *t->slots);
-    if (t->slots == NULL) return LDP_E_NOMEM;
-    t->mask = cap - 1;
-    for (i = 0; i < vocab->n; i++) {
-        const ldp_json_member *mem = &vocab->members[i];
-        uint64_t h = hash_bytes(mem->key, mem->key_len);
-        size_t j = (size_t)h & t->mask;
-        while (t->slots[j].s != NULL) j = (j + 1) & t->mask; /* keys are distinct (parser) */
-        t->slots[j].hash = h;
-        t->slots[j].s = pool_add(t, mem->key, mem->key_len);
-        t->slots[j].len = (uint32_t)mem->key_len;
-        t->slots[j].id = (int32_t)mem->value->int_value;
-        if (mem->key_len > t->max_token_len) t->max_token_len = mem->key_len;
-    }
     if (!vocab_find(t, unk->str, unk->str_len, &t->unk_id))
         return LDP_E_TOKENIZER; /* tokenizers fails on the first unknown word: refuse up front */
-    /* id -> string: the model's vocabulary, then the added tokens (get_vocab(with_added_tokens)) */
+    /* id -> string: the model's vocabulary (document order), then the added tokens
+     * (get_vocab(with_added_tokens)); the last one of an id wins */
+    for (off = t->vocab_begin; off < t->vocab_end; off += entry_size(entry_at(t, off).len)) {
+        uint32_t id = entry_at(t, off).id;
+        if (id > max_id) max_id = id;
+    }
     for (i = 0; i < t->n_added; i++)
         if (t->added[i].id > max_id) max_id = t->added[i].id;
     t->n_ids = (size_t)(max_id + 1);
-    t->id_piece = (const char **)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_piece);
-    t->id_piece_len = (uint32_t *)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_piece_len);
-    if (t->id_piece == NULL || t->id_piece_len == NULL) return LDP_E_NOMEM;
-    for (i = 0; i <= t->mask; i++)
-        if (t->slots[i].s != NULL) add_id_string(t, t->slots[i].id, t->slots[i].s, t->slots[i].len);
-    for (i = 0; i < t->n_added; i++)
-        add_id_string(t, t->added[i].id, t->added[i].content, t->added[i].len);
+    t->id_entry = (uint32_t *)calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_entry);
+    if (t->id_entry == NULL) return LDP_E_NOMEM;
+    for (off = t->vocab_begin; off < t->vocab_end; off += entry_size(entry_at(t, off).len))
+        set_id_entry(t, (uint32_t)off);
+    for (i = 0; i < t->n_added; i++) set_id_entry(t, t->added[i].entry);
     return LDP_OK;
 }
 
+/* Room for one more entry of n bytes (at most): 0 when the sum would overflow. */
+static int room_for(size_t *total, size_t n) {
+    if (n > (size_t)-1 - ENTRY_MAX_EXTRA || *total > (size_t)-1 - ENTRY_MAX_EXTRA - n) return 0;
+    *total += ENTRY_MAX_EXTRA + n;
+    return 1;
+}
+
+/* Bytes the pool needs at most: the empty entry, the vocabulary's keys, the added tokens and the
+ * continuation prefix (whatever the loaders below will keep, and no less when they refuse). 0
+ * when it does not fit in a size_t. */
+static size_t pool_bound(const ldp_json *root, const ldp_json *vocab) {
+    const ldp_json *added = ldp_json_get(root, "added_tokens"),
+                   *prefix = ldp_json_get(ldp_json_get(root, "model"), "continuing_subword_prefix");
+    size_t total = 0, i;
+    if (!room_for(&total, 0)) return 0;
+    if (vocab != NULL && vocab->type == LDP_JSON_LAZY) {
+        if (vocab->n > ((size_t)-1 - vocab->key_bytes) / ENTRY_MAX_EXTRA ||
+            total > (size_t)-1 - vocab->key_bytes - vocab->n * ENTRY_MAX_EXTRA)
+            return 0;
+        total += vocab->key_bytes + vocab->n * ENTRY_MAX_EXTRA;
+    }
+    if (added != NULL && added->type == LDP_JSON_ARRAY)
+        for (i = 0; i < added->n; i++) {
+            const ldp_json *content = ldp_json_get(added->items[i], "content");
+            if (content != NULL && content->type == LDP_JSON_STRING &&
+                !room_for(&total, content->str_len))
+                return 0;
+        }
+    if (prefix != NULL && prefix->type == LDP_JSON_STRING && !room_for(&total, prefix->str_len))
+        return 0;
+    return total;
+}
+
 int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out) {
+    /* the vocabulary is read from its text, not built as a tree (ldp_json_parse_lazy) */
+    static const char *const vocab_path[2] = {"model", "vocab"};
     ldp_json_doc *doc = NULL;
-    const ldp_json *root = NULL;
+    const ldp_json *root = NULL, *vocab;
     ldp_tokenizer *t;
     int rc;
     *out = NULL;
     if (!ldp_utf8_valid(json, len)) return LDP_E_TOKENIZER_JSON;
-    rc = ldp_json_parse(json, len, &doc, &root);
+    rc = ldp_json_parse_lazy(json, len, vocab_path, 2, &doc, &root);
     if (rc == LDP_JSON_E_NOMEM) return LDP_E_NOMEM;
     if (rc != LDP_JSON_OK) return LDP_E_TOKENIZER_JSON;
+    vocab = ldp_json_get(ldp_json_get(root, "model"), "vocab");
     t = (ldp_tokenizer *)calloc(1, sizeof *t);
     if (t == NULL) {
         ldp_json_free(doc);
         return LDP_E_NOMEM;
     }
-    /* every string we keep comes from its own JSON string, which has two quotes: with its
-     * leading space and trailing NUL it is no longer than that JSON text */
-    t->pool_cap = len + 64;
+    /* entries are addressed by 32-bit offsets */
+    t->pool_cap = pool_bound(root, vocab);
+    if (t->pool_cap == 0 || t->pool_cap > UINT32_MAX) {
+        rc = LDP_E_TOKENIZER_UNSUPPORTED;
+        goto done;
+    }
     t->pool = (char *)malloc(t->pool_cap);
     if (t->pool == NULL) {
         rc = LDP_E_NOMEM;
         goto done;
     }
+    pool_add(t, "", 0, 0); /* offset 0: the empty string */
+    if (vocab != NULL && vocab->type == LDP_JSON_LAZY && (rc = load_vocab(t, vocab)) != LDP_OK)
+        goto done;
     if (root->type != LDP_JSON_OBJECT) {
         rc = LDP_E_TOKENIZER;
         goto done;
@@ -383,8 +523,7 @@ void ldp_tokenizer_free(ldp_tokenizer *t) {
     for (i = 0; i < t->n_added; i++) free(t->added[i].norm);
     free(t->added);
     free(t->slots);
-    free((void *)t->id_piece);
-    free(t->id_piece_len);
+    free(t->id_entry);
     free(t->pool);
     free(t);
 }
@@ -730,7 +869,7 @@ static void replace_all(ldp_buf *buf, size_t from, const char *a, size_t k, cons
 
 int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, ldp_buf *out) {
     /* sdk/ldptext/tokenization.py: WordPiece continuation pieces attach to the previous piece,
-     * every other token is preceded by one space (id_piece); leading spaces are stripped;
+     * every other token is preceded by one space (id_entry); leading spaces are stripped;
      * WordPiece text gets the BERT clean-up of the space before punctuation and contractions,
      * in this order (each rule: pattern, index of its rarest byte, replacement). */
     static const struct {
@@ -743,13 +882,18 @@ int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, l
     size_t i, from = out->len;
     for (i = 0; i < n; i++) {
         const char *s;
-        size_t len;
+        size_t len, off;
+        entry_header h;
         if (ids[i] < 0 || (size_t)ids[i] >= t->n_ids) return LDP_E_INPUT_ID;
-        s = t->id_piece[ids[i]];
-        len = t->id_piece_len[ids[i]];
-        if (s == NULL) {
-            s = " ";
-            len = 1;
+        off = t->id_entry[ids[i]]; /* 0: no token, the empty string, whose piece is " " */
+        h = entry_at(t, off);
+        s = t->pool + ENTRY_STR(off);
+        if (h.id & ENTRY_CONTINUATION) {
+            s += t->prefix_len;
+            len = h.len - t->prefix_len;
+        } else {
+            s--;
+            len = h.len + 1;
         }
         /* lstrip(" "): leading spaces are dropped until the first other byte is written */
         if (out->len == from)

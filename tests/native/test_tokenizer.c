@@ -164,6 +164,50 @@ static void test_unsupported_and_malformed_tokenizers_are_refused(void) {
          LDP_E_TOKENIZER_UNSUPPORTED},
         {"[1,2]", LDP_E_TOKENIZER},
         {"{", LDP_E_TOKENIZER_JSON},
+        /* the vocabulary is read from its text: malformed JSON there is still malformed JSON,
+         * refused before anything else is looked at */
+        {"{\"normalizer\":{\"type\":\"Replace\"},\"model\":{\"type\":\"WordLevel\","
+         "\"vocab\":{\"a\":0,\"a\":1},\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":\"x\",\"b\":0,\"b\":1},"
+         "\"unk_token\":\"b\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0,\"\\u0061\":1},"
+         "\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":{\"k\":1,\"k\":2}},"
+         "\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0},\"vocab\":{\"b\":0},"
+         "\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":[0,]},\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_JSON},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}},\"x\":{\"k\":1,\"k\":1}}",
+         LDP_E_TOKENIZER_JSON},
+        {"[{\"model\":{\"vocab\":{\"a\":0,\"a\":1}}}]", LDP_E_TOKENIZER_JSON},
+        /* ... and ids that are not ids where they were refused before */
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":1.0},\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":2147483648},"
+         "\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0,\"b\":null},"
+         "\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":[\"a\"],\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER},
+        {"{\"model\":{\"type\":\"WordLevel\",\"vocab\":{},\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER},
+        {"{\"normalizer\":{\"type\":\"Replace\"},\"model\":{\"type\":\"WordLevel\","
+         "\"vocab\":{\"a\":\"x\"},\"unk_token\":\"a\"}}",
+         LDP_E_TOKENIZER_UNSUPPORTED},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":\"x\"}}}", LDP_E_TOKENIZER_UNSUPPORTED},
+        {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":-1},\"unk_token\":\"a\","
+         "\"continuing_subword_prefix\":\"##\",\"max_input_chars_per_word\":100}}",
+         LDP_E_TOKENIZER},
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -171,6 +215,89 @@ static void test_unsupported_and_malformed_tokenizers_are_refused(void) {
         CHECK_RC(ldp_tokenizer_load(cases[i].json, strlen(cases[i].json), &t), cases[i].rc);
         CHECK(t == NULL);
     }
+}
+
+/* A word-level tokenizer of n words "w<i>" (ids 2i: odd ids have no token), and <unk> = 1. */
+static ldp_tokenizer *many_words(size_t n) {
+    ldp_buf j;
+    ldp_tokenizer *t = NULL;
+    size_t i;
+    ldp_buf_init(&j);
+    ldp_buf_puts(&j, "{\"pre_tokenizer\":{\"type\":\"WhitespaceSplit\"},\"model\":{\"type\":"
+                     "\"WordLevel\",\"unk_token\":\"<unk>\",\"vocab\":{\"<unk>\":1");
+    for (i = 0; i < n; i++) {
+        char m[48];
+        snprintf(m, sizeof m, ",\"w%zu\":%zu", i, 2 * i);
+        ldp_buf_puts(&j, m);
+    }
+    ldp_buf_puts(&j, "}}}");
+    if (!j.failed && ldp_tokenizer_load(j.data, j.len, &t) != LDP_OK) t = NULL;
+    ldp_buf_free(&j);
+    return t;
+}
+
+static void test_large_vocabulary(void) {
+    /* every word of 50,000 found, near misses not: the table at full load */
+    size_t n = 50000, i, got = 0;
+    ldp_tokenizer *t = many_words(n);
+    int ok = 1;
+    REQUIRE(t != NULL);
+    for (i = 0; i < n + 100; i++) {
+        char w[32];
+        int32_t id = -1;
+        snprintf(w, sizeof w, "w%zu", i);
+        ok &= ldp_tokenizer_encode(t, &work, w, strlen(w), &id, 1, &got) == LDP_OK && got == 1 &&
+              id == (i < n ? (int32_t)(2 * i) : 1);
+        snprintf(w, sizeof w, "w%zux", i);
+        ok &= ldp_tokenizer_encode(t, &work, w, strlen(w), &id, 1, &got) == LDP_OK && id == 1;
+    }
+    CHECK(ok);
+    {
+        /* an id between two words has no token: its piece is " " (the Python table's "") */
+        static const int32_t ids[] = {0, 3, 4, 99998, 1};
+        ldp_buf out;
+        ldp_buf_init(&out);
+        CHECK_RC(ldp_tokenizer_decode(t, ids, 5, &out), LDP_OK);
+        CHECK(out.data != NULL && strcmp(out.data, "w0  w2 w49999 <unk>") == 0);
+        CHECK_RC(ldp_tokenizer_decode(t, ids + 3, 1, &out), LDP_OK);
+        ldp_buf_free(&out);
+        ldp_buf_init(&out);
+        {
+            static const int32_t past[] = {99999};
+            CHECK_RC(ldp_tokenizer_decode(t, past, 1, &out), LDP_E_INPUT_ID);
+        }
+        ldp_buf_free(&out);
+    }
+    ldp_tokenizer_free(t);
+}
+
+static void test_odd_vocabularies(void) {
+    /* keys with NUL and escapes, two keys of one id, an added token over a vocabulary id, the
+     * continuation prefix as a whole token */
+    static const char json[] =
+        "{\"added_tokens\":[{\"id\":4,\"content\":\"[X]\",\"normalized\":false,\"special\":false}],"
+        "\"pre_tokenizer\":{\"type\":\"WhitespaceSplit\"},\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[U]\",\"continuing_subword_prefix\":\"##\","
+        "\"max_input_chars_per_word\":100,\"vocab\":{\"[U]\":0,\"a\\u0000b\":1,\"a\":2,\"##\":3,"
+        "\"x\":4,\"\\u00e9t\\u00e9\":5,\"y\":6,\"z\":6,\"##b\":7}}}";
+    ldp_tokenizer *t = NULL;
+    REQUIRE(ldp_tokenizer_load(json, sizeof json - 1, &t) == LDP_OK);
+    IDS(t, "a", 2);
+    IDS(t, "ab", 2, 7);
+    IDS(t, "a\0b", 1);
+    IDS(t, "\xc3\xa9t\xc3\xa9", 5);
+    IDS(t, "y z", 6, 6);
+    IDS(t, "x[X]x", 4, 4, 4);
+    IDS(t, "##", 3);
+    {
+        static const int32_t ids[] = {2, 7, 3, 4, 1};
+        ldp_buf out;
+        ldp_buf_init(&out);
+        CHECK_RC(ldp_tokenizer_decode(t, ids, 5, &out), LDP_OK);
+        /* "##" decodes as "" (prefix stripped), id 4 as the added token */
+        CHECK(out.len == 10 && memcmp(out.data, "ab [X] a\0b", 10) == 0);
+        ldp_buf_free(&out);
+    }
+    ldp_tokenizer_free(t);
 }
 
 static void test_unicode_classes_on_ascii(void) {
@@ -261,6 +388,8 @@ int main(void) {
     RUN(test_capacity_reports_the_count);
     RUN(test_decode_joins_like_python);
     RUN(test_unsupported_and_malformed_tokenizers_are_refused);
+    RUN(test_large_vocabulary);
+    RUN(test_odd_vocabularies);
     RUN(test_unicode_classes_on_ascii);
     RUN(test_normalization_forms);
     RUN(test_normalization_of_ascii_runs);
