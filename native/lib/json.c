@@ -583,6 +583,39 @@ bad:
     return NULL;
 }
 
+/* A member's key and the colon after it: 1, or 0 with ps->err set (objects, built or lazy). */
+static int parse_key(parser *ps, const char **key, size_t *key_len) {
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != '"') {
+        ps->err = LDP_JSON_E_SYNTAX;
+        return 0;
+    }
+    if (!parse_string(ps, key, key_len)) return 0;
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != ':') {
+        ps->err = LDP_JSON_E_SYNTAX;
+        return 0;
+    }
+    ps->p++;
+    return 1;
+}
+
+/* After an item or a member: 1 past a ',' (another follows), 0 past the closing byte, -1 with
+ * ps->err set on anything else. */
+static int next_or_close(parser *ps, char close) {
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == ',') {
+        ps->p++;
+        return 1;
+    }
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+        return 0;
+    }
+    ps->err = LDP_JSON_E_SYNTAX;
+    return -1;
+}
+
 static int push_item(parser *ps, const ldp_json *v) {
     if (ps->n_items == ps->cap_items) {
         size_t cap = ps->cap_items ? ps->cap_items * 2 : 64;
@@ -640,6 +673,7 @@ static const ldp_json *parse_array(parser *ps) {
     size_t base = ps->n_items, n, i;
     ldp_json *v;
     const ldp_json **items;
+    int more;
     ps->p++; /* [ */
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == ']') {
@@ -648,17 +682,9 @@ static const ldp_json *parse_array(parser *ps) {
         for (;;) {
             const ldp_json *item = parse_value(ps, -1);
             if (item == NULL || !push_item(ps, item)) return NULL;
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == ']') {
-                ps->p++;
-                break;
-            }
-            ps->err = LDP_JSON_E_SYNTAX;
-            return NULL;
+            more = next_or_close(ps, ']');
+            if (more < 0) return NULL;
+            if (!more) break;
         }
     }
     n = ps->n_items - base;
@@ -681,6 +707,7 @@ static const ldp_json *parse_object(parser *ps, int level) {
     ldp_json *v;
     ldp_json_member *members;
     const ldp_json_member **sorted;
+    int more;
     ps->p++; /* { */
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == '}') {
@@ -690,31 +717,12 @@ static const ldp_json *parse_object(parser *ps, int level) {
             const char *key;
             size_t key_len;
             const ldp_json *val;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != '"') {
-                ps->err = LDP_JSON_E_SYNTAX;
-                return NULL;
-            }
-            if (!parse_string(ps, &key, &key_len)) return NULL;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') {
-                ps->err = LDP_JSON_E_SYNTAX;
-                return NULL;
-            }
-            ps->p++;
+            if (!parse_key(ps, &key, &key_len)) return NULL;
             val = parse_value(ps, on_path(ps, level, key, key_len));
             if (val == NULL || !push_member(ps, key, key_len, val)) return NULL;
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == '}') {
-                ps->p++;
-                break;
-            }
-            ps->err = LDP_JSON_E_SYNTAX;
-            return NULL;
+            more = next_or_close(ps, '}');
+            if (more < 0) return NULL;
+            if (!more) break;
         }
     }
     n = ps->n_members - base;
@@ -752,6 +760,7 @@ static const ldp_json *parse_lazy_object(parser *ps) {
     const char *start = ps->p;
     size_t n = 0, key_bytes = 0;
     ldp_json *v;
+    int more;
     ps->p++; /* { */
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == '}') {
@@ -761,33 +770,14 @@ static const ldp_json *parse_lazy_object(parser *ps) {
             arena_mark mark = arena_get_mark(ps->doc);
             const char *key;
             size_t key_len;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != '"') {
-                ps->err = LDP_JSON_E_SYNTAX;
-                return NULL;
-            }
-            if (!parse_string(ps, &key, &key_len)) return NULL;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') {
-                ps->err = LDP_JSON_E_SYNTAX;
-                return NULL;
-            }
-            ps->p++;
+            if (!parse_key(ps, &key, &key_len)) return NULL;
             if (parse_value(ps, -1) == NULL) return NULL;
             arena_release(ps->doc, mark);
             n++;
             key_bytes += key_len;
-            skip_ws(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == '}') {
-                ps->p++;
-                break;
-            }
-            ps->err = LDP_JSON_E_SYNTAX;
-            return NULL;
+            more = next_or_close(ps, '}');
+            if (more < 0) return NULL;
+            if (!more) break;
         }
     }
     v = new_node(ps, LDP_JSON_LAZY);
