@@ -108,16 +108,21 @@ static void blocks4(const ldp_chacha *g, uint64_t counter, uint32_t *out) {
     x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = _mm256_xor_si256(x[b], x[c]); x[b] = R12(x[b]);   \
     x[a] = _mm256_add_epi32(x[a], x[b]); x[d] = _mm256_xor_si256(x[d], x[a]); x[d] = R8(x[d]);    \
     x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = _mm256_xor_si256(x[b], x[c]); x[b] = R7(x[b])
-/* Twenty rounds of eight blocks, x[i] = word i of blocks 0..7 (lane l = block l), then the final
- * addition; the rotation macros are the only difference between the instruction sets. */
-#define BLOCKS8_ROUNDS(R16, R12, R8, R7)                                                          \
+/* Eight blocks from counter into out: their input states (x[i] = word i of blocks 0..7, lane l =
+ * block l), twenty rounds, the final addition, the transposed store; the rotation macros are the
+ * only difference between the instruction sets. */
+#define BLOCKS8(R16, R12, R8, R7)                                                                 \
+    blocks8_input(g, counter, s);                                                                 \
+    for (i = 0; i < 16; i++) x[i] = s[i];                                                         \
     for (i = 0; i < 10; i++) {                                                                    \
         QRV8(0, 4, 8, 12, R16, R12, R8, R7); QRV8(1, 5, 9, 13, R16, R12, R8, R7);                 \
         QRV8(2, 6, 10, 14, R16, R12, R8, R7); QRV8(3, 7, 11, 15, R16, R12, R8, R7);               \
         QRV8(0, 5, 10, 15, R16, R12, R8, R7); QRV8(1, 6, 11, 12, R16, R12, R8, R7);               \
         QRV8(2, 7, 8, 13, R16, R12, R8, R7); QRV8(3, 4, 9, 14, R16, R12, R8, R7);                 \
     }                                                                                             \
-    for (i = 0; i < 16; i++) x[i] = _mm256_add_epi32(x[i], s[i])
+    for (i = 0; i < 16; i++) x[i] = _mm256_add_epi32(x[i], s[i]);                                \
+    store8_transposed(x, out);                                                                    \
+    store8_transposed(x + 8, out + 8)
 
 /* The eight blocks' input states, word i of every block in s[i] (lane l: block counter + l). */
 __attribute__((target("avx2"))) static void blocks8_input(const ldp_chacha *g, uint64_t counter,
@@ -165,11 +170,7 @@ __attribute__((target("avx2"))) static void blocks8_avx2(const ldp_chacha *g, ui
 #define R12_AVX2(v) ROTV8((v), 12)
 #define R8_AVX2(v) _mm256_shuffle_epi8((v), rot8)
 #define R7_AVX2(v) ROTV8((v), 7)
-    blocks8_input(g, counter, s);
-    for (i = 0; i < 16; i++) x[i] = s[i];
-    BLOCKS8_ROUNDS(R16_AVX2, R12_AVX2, R8_AVX2, R7_AVX2);
-    store8_transposed(x, out);
-    store8_transposed(x + 8, out + 8);
+    BLOCKS8(R16_AVX2, R12_AVX2, R8_AVX2, R7_AVX2);
 }
 
 #if defined(LDP_CHACHA_AVX512)
@@ -182,11 +183,7 @@ __attribute__((target("avx2,avx512f,avx512vl"))) static void blocks8_avx512(cons
 #define R12_AVX512(v) _mm256_rol_epi32((v), 12)
 #define R8_AVX512(v) _mm256_rol_epi32((v), 8)
 #define R7_AVX512(v) _mm256_rol_epi32((v), 7)
-    blocks8_input(g, counter, s);
-    for (i = 0; i < 16; i++) x[i] = s[i];
-    BLOCKS8_ROUNDS(R16_AVX512, R12_AVX512, R8_AVX512, R7_AVX512);
-    store8_transposed(x, out);
-    store8_transposed(x + 8, out + 8);
+    BLOCKS8(R16_AVX512, R12_AVX512, R8_AVX512, R7_AVX512);
 }
 #endif
 #endif
