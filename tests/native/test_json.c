@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "json_expand.h"
 #include "ldptext.h"
 #include "testing.h"
 
@@ -246,70 +247,6 @@ static void test_lookup_by_key(void) {
     CHECK(ldp_json_number(ldp_json_get(ldp_json_get(root, "m"), "k")) == 3.5);
     CHECK(root->members[0].key[0] == 'z'); /* document order kept */
     ldp_json_free(doc);
-}
-
-/* The canonical form of v, a lazy object's members read with a cursor (sorted by key, as the
- * writer sorts them); *dup = 1 when a lazy object repeats a key. */
-static void write_expanded(ldp_buf *out, const ldp_json *v, int *dup) {
-    size_t i, j, n = 0;
-    if (v->type == LDP_JSON_ARRAY) {
-        ldp_buf_putc(out, '[');
-        for (i = 0; i < v->n; i++) {
-            if (i) ldp_buf_putc(out, ',');
-            write_expanded(out, v->items[i], dup);
-        }
-        ldp_buf_putc(out, ']');
-    } else if (v->type == LDP_JSON_OBJECT) {
-        ldp_buf_putc(out, '{');
-        for (i = 0; i < v->n; i++) {
-            if (i) ldp_buf_putc(out, ',');
-            ldp_json_write_string(out, v->sorted[i]->key, v->sorted[i]->key_len, 1);
-            ldp_buf_putc(out, ':');
-            write_expanded(out, v->sorted[i]->value, dup);
-        }
-        ldp_buf_putc(out, '}');
-    } else if (v->type == LDP_JSON_LAZY) {
-        /* members as "key":value strings, sorted by insertion (few members in the tests) */
-        ldp_buf member[16];
-        size_t key_bytes = 0;
-        ldp_json_cursor *c = ldp_json_cursor_new(v);
-        const char *key;
-        size_t key_len;
-        const ldp_json *val;
-        REQUIRE(c != NULL);
-        while (ldp_json_cursor_next(c, &key, &key_len, &val) == LDP_JSON_OK && val != NULL) {
-            REQUIRE(n < 16);
-            ldp_buf_init(&member[n]);
-            ldp_json_write_string(&member[n], key, key_len, 1);
-            ldp_buf_putc(&member[n], ':');
-            write_expanded(&member[n], val, dup);
-            key_bytes += key_len;
-            n++;
-        }
-        CHECK(val == NULL && n == v->n && key_bytes == v->key_bytes);
-        ldp_json_cursor_free(c);
-        /* insertion sort on the encoded key (a prefix of each member; ASCII-escaped keys sort
-         * as their code points do for the keys of these tests) */
-        for (i = 1; i < n; i++)
-            for (j = i; j > 0 && strcmp(member[j - 1].data, member[j].data) > 0; j--) {
-                ldp_buf t = member[j];
-                member[j] = member[j - 1];
-                member[j - 1] = t;
-            }
-        ldp_buf_putc(out, '{');
-        for (i = 0; i < n; i++) {
-            size_t k = strcspn(member[i].data + 1, "\"") + 2; /* the key with its quotes */
-            if (i) ldp_buf_putc(out, ',');
-            if (i && strncmp(member[i - 1].data, member[i].data, k) == 0 &&
-                member[i - 1].data[k] == ':')
-                *dup = 1;
-            ldp_buf_put(out, member[i].data, member[i].len);
-        }
-        ldp_buf_putc(out, '}');
-        for (i = 0; i < n; i++) ldp_buf_free(&member[i]);
-    } else {
-        ldp_json_write_canonical(out, v);
-    }
 }
 
 static void test_lazy_object_reads_as_the_full_parse(void) {
