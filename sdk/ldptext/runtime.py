@@ -83,7 +83,7 @@ class Closable:
 
     A subclass lists in :attr:`_RELEASED` the instance attributes that hold the bundle's memory map,
     its arrays, tokenizer, sampler tables or ONNX sessions. ``close()`` removes them, so the process
-    keeps no reference of its own: the memory map is unmapped (and the sessions freed) as soon as no
+    keeps no reference of its own: the memory map is unmapped (and the ONNX sessions freed) as soon as no
     array the caller took from the runtime is still alive. Nothing is unmapped under a live array, so
     closing never invalidates memory another thread or the caller is still reading.
 
