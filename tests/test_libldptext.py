@@ -412,6 +412,30 @@ def test_seeded_c_output_is_the_python_seeded_output_on_glove(clib, glove, dev_k
         clib.close(b)
 
 
+@pytest.mark.parametrize("which", ["tiny", "glove"])
+def test_cache_line_rows_draw_what_the_stored_rows_draw(clib, tiny, glove, dev_key, which):
+    """ldp_bundle_open samples from a copy of emb_q whose rows start on cache lines, padded with zero
+    codes to a multiple of 64 (GloVe's 50 -> 64); ldp_bundle_open_memory from the stored rows in
+    place. Zero codes add nothing to a distance, so a seed draws the same ids from both."""
+    path = tiny["santext+"] if which == "tiny" else glove
+    handles = [clib.open(path, [dev_key]), clib.open(path.read_bytes(), [dev_key])]
+    assert [rc for rc, _ in handles] == [OK, OK]
+    sanitizers = [clib.sanitizer(b, seed=11) for _, b in handles]
+    try:
+        from ldptext import keys
+        with load_seeded(path, trusted_keys=[keys.load_public_key(dev_key)]) as san:
+            ids = np.tile(np.arange(san.n_rows, dtype=np.int32), 3)
+            ids = ids[san.valid_input[ids]]
+        (rc_a, a), (rc_b, b) = (clib.sample(s, ids) for s in sanitizers)
+        assert rc_a == rc_b == OK
+        assert np.array_equal(a, b) and not np.array_equal(a, ids)
+    finally:
+        for s in sanitizers:
+            clib.free_sanitizer(s)
+        for _, b in handles:
+            clib.close(b)
+
+
 def test_real_minilm_bundle(clib, minilm, dev_key):
     from ldptext import keys
     san = load_seeded(minilm, seed=3, trusted_keys=[keys.load_public_key(dev_key)])

@@ -46,7 +46,7 @@ def sampler_path():
     """Sanitizers built inside use the C sampler with the Hugging Face tokenizer (what a bundle
     whose tokenizer the library lacks gets, and what the native backend was before the library)."""
     mp = pytest.MonkeyPatch()
-    mp.setattr("ldptext.library.library_bundle", lambda bundle: None)
+    mp.setattr("ldptext.library.library_bundle", lambda bundle, **_: None)
     try:
         yield
     finally:
@@ -123,6 +123,27 @@ def test_seeded_output_is_the_sampler_paths_byte_for_byte(bundles, name):
     for _ in range(30):
         out = rng.choice(lib.outputs, size=int(rng.integers(0, 25)))
         assert lib.detokenize(out) == lib.tokenizer.decode(out)
+
+
+def test_adoption_releases_the_mapped_rows_and_their_values_stay(bundles):
+    """The library samples from its own copy of emb_q (rows on cache lines), so the runtime drops the
+    mapping's resident pages of it (MADV_DONTNEED): read again, they come back from the file with the
+    same values. A bundle read from bytes has no mapping and keeps its pages."""
+    from ldptext.bundle import read_bundle
+    path = bundles["glove-santext+"]
+    before = read_bundle(path).arrays["emb_q"].copy()
+    with load_seeded(path, seed=3) as san:
+        assert san.backend == "libldptext"
+        mapped = san._bundle
+        assert not mapped.release_resident("no such array")
+        assert mapped.release_resident("emb_q") == hasattr(__import__("mmap"), "MADV_DONTNEED")
+        assert np.array_equal(mapped.arrays["emb_q"], before)
+        assert np.array_equal(san.embeddings, before.astype(np.float64) * san.tables.emb_scale[:, None])
+        ids = np.arange(50, dtype=np.int64)
+        assert np.array_equal(san.sample_ids(ids), load_seeded(path, seed=3).sample_ids(ids))
+    from_bytes = read_bundle(path.read_bytes())
+    assert not from_bytes.release_resident("emb_q")
+    assert np.array_equal(from_bytes.arrays["emb_q"], before)
 
 
 @pytest.mark.parametrize("name", ["tiny-santext+", "wordpiece-santext+"])

@@ -35,7 +35,10 @@ typedef struct {
 /* A bundle over arrays the host has verified against the signed manifest `manifest_json` (its
  * exact canonical bytes, copied). Every array the manifest declares must be given, with the
  * declared dtype and shape, and no other. Returns LDP_OK or the same codes ldp_bundle_open would
- * return for the checks it runs. The data is borrowed: close the bundle before releasing it. */
+ * return for the checks it runs. The data is borrowed: close the bundle before releasing it.
+ * The sampler reads its own copy of emb_q (rows on cache lines, bundle.c align_rows; kept in place
+ * only if that copy cannot be allocated), so a host whose emb_q is a read-only file mapping may
+ * release that range's resident pages afterwards (the Python runtime does: library.py). */
 int ldp_host_bundle_adopt(const ldp_host_array *arrays, size_t n_arrays,
                           const char *manifest_json, size_t manifest_len, ldp_bundle **out);
 

@@ -59,7 +59,9 @@ struct ldp_bundle {
     uint64_t *group_size; /* outputs per group id (owned), n_groups = largest id + 1 */
     size_t n_groups;
     ldp_santext_table table; /* borrows the arrays (compact ones in their stored form) */
-    int32_t *emb_sqnorm;     /* owned, as are zero_clusters and tail_mass */
+    int32_t *emb_sqnorm;     /* owned, as are zero_clusters, tail_mass and emb_rows */
+    void *emb_rows;          /* the sampler's cache-line copy of emb_q (bundle.c align_rows), or NULL */
+    int adopted;             /* the arrays are the host's (ldp_host_bundle_adopt) */
     uint8_t *zero_clusters;/* V zeros for a bundle without tail clusters (C = 1), else NULL */
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     const uint8_t *valid_input, *sensitive;

@@ -205,6 +205,28 @@ class Bundle:
         except KeyError:
             raise BundleFormatError(f"bundle has no array named {name!r}") from None
 
+    def release_resident(self, name: str) -> bool:
+        """Drop the resident pages of array ``name`` where it is a view of the file's read-only
+        mapping (Linux ``MADV_DONTNEED``): a page read again afterwards comes back from the file, so
+        the values never change; only the memory is returned. For an array another component keeps
+        its own copy of (libldptext's cache-line rows of ``emb_q``). Returns whether pages were
+        released (``False`` for a bundle read from bytes, an absent array, or no ``madvise``)."""
+        arr = self.arrays.get(name)
+        base = arr
+        while isinstance(base, np.ndarray):
+            base = base.base
+        if isinstance(base, memoryview):  # np.frombuffer's view of the mapping
+            base = base.obj
+        if arr is None or not isinstance(base, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+            return False
+        start = arr.ctypes.data - np.frombuffer(base, dtype=np.uint8, count=1).ctypes.data
+        lo = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE  # whole pages inside the array only
+        hi = (start + arr.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+        if hi <= lo:
+            return False
+        base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return True
+
 
 def _resolve_sign_key(sign_key, passphrase: bytes | None) -> Ed25519PrivateKey | None:
     if sign_key is None or isinstance(sign_key, Ed25519PrivateKey):

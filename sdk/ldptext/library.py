@@ -48,7 +48,7 @@ def available() -> bool:
     return _native is not None and hasattr(_native, "Bundle")
 
 
-def library_bundle(bundle: Bundle) -> Any:
+def library_bundle(bundle: Bundle, *, release_rows: bool = True) -> Any:
     """The C library's view of a verified bundle (``ldptext._native.Bundle``), or ``None`` where the
     extension lacks the library or the library lacks the bundle's tokenizer (then the runtime uses
     the Hugging Face tokenizer with the C sampler).
@@ -57,6 +57,10 @@ def library_bundle(bundle: Bundle) -> Any:
     ----------
     bundle : Bundle
         Verified by :func:`ldptext.runtime.open_bundle`.
+    release_rows : bool
+        Release the mapped pages of ``emb_q`` afterwards: the library samples from its own copy of
+        the codes, rows on cache lines (``native/lib/bundle.c`` align_rows), so the resident size
+        does not grow by it (:meth:`Bundle.release_resident`; values read later come from the file).
 
     Returns
     -------
@@ -70,7 +74,10 @@ def library_bundle(bundle: Bundle) -> Any:
     if not available():
         return None
     try:
-        return _native.Bundle(dict(bundle.arrays), canonical_json(bundle.manifest))
+        library = _native.Bundle(dict(bundle.arrays), canonical_json(bundle.manifest))
+        if release_rows:
+            bundle.release_resident("emb_q")
+        return library
     except _native.LibraryError as e:
         code, message = int(e.args[0]), str(e.args[1])
         if code in TOKENIZER_CODES:
@@ -92,6 +99,7 @@ class Adoption:
     same as calling it afterwards)."""
 
     def __init__(self, bundle: Bundle) -> None:
+        self._bundle = bundle
         self._value: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(bundle,), name="ldptext-adopt",
@@ -100,7 +108,8 @@ class Adoption:
 
     def _run(self, bundle: Bundle) -> None:
         try:
-            self._value = library_bundle(bundle)
+            # the rows' pages are released in result(): the Python checks read them meanwhile
+            self._value = library_bundle(bundle, release_rows=False)
         except BaseException as e:  # re-raised by result(), in the caller's thread
             self._error = e
 
@@ -113,6 +122,8 @@ class Adoption:
         self._thread.join()
         if self._error is not None:
             raise self._error
+        if self._value is not None:
+            self._bundle.release_resident("emb_q")
         return self._value
 
 
