@@ -205,9 +205,12 @@ evaluate: setup native
 # make evaluate-paper-stop stops (the run in progress is lost), make evaluate-paper-status shows progress,
 # make evaluate-paper-table prints the table beside the published numbers. About 6 to 8 hours on two cores
 # that another job shares (3.4 to 4.7 minutes per fine-tuning run). torch threads: EVAL_PAPER_THREADS (1 is
-# much faster while other jobs share the cores; 2 when nothing else runs).
+# much faster while other jobs share the cores; 2 when nothing else runs). EVAL_PAPER_JOBS=N runs N shards
+# at once (ldptext evaluate --shard K/N, one per core, logs OUT.shardK.log), then the run that writes the
+# report from their checkpoints.
 EVAL_PAPER_OUT     ?= $(CACHE)/evaluate-paper
 EVAL_PAPER_THREADS ?= 1
+EVAL_PAPER_JOBS    ?= 1
 EVAL_PAPER_ARGS    ?= --data rotten-tomatoes --mechanism santext,santext+,custext,cmp --embeddings glove-6b-50d \
   --vocab-size 20000 --epsilon 1,2,3,4,8,16 --p 0.3 --w 0.9 --baselines none,random --classifier finetune \
   --seeds 3 --cache-dir $(CACHE)/evaluate --out $(EVAL_PAPER_OUT)
@@ -218,9 +221,12 @@ evaluate-paper: setup native
 	  echo "already running (pid $$(cat $(EVAL_PAPER_OUT).pid)): make evaluate-paper-status"; exit 0; fi; \
 	if test -f $(EVAL_PAPER_OUT)/results.json; then \
 	  echo "done: $(EVAL_PAPER_OUT)/results.json exists (make evaluate-paper-table; remove it to run again)"; exit 0; fi; \
-	echo "== start $$(date -u +%FT%TZ)" >> $(EVAL_PAPER_OUT).log; \
+	echo "== start $$(date -u +%FT%TZ) jobs $(EVAL_PAPER_JOBS)" >> $(EVAL_PAPER_OUT).log; \
 	OMP_NUM_THREADS=$(EVAL_PAPER_THREADS) LDPTEXT_PROGRESS_INTERVAL=60 TOKENIZERS_PARALLELISM=false \
-	  setsid nohup nice -n 19 $(VENV)/bin/ldptext evaluate $(EVAL_PAPER_ARGS) >> $(EVAL_PAPER_OUT).log 2>&1 & \
+	  setsid nohup nice -n 19 sh -c 'k=0; while [ $(EVAL_PAPER_JOBS) -gt 1 ] && [ $$k -lt $(EVAL_PAPER_JOBS) ]; do \
+	    $(VENV)/bin/ldptext evaluate $(EVAL_PAPER_ARGS) --shard $$k/$(EVAL_PAPER_JOBS) \
+	      >> $(EVAL_PAPER_OUT).shard$$k.log 2>&1 & k=$$((k + 1)); done; wait; \
+	    exec $(VENV)/bin/ldptext evaluate $(EVAL_PAPER_ARGS)' >> $(EVAL_PAPER_OUT).log 2>&1 & \
 	echo $$! > $(EVAL_PAPER_OUT).pid; \
 	echo "started (pid $$(cat $(EVAL_PAPER_OUT).pid)); log: $(EVAL_PAPER_OUT).log; make evaluate-paper-status"
 
@@ -231,6 +237,8 @@ evaluate-paper-status:
 	  echo "first started $$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log | cut -d' ' -f3); $$(ls \
 	    $(EVAL_PAPER_OUT)/checkpoints/utility-*.json 2>/dev/null | wc -l) fine-tuning runs finished"; \
 	  grep -h "evaluate utility:" $(EVAL_PAPER_OUT).log | tail -n 1; \
+	  for f in $(EVAL_PAPER_OUT).shard*.log; do test -f $$f && echo "$$f: $$(grep -h \
+	    "evaluate utility:\|^shard " $$f | tail -n 1)"; done; \
 	  grep -h "\[evaluate\] utility " $(EVAL_PAPER_OUT).log | tail -n 3; \
 	  grep -h "fine-tune " $(EVAL_PAPER_OUT).log | tail -n 1; \
 	  grep -hE "^wrote |Error|Traceback" $(EVAL_PAPER_OUT).log | tail -n 2; true

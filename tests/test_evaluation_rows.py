@@ -248,3 +248,50 @@ def test_cli_w_and_non_sensitive_add_the_frequency_row_and_max_train_says_what_i
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert [e["row"] for e in res["entries"] if e["mechanism"] == "santext+"] == [
         "santext+:function-words", "santext+:frequency:0.5"]
+
+
+def test_shards_split_the_utility_runs_and_the_whole_run_reads_them(tiny, tmp_path, capsys):
+    """Two shards score disjoint halves of the configurations into the shared checkpoints and write no
+    report; the run without a shard then computes no utility run of its own (every one is reused) and
+    its results equal those of a single run."""
+    out = tmp_path / "o"
+    cfg = dict(mechanisms=["santext", "santext+"], epsilons=[2.0, 3.0], seeds=2)
+    shards = [evaluate(_cfg(tiny, out, shard=f"{k}/2", **cfg)) for k in range(2)]
+    assert not (out / "results.json").exists() and not (out / "report.md").exists()
+    assert [s["configurations"] for s in shards] == [3, 3]   # unsanitized, 2 rows x 2 eps, random
+    assert shards[1]["reused"].get("profile") == 4 and "utility" not in shards[1]["reused"]
+    utility_files = sorted(p.name for p in (out / "checkpoints").glob("utility-*"))
+    assert len(utility_files) == 1 + 5 * 2           # the unsanitized run once, the others per seed
+    whole = evaluate(_cfg(tiny, out, **cfg))
+    assert whole["reused"]["utility"] == len(utility_files)
+    assert sorted(p.name for p in (out / "checkpoints").glob("utility-*")) == utility_files
+    single = evaluate(_cfg(tiny, tmp_path / "single", **cfg))
+    def scores(results):  # every number but the time it took
+        return [{k: v for k, v in e["utility"].items() if k != "seconds"} for e in results["entries"]]
+    assert scores(whole) == scores(single)
+    for bad in ("2/2", "1", "-1/2", "a/b"):
+        with pytest.raises(Exception, match="shard must be K/N"):
+            evaluate(_cfg(tiny, tmp_path / "bad", shard=bad, **cfg))
+
+
+def test_shards_take_the_shared_steps_one_at_a_time(tmp_path):
+    """The bundles and profiles of sharded runs are computed under an exclusive lock on the checkpoint
+    directory: a second shard waits until the first is through (a whole run takes no lock)."""
+    import threading
+
+    from ldptext_precompute.evaluation.runner import _one_shard_at_a_time
+    order = []
+
+    def enter(shard, name):
+        with _one_shard_at_a_time(EvaluationConfig(out=str(tmp_path), shard=shard), tmp_path):
+            order.append(name)
+
+    with _one_shard_at_a_time(EvaluationConfig(out=str(tmp_path), shard="0/2"), tmp_path):
+        waiting = threading.Thread(target=enter, args=("1/2", "second shard"))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive()
+        enter(None, "whole run")    # takes no lock: not blocked
+        order.append("first shard")
+    waiting.join(10)
+    assert order == ["whole run", "first shard", "second shard"]

@@ -149,6 +149,10 @@ def register(sub) -> None:
                    help="recompute every stage instead of resuming from the checkpoints in "
                         "OUT/checkpoints (which hold sanitized samples of your data)")
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots (results.json and report.md only)")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="score only every N-th configuration, from the K-th (0-based), into OUT/checkpoints and "
+                        "write no report: run N of these at once (one per core), then once without --shard to "
+                        "write the report from their checkpoints (make evaluate-paper EVAL_PAPER_JOBS=N)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(func=run)
@@ -186,8 +190,13 @@ def run(args) -> int:
         max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
         dpbart_bundle=args.dpbart_bundle, dpbart_epsilons=args.dpbart_epsilon, dpbart_delta=args.dpbart_delta,
         dpbart_mechanism=args.dpbart_mechanism, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-        resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, command=command_line())
+        resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, shard=args.shard,
+        command=command_line())
     results = evaluate(cfg)
+    if args.shard is not None:
+        print(f"shard {args.shard}: scored {results['configurations']} configurations into "
+              f"{args.out}/checkpoints in {results['timings']['total_s']:.0f} s; run without --shard for the report")
+        return 0
     print(f"wrote {args.out}/results.json, report.md and "
           f"{len(results.get('plots', []))} plots in {results['timings']['total_s']:.0f} s")
     return 0

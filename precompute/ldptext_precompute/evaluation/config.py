@@ -109,6 +109,12 @@ class EvaluationConfig:
         Accept an unsigned (development) DP-BART bundle.
     progress, plots : bool
         Progress bars and log lines; PNG plots.
+    shard : str or None
+        ``"K/N"``: score only the utility configurations K, K + N, K + 2N, … (0-based, in the order
+        they are scored) into ``out``'s checkpoints and write no report. N such runs at once share the
+        work on N cores; one run without ``shard`` then writes the report from their checkpoints.
+        They build the bundles and the privacy profiles one at a time (a lock in ``out/checkpoints``),
+        so the first computes them and the others read its checkpoints.
     command : str or None
         The command line, for the report.
     """
@@ -147,6 +153,7 @@ class EvaluationConfig:
     allow_unsigned: bool = False
     progress: bool = True
     plots: bool = True
+    shard: str | None = None        # "K/N": this run's share of the utility configurations
     command: str | None = None      # the command line, for the report
 
     def validate(self) -> None:
@@ -157,7 +164,8 @@ class EvaluationConfig:
         ParameterError
             On an unknown mechanism or baseline, a non-positive or non-finite ε, p or w outside
             (0, 1], fewer than one seed, a threshold outside (0, 1], ``dpbart`` without a DP-BART
-            bundle, a DP-BART δ outside (0, 1) or an unknown noise, or nothing to evaluate.
+            bundle, a DP-BART δ outside (0, 1) or an unknown noise, nothing to evaluate, or a
+            ``shard`` that is not K/N with 0 <= K < N.
         """
         if self.embeddings == "minilm-wordpiece":
             self.vocab_size = None   # a fixed WordPiece vocabulary: no size to choose
@@ -184,6 +192,17 @@ class EvaluationConfig:
             raise ParameterError("threshold must be in (0, 1]")
         if not self.mechanisms and not self.baselines and not self.dpbart_bundle:
             raise ParameterError("nothing to evaluate")
+        if self.shard is not None:
+            self.shard_parts()
+
+    def shard_parts(self) -> tuple[int, int] | None:
+        """``shard`` as (K, N), or None for a whole run; ParameterError unless 0 <= K < N."""
+        if self.shard is None:
+            return None
+        k, sep, n = str(self.shard).partition("/")
+        if not (sep and k.isdigit() and n.isdigit() and int(k) < int(n)):
+            raise ParameterError(f"shard must be K/N with 0 <= K < N, not {self.shard!r}")
+        return int(k), int(n)
 
     def santext_rows(self) -> list[Row]:
         """The SanText rows to evaluate, in order: SanText, then SanText+ with the default split and (when

@@ -57,7 +57,10 @@ in the user's output directory; DP-BART's rewritten texts with their chunk count
 utility run (classifier scores, chosen hyper-parameters, BLEU, attack), and the MiniLM embeddings of every
 text list embedded (float16, keyed by the SHA-256 of the texts; embeddings of the original text too, so they
 stay with the data). A re-run with the same arguments recomputes only what is missing, so a late failure loses
-nothing; ``resume=False`` recomputes (and overwrites) everything.
+nothing; ``resume=False`` recomputes (and overwrites) everything. **Shards** (``shard="K/N"``) split step 6
+between N runs at once over the same ``OUT``: each scores every N-th configuration into the checkpoints and
+writes no report; the bundles and profiles are computed by the first of them under a lock and read by the
+others; a run without ``shard`` afterwards reads every utility run from the checkpoints and writes the report.
 
 Seeds: by default each seed uses a seeded :class:`ldptext.rng.Generator` (reproducible experiment
 mode, **not private**; the results say so), DP-BART a Rewriter seeded the same way;
@@ -67,8 +70,10 @@ Raw text is never logged, and is written nowhere except the sanitized-sample che
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -104,7 +109,8 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
     -------
     dict
         The ``results.json`` document (:meth:`.records.Results.to_dict`), before JSON conversion
-        (numbers may be numpy scalars or NaN).
+        (numbers may be numpy scalars or NaN); for a shard (``shard``) only ``shard``,
+        ``configurations`` (how many it scored), ``timings`` and ``reused``.
 
     Raises
     ------
@@ -130,26 +136,55 @@ def _sweep(cfg: EvaluationConfig) -> dict:
     with timed(timings, "load_data_s"):
         ds = _load_data(cfg)
     notes.extend(dataset_warnings(ds))
-    with timed(timings, "bundles_s"):
-        dpbart = load_dpbart(cfg)       # first: a wrong or untrusted bundle fails before anything is built
-        bundles = load_bundles(cfg, cache)
-    domain = TokenDomain.of(next(iter(bundles.values())).sanitizer)
-    with timed(timings, "tokenize_and_prior_s"):
-        corpus = Corpus(ds, domain.reference)
-        prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
-    store = checkpoint_store(out, cfg, ds)
-    sweep = Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store,
-                  classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache, dpbart=dpbart)
-    with timed(timings, "privacy_profiles_s"):
-        entries = profile_mechanisms(sweep)
-    entries += dpbart_entries(sweep) + profile_baselines(sweep)
+    with _one_shard_at_a_time(cfg, out):  # what every shard needs: computed once, read by the others
+        with timed(timings, "bundles_s"):
+            dpbart = load_dpbart(cfg)   # first: a wrong or untrusted bundle fails before anything is built
+            bundles = load_bundles(cfg, cache)
+        domain = TokenDomain.of(next(iter(bundles.values())).sanitizer)
+        with timed(timings, "tokenize_and_prior_s"):
+            corpus = Corpus(ds, domain.reference)
+            prior = wordfreq_prior(domain.reference.vocab, domain.reference.valid_input)
+        store = checkpoint_store(out, cfg, ds)
+        sweep = Sweep(cfg, corpus, domain, prior, _column_pool(cfg, corpus, domain), bundles, store,
+                      classifiers=[classifier_settings(c) for c in cfg.classifiers], cache_dir=cache,
+                      dpbart=dpbart)
+        with timed(timings, "privacy_profiles_s"):
+            entries = profile_mechanisms(sweep)
+        entries += dpbart_entries(sweep) + profile_baselines(sweep)
     with timed(timings, "utility_s"):
         measure_utility(sweep, entries, notes)
     if store.reused:
         log(cfg, "resumed from " + ", ".join(f"{n} {k}" for k, n in sorted(store.reused.items()))
             + f" checkpoints in {store.root}")
     timings["total_s"] = time.perf_counter() - started
+    if cfg.shard is not None:  # its share is in the checkpoints; the whole run writes the report
+        scored = sum(e.utility is not None for e in entries)
+        log(cfg, f"shard {cfg.shard}: {scored} of {len(entries)} configurations scored into {store.root}")
+        return {"shard": cfg.shard, "configurations": scored, "timings": timings, "reused": dict(store.reused)}
     return write_outputs(cfg, assemble_results(cfg, ds, entries, timings, notes, reused=store.reused), out)
+
+
+@contextmanager
+def _one_shard_at_a_time(cfg: EvaluationConfig, out: Path) -> Iterator[None]:
+    """For a sharded run (``cfg.shard``), an exclusive lock on ``out/checkpoints`` around the steps every
+    shard shares (bundles, privacy profiles), so that only the first computes them; nothing otherwise, or
+    where there is no ``fcntl`` (then each shard computes them too: the same checkpoints)."""
+    if cfg.shard is None:
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    root = out / CHECKPOINT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".shared-steps.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _remove_empty_tree(root: Path) -> None:

@@ -25,6 +25,9 @@ def measure_utility(sweep: Sweep, entries: list[Entry], notes: Warnings) -> None
     """
     majority = sweep.corpus.ds.majority_rate()
     ordered = sorted(entries, key=lambda e: e.mechanism != "none")
+    shard = sweep.cfg.shard_parts()
+    if shard is not None:  # this run's share (EvaluationConfig.shard); the others score the rest
+        ordered = ordered[shard[0]::shard[1]]
     for entry in progress_iter(ordered, sweep.cfg, desc="utility", unit="config"):
         started = time.perf_counter()
         entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
