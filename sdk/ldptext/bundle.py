@@ -224,7 +224,10 @@ class Bundle:
         hi = (start + arr.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
         if hi <= lo:
             return False
-        base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        try:
+            base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):  # advice only: a system that refuses it keeps the pages
+            return False
         return True
 
 
