@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+from filelock import FileLock
 
 from .attacks import wordfreq_prior
 from .bundles import load_bundles, load_dpbart
@@ -166,25 +167,16 @@ def _sweep(cfg: EvaluationConfig) -> dict:
 
 @contextmanager
 def _one_shard_at_a_time(cfg: EvaluationConfig, out: Path) -> Iterator[None]:
-    """For a sharded run (``cfg.shard``), an exclusive lock on ``out/checkpoints`` around the steps every
-    shard shares (bundles, privacy profiles), so that only the first computes them; nothing otherwise, or
-    where there is no ``fcntl`` (then each shard computes them too: the same checkpoints)."""
+    """For a sharded run (``cfg.shard``), an exclusive lock on ``out/checkpoints`` (``filelock``, as the
+    ledger's) around the steps every shard shares (bundles, privacy profiles), so that only the first
+    computes them and the others read its checkpoints; nothing for a whole run."""
     if cfg.shard is None:
-        yield
-        return
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
         yield
         return
     root = out / CHECKPOINT_DIR
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".shared-steps.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with FileLock(str(root / ".shared-steps.lock")):
+        yield
 
 
 def _remove_empty_tree(root: Path) -> None:
