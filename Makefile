@@ -203,8 +203,8 @@ evaluate: setup native
 # random, unsanitized, 3 seeds, the fine-tuned MiniLM classifier: 94 fine-tuning runs. Every finished run
 # is a checkpoint in $(EVAL_PAPER_OUT)/checkpoints: make evaluate-paper again resumes from them,
 # make evaluate-paper-stop stops (the run in progress is lost), make evaluate-paper-status shows progress,
-# make evaluate-paper-table prints the table beside the published numbers. About 6 to 8 hours on two cores
-# that another job shares (3.4 to 4.7 minutes per fine-tuning run). torch threads: EVAL_PAPER_THREADS (1 is
+# make evaluate-paper-table prints the table beside the published numbers. 4 h 51 min on two cores that
+# other jobs shared (5 min 54 s per fine-tuning run on average). torch threads: EVAL_PAPER_THREADS (1 is
 # much faster while other jobs share the cores; 2 when nothing else runs). EVAL_PAPER_JOBS=N runs N shards
 # at once (ldptext evaluate --shard K/N, one per core, logs OUT.shardK.log), then the run that writes the
 # report from their checkpoints.
@@ -252,7 +252,9 @@ evaluate-paper-stop:
 evaluate-paper-table: setup
 	@test -f $(EVAL_PAPER_OUT)/results.json || { echo "evaluate-paper-table: no $(EVAL_PAPER_OUT)/results.json" \
 	  "yet (make evaluate-paper, then make evaluate-paper-status until it says 'wrote')"; exit 1; }
-	@$(VPY) -m ldptext_precompute.evaluation.paper_table $(EVAL_PAPER_OUT)/results.json
+	@started=$$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log 2>/dev/null | cut -d' ' -f3); \
+	  $(VPY) -m ldptext_precompute.evaluation.paper_table $(EVAL_PAPER_OUT)/results.json \
+	    $${started:+--started $$started}
 
 clean:
 	rm -rf build $(VENV) sdk/ldptext/_native*.so

@@ -1,5 +1,7 @@
 """The papers' table (``make evaluate-paper-table``) rendered from a small fabricated ``results.json``."""
 import json
+import os
+from datetime import datetime, timezone
 
 from ldptext_precompute.evaluation.paper_table import PUBLISHED, main, paper_table
 
@@ -97,3 +99,16 @@ def test_command_line_prints_or_writes_the_table(tmp_path, capsys):
     assert printed == paper_table(results())
     assert main([str(path), "--out", str(tmp_path / "t.md"), "--classifier", "tfidf"]) == 0
     assert (tmp_path / "t.md").read_text() == paper_table(results(), classifier="tfidf")
+
+
+def test_sweep_time_from_the_first_start_to_the_results_file(tmp_path, capsys):
+    first = datetime(2026, 11, 26, 9, 53, 8, tzinfo=timezone.utc)
+    table = paper_table(results(), since=(first, datetime(2026, 11, 26, 14, 44, 30, tzinfo=timezone.utc)))
+    assert "Sweep: 4 h 51 min from its first start (2026-11-26T09:53:08Z) to this results file" in table
+    assert "Sweep:" not in paper_table(results())
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results()))
+    written = datetime(2026, 11, 26, 11, 3, 8, tzinfo=timezone.utc).timestamp()
+    os.utime(path, (written, written))
+    assert main([str(path), "--started", "2026-11-26T09:53:08"]) == 0
+    assert "Sweep: 1 h 10 min from its first start (2026-11-26T09:53:08Z)" in capsys.readouterr().out

@@ -11,12 +11,14 @@ seeds, with the published numbers of the same mechanisms beneath each row:
 * CluSanT (NAACL 2025), SST-2 with a pretrained classifier, ε = 1, 4, 8, 16: SanText and CusText.
 
 The header states the data, the embedding, the classifier, the seeds, the run's wall time (that of the
-invocation that wrote the file: a resumed run says so) and the mean fine-tuning time per run when the
+invocation that wrote the file: a resumed run says so; with ``--started`` also the time from the sweep's
+first start to the file, every resumed sitting included) and the mean fine-tuning time per run when the
 classifier is the fine-tuned one. Nothing here reads text; only numbers of ``results.json``.
 
 Command line::
 
     python -m ldptext_precompute.evaluation.paper_table OUT/results.json [--classifier finetune] [--out FILE]
+        [--started 2026-11-26T09:53:08Z]
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .records import classifier_scores
@@ -70,7 +73,8 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600} h {(s % 3600) // 60:02d} min" if s >= 3600 else f"{s // 60} min {s % 60:02d} s"
 
 
-def _header(results: dict, classifier: str | None, test: str) -> list[str]:
+def _header(results: dict, classifier: str | None, test: str, since: tuple[datetime, datetime] | None
+            ) -> list[str]:
     cfg, ds = results["config"], results["dataset"]
     described = (results.get("classifiers") or {}).get(classifier) or {}
     runs = [h for e in results["entries"] for h in (classifier_scores(e, classifier) or {}).get(
@@ -85,6 +89,11 @@ def _header(results: dict, classifier: str | None, test: str) -> list[str]:
     if wall is not None:
         note = (f" (this invocation, which resumed from {resumed} checkpoints of earlier ones)" if resumed else "")
         lines.append(f"Wall time: {_duration(wall)}{note}.")
+    if since is not None:
+        started, finished = since
+        lines.append(f"Sweep: {_duration((finished - started).total_seconds())} from its first start "
+                     f"({started.strftime('%Y-%m-%dT%H:%M:%SZ')}) to this results file, every sitting and "
+                     "the pauses between them included.")
     if runs:
         mean = sum(h["train_s"] for h in runs) / len(runs)
         devices = sorted({str(h.get("device", "?")) for h in runs})
@@ -92,7 +101,8 @@ def _header(results: dict, classifier: str | None, test: str) -> list[str]:
     return lines
 
 
-def paper_table(results: dict, classifier: str | None = None, test: str = "sanitized_test") -> str:
+def paper_table(results: dict, classifier: str | None = None, test: str = "sanitized_test",
+                since: tuple[datetime, datetime] | None = None) -> str:
     """The markdown table of a sweep's accuracies beside the published ones.
 
     Parameters
@@ -103,6 +113,9 @@ def paper_table(results: dict, classifier: str | None = None, test: str = "sanit
         The classifier whose accuracies are shown (default: the sweep's first).
     test : str, default ``sanitized_test``
         ``sanitized_test`` (the papers' setting) or ``original_test``.
+    since : (datetime, datetime), optional
+        The sweep's first start and the time its ``results.json`` was written (timezone-aware): the
+        header then states the time between them.
 
     Returns
     -------
@@ -116,7 +129,7 @@ def paper_table(results: dict, classifier: str | None = None, test: str = "sanit
     epsilons = sorted({float(e["epsilon"]) for e in entries if e.get("epsilon") is not None}
                       | {eps for p in PUBLISHED for eps in p.accuracy if eps is not None})
     first = epsilons[0] if epsilons else None
-    lines = _header(results, classifier, test) + [
+    lines = _header(results, classifier, test, since) + [
         "", "| | source | " + " | ".join(f"ε = {eps:g}" for eps in epsilons) + " |",
         "| --- | --- |" + " --- |" * len(epsilons)]
     for row in ordered_rows(entries):
@@ -133,6 +146,15 @@ def paper_table(results: dict, classifier: str | None = None, test: str = "sanit
             lines.append(f"| | {pub.source} | "
                          + " | ".join(f"{values[eps]:.3f}" if eps in values else "" for eps in epsilons) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _utc(text: str) -> datetime:
+    """An ISO-8601 time; one without a zone is UTC."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,8 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--test", choices=["sanitized_test", "original_test"], default="sanitized_test",
                    help="test text the accuracy is on (default sanitized_test, as the papers)")
     p.add_argument("--out", default=None, help="write the markdown here instead of printing it")
+    p.add_argument("--started", default=None, type=_utc, metavar="ISO-8601",
+                   help="the sweep's first start (UTC, e.g. 2026-11-26T09:53:08Z): the header then states the "
+                        "time from it to the results file's modification")
     args = p.parse_args(argv)
-    table = paper_table(json.loads(Path(args.results).read_text(encoding="utf-8")), args.classifier, args.test)
+    path = Path(args.results)
+    since = None
+    if args.started is not None:
+        since = (args.started, datetime.fromtimestamp(path.stat().st_mtime, timezone.utc))
+    table = paper_table(json.loads(path.read_text(encoding="utf-8")), args.classifier, args.test, since)
     if args.out:
         Path(args.out).write_text(table, encoding="utf-8")
     else:
