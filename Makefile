@@ -236,6 +236,8 @@ evaluate-paper-status:
 	@test -f $(EVAL_PAPER_OUT).log || exit 0; \
 	  echo "first started $$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log | cut -d' ' -f3); $$(ls \
 	    $(EVAL_PAPER_OUT)/checkpoints/utility-*.json 2>/dev/null | wc -l) fine-tuning runs finished"; \
+	  if test -f $(EVAL_PAPER_OUT)/results.json; then echo "done: $(EVAL_PAPER_OUT)/results.json written" \
+	    "$$(date -u -r $(EVAL_PAPER_OUT)/results.json +%FT%TZ) (make evaluate-paper-table)"; exit 0; fi; \
 	  grep -h "evaluate utility:" $(EVAL_PAPER_OUT).log | tail -n 1; \
 	  for f in $(EVAL_PAPER_OUT).shard*.log; do test -f $$f && echo "$$f: $$(grep -h \
 	    "evaluate utility:\|^shard " $$f | tail -n 1)"; done; \

@@ -1,7 +1,9 @@
 """The papers' table (``make evaluate-paper-table``) rendered from a small fabricated ``results.json``."""
 import json
 import os
+import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ldptext_precompute.evaluation.paper_table import PUBLISHED, main, paper_table
 
@@ -112,3 +114,23 @@ def test_sweep_time_from_the_first_start_to_the_results_file(tmp_path, capsys):
     os.utime(path, (written, written))
     assert main([str(path), "--started", "2026-11-26T09:53:08"]) == 0
     assert "Sweep: 1 h 10 min from its first start (2026-11-26T09:53:08Z)" in capsys.readouterr().out
+
+
+def test_make_status_of_a_finished_sweep_says_done_not_its_last_progress_line(tmp_path):
+    out = tmp_path / "evaluate-paper"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "utility-1.json").write_text("{}")
+    (tmp_path / "evaluate-paper.log").write_text(
+        "== start 2026-11-26T09:53:08Z\nldptext: evaluate utility: config 15/32 (47%), about 2h29m left\n")
+    root = Path(__file__).resolve().parents[1]
+
+    def status() -> str:
+        return subprocess.run(["make", "-s", "evaluate-paper-status", f"EVAL_PAPER_OUT={out}"], cwd=root,
+                              capture_output=True, text=True, check=True).stdout
+
+    running = status()
+    assert "first started 2026-11-26T09:53:08Z; 1 fine-tuning runs finished" in running
+    assert "about 2h29m left" in running and "done:" not in running
+    (out / "results.json").write_text(json.dumps(results()))
+    done = status()
+    assert f"done: {out}/results.json written" in done and "left" not in done
