@@ -4,7 +4,9 @@ and help text on every option of every command (runtime and offline)."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -187,8 +189,15 @@ def test_every_option_of_every_command_has_help():
 
 
 # ---- warnings and Ctrl-C: one line, never a traceback -------------------------------------------------
+def _default_sigint() -> None:
+    # a test run started in the background (`make test &`) hands its children SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: give the child the disposition of a terminal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_code(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_default_sigint if os.name == "posix" else None)
 
 
 def test_warnings_are_one_ldptext_warning_line_without_file_and_line():
