@@ -296,12 +296,14 @@ typedef struct {
     Py_buffer views[T_COUNT];
     int n_views;
     uint64_t *tail_mass; /* owned: the sampler's derived tail masses */
+    void *cluster_order; /* owned: the outputs in cluster order (ldp_santext_cluster_order), or NULL */
 } SantextTableObject;
 
 static void SantextTable_dealloc(SantextTableObject *self) {
     int i;
     for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
     PyMem_Free(self->tail_mass);
+    PyMem_Free(self->cluster_order);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -322,6 +324,8 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->n_views = 0;
     PyMem_Free(self->tail_mass);
     self->tail_mass = NULL;
+    PyMem_Free(self->cluster_order);
+    self->cluster_order = NULL;
     /* the released views may be freed: a failed re-initialisation must not leave the table
      * pointing at them (n_rows = 0 makes every later draw fail with "outside the domain") */
     memset(&self->table, 0, sizeof(self->table));
@@ -406,6 +410,15 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     }
     ldp_santext_tail_masses(&self->table, self->tail_mass);
     self->table.tail_mass = self->tail_mass;
+    if (self->table.n_clusters > 1) { /* as libldptext: the cluster-order tail draw */
+        self->cluster_order = PyMem_Malloc(ldp_santext_cluster_order_size(&self->table));
+        if (self->cluster_order == NULL) {
+            memset(&self->table, 0, sizeof(self->table));
+            PyErr_NoMemory();
+            return -1;
+        }
+        ldp_santext_cluster_order(&self->table, self->cluster_order);
+    }
     return 0;
 range:
     memset(&self->table, 0, sizeof(self->table));

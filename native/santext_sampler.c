@@ -357,6 +357,45 @@ static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) 
     return t->cluster_gamma[(size_t)x * (size_t)t->n_clusters + c];
 }
 
+size_t ldp_santext_cluster_order_size(const ldp_santext_table *t) {
+    /* the masks, the sorted ids, their clusters, and a bitmap of the outputs (for the build) */
+    return (size_t)t->n_rows * sizeof(uint64_t) + (size_t)t->n_outputs * (sizeof(int32_t) + 1u) +
+           ((size_t)t->n_rows + 7u) / 8u;
+}
+
+void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
+    const int32_t k = t->head_size;
+    uint64_t *masks = (uint64_t *)buf;
+    int32_t *sorted = (int32_t *)(masks + t->n_rows);
+    uint8_t *cluster = (uint8_t *)(sorted + t->n_outputs);
+    uint8_t *is_output = cluster + t->n_outputs;
+    uint32_t start[LDP_MAX_CLUSTERS + 1];
+    int32_t c, j, x;
+    for (c = 0; c <= t->n_clusters; c++) start[c] = 0;
+    for (j = 0; j < t->n_outputs; j++) start[t->tail_cluster[t->outputs[j]] + 1]++;
+    for (c = 0; c < t->n_clusters; c++) start[c + 1] += start[c];
+    for (j = 0; j < t->n_outputs; j++) { /* a stable counting sort: ids ascend within a cluster */
+        const int32_t y = t->outputs[j];
+        const unsigned cy = t->tail_cluster[y];
+        cluster[start[cy]] = (uint8_t)cy;
+        sorted[start[cy]++] = y;
+    }
+    for (j = 0; j < (t->n_rows + 7) / 8; j++) is_output[j] = 0;
+    for (j = 0; j < t->n_outputs; j++)
+        is_output[t->outputs[j] >> 3] |= (uint8_t)(1u << (t->outputs[j] & 7));
+    for (x = 0; x < t->n_rows; x++) { /* C > 64 shares bits (c % 64): a superset, still safe */
+        uint64_t m = 0;
+        for (j = 0; j < k; j++) {
+            const int32_t h = ldp_head_id(t, (size_t)x * (size_t)k + (size_t)j);
+            if ((is_output[h >> 3] >> (h & 7)) & 1) m |= (uint64_t)1 << (t->tail_cluster[h] & 63u);
+        }
+        masks[x] = m;
+    }
+    t->sorted_outputs = sorted;
+    t->sorted_cluster = cluster;
+    t->head_clusters = masks;
+}
+
 /* Outcome of one proposal round for input x. */
 enum { PROPOSED_HEAD = 0, PROPOSED_TAIL = 1 };
 
@@ -410,14 +449,43 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
              * without a tail member have probability below e^-64 unless the table is broken */
             uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
             if (t->n_outputs <= k) return -LDP_SAMPLE_ERR_INVARIANT; /* tail slot must have mass 0 */
-            do { /* uniform over outputs \ head by rejection of head members */
-                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
-                cand = t->outputs[ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs)];
-                if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-            } while (in_head(t, x, cand));
-            /* the first trial of the tail acceptance (santext_sampler.h): one random word, no
-             * distance; q = 0 (no bound, every older bundle) draws nothing */
-            if (!keep_trial(g, cluster_units(t, x, cand))) continue;
+            if (t->sorted_outputs != NULL) {
+                /* the same draw in cluster order: position i uniform over the outputs, then the
+                 * cluster's trial, and the id read only for a kept candidate. Head members are
+                 * drawn again before the trial, as below; a position whose cluster holds none of
+                 * row x's head (head_clusters) cannot be one, so its id waits. */
+                const uint64_t head_mask = t->head_clusters[x];
+                uint32_t i;
+                unsigned c;
+                for (;;) {
+                    if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+                    i = ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs);
+                    c = t->sorted_cluster[i];
+                    if (!((head_mask >> (c & 63u)) & 1u)) {
+                        cand = -1;
+                        break;
+                    }
+                    cand = t->sorted_outputs[i];
+                    if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+                    if (!in_head(t, x, cand)) break;
+                }
+                if (c >= (unsigned)t->n_clusters) c = 0; /* checked at load */
+                if (!keep_trial(g, t->cluster_gamma[(size_t)x * (size_t)t->n_clusters + c]))
+                    continue;
+                if (cand < 0) {
+                    cand = t->sorted_outputs[i];
+                    if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+                }
+            } else {
+                do { /* uniform over outputs \ head by rejection of head members */
+                    if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+                    cand = t->outputs[ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs)];
+                    if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+                } while (in_head(t, x, cand));
+                /* the first trial of the tail acceptance (santext_sampler.h): one random word, no
+                 * distance; q = 0 (no bound, every older bundle) draws nothing */
+                if (!keep_trial(g, cluster_units(t, x, cand))) continue;
+            }
             prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
 #if defined(__GNUC__)
             /* the distance's scale and |q|^2 into every level too: with the non-temporal hint

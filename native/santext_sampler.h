@@ -23,7 +23,14 @@
  * q = 0 is the plain tail (C = 1 with zero cluster_gamma: a bundle without them). With C > 1 the
  * second trial itself is made the same way (one word against KEEP[floor(32 e)], then the exact
  * trial of the rest of e): one more rounding of LOG, < 2^-49 relative, which the builds that write
- * clusters state in their tolerance. */
+ * clusters state in their tolerance.
+ *
+ * Cluster order (C > 1, ldp_santext_cluster_order): the tail candidate is the output at a uniform
+ * position of the outputs sorted by cluster, so its cluster (a byte per position) decides the first
+ * trial before its id is read; a position whose cluster holds an output of row x's head
+ * (head_clusters[x]) reads the id first and is drawn again if it is a head member. That is the same
+ * uniform draw over outputs \ head(x) and the same trial, so the same distribution; which output a
+ * given random word selects differs from id order, which a bundle without clusters keeps. */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 
@@ -51,6 +58,11 @@ typedef struct {
     const uint8_t *cluster_gamma;/* [n_rows][C]: tail exponent bound before the distance, in 1/32 */
     const uint64_t *tail_mass;   /* [n_rows]: realised alias mass of the tail slot K, in 2^-32 units
                                   * of a slot (derived: ldp_santext_tail_masses) */
+    /* The outputs in cluster order, for tail draws that read a candidate's id only once it passed
+     * its cluster's trial (derived: ldp_santext_cluster_order; NULL: the draw reads outputs). */
+    const int32_t *sorted_outputs;   /* [n_outputs]: outputs grouped by tail cluster, ascending within */
+    const uint8_t *sorted_cluster;   /* [n_outputs]: tail_cluster of sorted_outputs[i] */
+    const uint64_t *head_clusters;   /* [n_rows]: bit c % 64 set if row's head has an output of cluster c */
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
     /* A compact bundle's narrow arrays, read where they are stored (no widened copy): when one of
@@ -103,6 +115,12 @@ uint64_t ldp_table_realised_mass(const ldp_santext_table *t, int32_t x, size_t s
 /* The realised mass of every row's tail slot K, for t->tail_mass. The table must have passed
  * ldp_santext_table_check. */
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
+
+/* Bytes of the cluster order of table t, and building it into buf (malloc alignment) and pointing
+ * t's sorted_outputs, sorted_cluster and head_clusters at it. The table must have passed
+ * ldp_santext_table_check. */
+size_t ldp_santext_cluster_order_size(const ldp_santext_table *t);
+void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
 
 /* Squared norm of n int8 codes, exact in int32 for n <= LDP_SQNORM_INT32_MAX_DIM (128^2 * 131,071
  * < 2^31); SSE2 and portable paths give the same value. */

@@ -56,10 +56,36 @@ def test_every_cluster_bound_holds_for_the_samplers_distance(clustered):
         assert (half * (d_ref - t.tail_floor[x]) - bound >= 0).all()
 
 
-@pytest.mark.parametrize("backend", ["native", "fallback"])
+class _ExtensionTable:
+    """The C extension's own sampler table (``_native.SantextTable``, used where libldptext does
+    not take the bundle) behind the ``sample_ids`` of a Sanitizer, for the formula check."""
+
+    def __init__(self, san, seed: int):
+        from ldptext import _native
+        self._san = san
+        self._table = _native.SantextTable(**san.tables.sampler_arguments(epsilon=san.epsilon, p=san.p))
+        self._g = _native.Generator(bytes([seed]) * 32, 0)
+
+    def __getattr__(self, name):
+        return getattr(self._san, name)
+
+    def sample_ids(self, xs):
+        xs = np.ascontiguousarray(xs, dtype=np.int32)
+        ys = np.empty_like(xs)
+        self._g.santext_sample(self._table, xs, ys)
+        return ys
+
+
+@pytest.mark.parametrize("backend", ["auto", "extension", "fallback"])
 def test_clustered_sampler_realises_the_distribution_chi_square(clustered, backend):
+    """Every sampler: libldptext (auto) and the extension's table draw tail candidates in cluster
+    order (the id read only once its cluster's trial passed), the numpy fallback in id order."""
     from ldptext.alias import realised_masses
-    san = load_seeded(clustered._bundle.path, seed=3, backend=backend)
+    if backend == "extension":
+        san = _ExtensionTable(load_seeded(clustered._bundle.path, seed=3), seed=3)
+    else:
+        san = load_seeded(clustered._bundle.path, seed=3, backend=backend)
+        assert san.backend == {"auto": "libldptext"}.get(backend, backend)
     t = san.tables
     share = realised_masses(t.alias_threshold, t.alias_index)[:, -1] / ((t.head_size + 1) * 2.0**32)
     # the rows whose tail is proposed most (the path the clusters change), and a typical one

@@ -936,6 +936,11 @@ static int check_tables(ldp_bundle *b) {
         if (b->tail_mass == NULL) return LDP_E_NOMEM;
         ldp_santext_tail_masses(&b->table, b->tail_mass);
         b->table.tail_mass = b->tail_mass;
+        if (n_clusters > 1) { /* the cluster-order tail draw; a bundle without clusters keeps its draws */
+            b->cluster_order = malloc(ldp_santext_cluster_order_size(&b->table));
+            if (b->cluster_order == NULL) return LDP_E_NOMEM;
+            ldp_santext_cluster_order(&b->table, b->cluster_order);
+        }
         /* the mechanism's own arrays */
         if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
         else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
@@ -1010,6 +1015,7 @@ void ldp_bundle_close(ldp_bundle *b) {
     free(b->emb_rows);
     free(b->zero_clusters);
     free(b->tail_mass);
+    free(b->cluster_order);
     free(b->group_size);
     free(b->arrays);
     ldp_json_free(b->manifest_doc);

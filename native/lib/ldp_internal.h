@@ -64,6 +64,7 @@ struct ldp_bundle {
     int adopted;             /* the arrays are the host's (ldp_host_bundle_adopt) */
     uint8_t *zero_clusters;/* V zeros for a bundle without tail clusters (C = 1), else NULL */
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
+    void *cluster_order;   /* the sampler's outputs in cluster order (ldp_santext_cluster_order) */
     const uint8_t *valid_input, *sensitive;
     ldp_tokenizer *tokenizer;
     /* the trusted key that signed the manifest (ldp_bundle_info's key_id); has_signer is 0 for a

@@ -41,6 +41,7 @@ static uint64_t tail_mass[V];
  * runs: alias keep and alias jump, head and tail acceptance, SanText+ keep rows. */
 static void synthetic_table(ldp_chacha *g, ldp_santext_table *t) {
     int i, j, c;
+    memset(t, 0, sizeof(*t));
     for (i = 0; i < V; i++) {
         int32_t sq = 0;
         for (c = 0; c < DIM; c++) {
@@ -110,6 +111,11 @@ static void synthetic_table(ldp_chacha *g, ldp_santext_table *t) {
     }
     ldp_santext_tail_masses(t, tail_mass);
     t->tail_mass = tail_mass;
+    { /* the cluster-order tail draw, as libldptext sets it up for a bundle with clusters */
+        static uint64_t order[V + V];
+        if (ldp_santext_cluster_order_size(t) > sizeof(order)) abort();
+        ldp_santext_cluster_order(t, order);
+    }
 }
 
 int main(void) {
