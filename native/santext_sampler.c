@@ -350,11 +350,15 @@ static int keep_trial(ldp_chacha *g, unsigned q) {
     return q == 0 || (uint64_t)ldp_next_u32_inline(g) < LDP_CLUSTER_KEEP[q];
 }
 
-/* Row x's bound for tail candidate y's cluster: cluster_gamma[x][cluster of y], q in 0..255. */
-static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) {
-    unsigned c = t->tail_cluster[y];
+/* Row x's bound for cluster c: cluster_gamma[x][c], q in 0..255. */
+static unsigned row_cluster_units(const ldp_santext_table *t, int32_t x, unsigned c) {
     if (c >= (unsigned)t->n_clusters) c = 0; /* checked at load; memory-safe if mutated since */
     return t->cluster_gamma[(size_t)x * (size_t)t->n_clusters + c];
+}
+
+/* Row x's bound for tail candidate y's cluster. */
+static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) {
+    return row_cluster_units(t, x, t->tail_cluster[y]);
 }
 
 size_t ldp_santext_cluster_order_size(const ldp_santext_table *t) {
@@ -456,26 +460,14 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
                  * row x's head (head_clusters) cannot be one, so its id waits. */
                 const uint64_t head_mask = t->head_clusters[x];
                 uint32_t i;
-                unsigned c;
-                for (;;) {
+                do {
                     if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
                     i = ldp_uniform_u32_inline(g, (uint32_t)t->n_outputs);
-                    c = t->sorted_cluster[i];
-                    if (!((head_mask >> (c & 63u)) & 1u)) {
-                        cand = -1;
-                        break;
-                    }
-                    cand = t->sorted_outputs[i];
-                    if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-                    if (!in_head(t, x, cand)) break;
-                }
-                if (c >= (unsigned)t->n_clusters) c = 0; /* checked at load */
-                if (!keep_trial(g, t->cluster_gamma[(size_t)x * (size_t)t->n_clusters + c]))
-                    continue;
-                if (cand < 0) {
-                    cand = t->sorted_outputs[i];
-                    if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-                }
+                } while (((head_mask >> (t->sorted_cluster[i] & 63u)) & 1u) &&
+                         in_head(t, x, t->sorted_outputs[i]));
+                if (!keep_trial(g, row_cluster_units(t, x, t->sorted_cluster[i]))) continue;
+                cand = t->sorted_outputs[i];
+                if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
             } else {
                 do { /* uniform over outputs \ head by rejection of head members */
                     if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
