@@ -211,6 +211,8 @@ evaluate: setup native
 EVAL_PAPER_OUT     ?= $(CACHE)/evaluate-paper
 EVAL_PAPER_THREADS ?= 1
 EVAL_PAPER_JOBS    ?= 1
+# the sweep's first start, from the "== start" lines evaluate-paper writes (a shell command)
+EVAL_PAPER_STARTED  = grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log 2>/dev/null | cut -d' ' -f3
 EVAL_PAPER_ARGS    ?= --data rotten-tomatoes --mechanism santext,santext+,custext,cmp --embeddings glove-6b-50d \
   --vocab-size 20000 --epsilon 1,2,3,4,8,16 --p 0.3 --w 0.9 --baselines none,random --classifier finetune \
   --seeds 3 --cache-dir $(CACHE)/evaluate --out $(EVAL_PAPER_OUT)
@@ -234,7 +236,7 @@ evaluate-paper-status:
 	@if test -f $(EVAL_PAPER_OUT).pid && kill -0 $$(cat $(EVAL_PAPER_OUT).pid) 2>/dev/null; then \
 	  echo "running (pid $$(cat $(EVAL_PAPER_OUT).pid))"; else echo "not running"; fi
 	@test -f $(EVAL_PAPER_OUT).log || exit 0; \
-	  echo "first started $$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log | cut -d' ' -f3); $$(ls \
+	  echo "first started $$($(EVAL_PAPER_STARTED)); $$(ls \
 	    $(EVAL_PAPER_OUT)/checkpoints/utility-*.json 2>/dev/null | wc -l) fine-tuning runs finished"; \
 	  if test -f $(EVAL_PAPER_OUT)/results.json; then echo "done: $(EVAL_PAPER_OUT)/results.json written" \
 	    "$$(date -u -r $(EVAL_PAPER_OUT)/results.json +%FT%TZ) (make evaluate-paper-table)"; exit 0; fi; \
@@ -254,7 +256,7 @@ evaluate-paper-stop:
 evaluate-paper-table: setup
 	@test -f $(EVAL_PAPER_OUT)/results.json || { echo "evaluate-paper-table: no $(EVAL_PAPER_OUT)/results.json" \
 	  "yet (make evaluate-paper, then make evaluate-paper-status until it says 'wrote')"; exit 1; }
-	@started=$$(grep -m1 -h '^== start' $(EVAL_PAPER_OUT).log 2>/dev/null | cut -d' ' -f3); \
+	@started=$$($(EVAL_PAPER_STARTED)); \
 	  $(VPY) -m ldptext_precompute.evaluation.paper_table $(EVAL_PAPER_OUT)/results.json \
 	    $${started:+--started $$started}
 
