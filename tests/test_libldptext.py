@@ -20,6 +20,7 @@ import ctypes
 import json
 import os
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -412,14 +413,56 @@ def test_seeded_c_output_is_the_python_seeded_output_on_glove(clib, glove, dev_k
         clib.close(b)
 
 
-@pytest.mark.parametrize("which", ["tiny", "glove"])
-def test_cache_line_rows_draw_what_the_stored_rows_draw(clib, tiny, glove, dev_key, which):
+HUGE_PROBE = """
+import ctypes, sys
+def huge():
+    for line in open("/proc/self/smaps_rollup"):
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+lib = ctypes.CDLL(sys.argv[1])
+lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                ctypes.POINTER(ctypes.c_void_p)]
+key = (ctypes.c_uint8 * 32).from_buffer_copy(bytes.fromhex(sys.argv[3]))
+before, b = huge(), ctypes.c_void_p()
+assert lib.ldp_bundle_open(sys.argv[2].encode(), key, 1, ctypes.byref(b)) == 0
+print(huge() - before)
+"""
+
+
+def huge_pages_on_request() -> bool:
+    """Whether transparent huge pages are given to a range advised MADV_HUGEPAGE, and reported."""
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return False
+    return "[always]" in mode or "[madvise]" in mode
+
+
+@pytest.fixture(scope="module")
+def two_mib_rows(tmp_path_factory) -> Path:
+    """A generated bundle whose embedding rows fill more than one 2 MiB page (4,100 x 512 codes)."""
+    return build_tiny_bundle(tmp_path_factory.mktemp("chuge") / "h.ldpb", n=4100, dim=512,
+                             mechanism="santext+", p=0.3, w=0.7, head_size=16, epsilon=8.0)
+
+
+@pytest.mark.parametrize("which", ["tiny", "glove", "two_mib_rows"])
+def test_cache_line_rows_draw_what_the_stored_rows_draw(clib, request, dev_key, which):
     """ldp_bundle_open samples from a copy of emb_q whose rows start on cache lines, padded with zero
-    codes to a multiple of 64 (GloVe's 50 -> 64); ldp_bundle_open_memory from the stored rows in
-    place. Zero codes add nothing to a distance, so a seed draws the same ids from both."""
-    path = tiny["santext+"] if which == "tiny" else glove
+    codes to a multiple of 64 (GloVe's 50 -> 64), on huge pages from 2 MiB of rows on;
+    ldp_bundle_open_memory from the stored rows in place. Zero codes add nothing to a distance, so a
+    seed draws the same ids from both."""
+    path = request.getfixturevalue(which)
+    path = path["santext+"] if which == "tiny" else path
     handles = [clib.open(path, [dev_key]), clib.open(path.read_bytes(), [dev_key])]
     assert [rc for rc, _ in handles] == [OK, OK]
+    if which == "two_mib_rows" and huge_pages_on_request():
+        # the copy asked for huge pages and got them (a fresh process: no other allocation moves
+        # its count)
+        probe = subprocess.run([sys.executable, "-c", HUGE_PROBE, str(LIB_PATH), str(path), dev_key.hex()],
+                               capture_output=True, text=True, timeout=120)
+        assert probe.returncode == 0, probe.stderr[-2000:]
+        assert int(probe.stdout) >= 2048
     sanitizers = [clib.sanitizer(b, seed=11) for _, b in handles]
     try:
         from ldptext import keys

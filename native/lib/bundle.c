@@ -743,6 +743,39 @@ static int check_custext_arrays(ldp_bundle *b, const ldp_santext_table *t, const
     return LDP_OK;
 }
 
+/* The sampler's copy of the rows goes on huge pages where the system gives them on request (Linux
+ * THP "madvise" mode): tail candidates are rows at random, and with 4 KiB pages nearly every one
+ * costs a TLB miss and a page walk on top of its cache misses (MiniLM's 11.7 MB of rows span 2,900
+ * pages, more than the second-level TLB holds). From one huge page of rows on, so the copy is made
+ * even where the stored rows already start on cache lines; in whole 2 MiB pages, so the resident
+ * size grows by less than one of them. Where the hint does not exist, plain malloc; freed with
+ * free() either way. Interleaved A/B, 200,000 Lee ids, CPU time, best of 7, us/token, 4 KiB vs
+ * 2 MiB pages: MiniLM default split eps = 10 0.255 vs 0.212, w = 0.9 eps = 10 0.175 vs 0.155,
+ * eps = 15 0.182 vs 0.162; GloVe-50k (3.2 MB of rows) unchanged. */
+#if defined(LDP_HAVE_MMAP) && defined(MADV_HUGEPAGE) && !defined(__EMSCRIPTEN__)
+#define LDP_HUGE_PAGE ((size_t)2 << 20)
+#else
+#define LDP_HUGE_PAGE ((size_t)0) /* none */
+#endif
+
+static int rows_on_huge_pages(size_t bytes) {
+    return LDP_HUGE_PAGE != 0 && bytes >= LDP_HUGE_PAGE && bytes <= SIZE_MAX - LDP_HUGE_PAGE;
+}
+
+static void *alloc_rows(size_t bytes) {
+#if defined(LDP_HAVE_MMAP) && defined(MADV_HUGEPAGE) && !defined(__EMSCRIPTEN__)
+    if (rows_on_huge_pages(bytes)) {
+        void *p = NULL;
+        const size_t whole = (bytes + LDP_HUGE_PAGE - 1) / LDP_HUGE_PAGE * LDP_HUGE_PAGE;
+        if (posix_memalign(&p, LDP_HUGE_PAGE, whole) == 0) {
+            (void)madvise(p, whole, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+            return p;
+        }
+    }
+#endif
+    return malloc(bytes);
+}
+
 /* The sampler reads a candidate's whole row of codes for each distance (six cache lines at
  * m = 384, one at m = 50), and the stored rows start wherever the safetensors layout put emb_q:
  * a 384-byte row then spans seven lines, a 50-byte one two out of three times. Where the stored
@@ -760,10 +793,13 @@ static void align_rows(ldp_bundle *b, const int8_t *q, uint64_t v, uint64_t m) {
     uint8_t *raw, *rows;
     size_t r;
     if (b->map == NULL && !b->adopted) return;
-    /* already on cache lines (an adopted bundle copies anyway: the host releases its pages) */
-    if (!b->adopted && (uintptr_t)q % line == 0 && stride == (size_t)m) return;
     if (v == 0 || stride > SIZE_MAX / (size_t)v - line) return;
-    raw = (uint8_t *)malloc((size_t)v * stride + line);
+    /* already on cache lines and too small for a huge page (an adopted bundle copies anyway: the
+     * host releases its pages) */
+    if (!b->adopted && (uintptr_t)q % line == 0 && stride == (size_t)m &&
+        !rows_on_huge_pages((size_t)v * stride + line))
+        return;
+    raw = (uint8_t *)alloc_rows((size_t)v * stride + line);
     if (raw == NULL) return;
     rows = raw + (line - (uintptr_t)raw % line) % line;
     for (r = 0; r < (size_t)v; r++) {
