@@ -89,12 +89,13 @@ static void blocks4(const ldp_chacha *g, uint64_t counter, uint32_t *out) {
 }
 #endif
 
-/* Eight blocks with AVX2 where the CPU has it (chosen at run time: the build targets plain
- * x86-64): one block per 32-bit lane, the 16- and 8-bit rotations as byte shuffles; with AVX-512VL
- * every rotation is one instruction (vprold). The lanes are written back by an 8 x 8 transpose in
- * registers. Keystream generation is a sixth to a fifth of SanText sampling's time at large eps. GCC
- * and clang on x86 only; not with LDP_NO_AVX2 (the SSE2 build that native/Makefile test-portable
- * compares) nor LDP_NO_AVX512. */
+/* Sixteen blocks with AVX-512F, or eight with AVX2, where the CPU has them (chosen at run time: the
+ * build targets plain x86-64): one block per 32-bit lane. AVX2 does the 16- and 8-bit rotations as
+ * byte shuffles and writes the lanes back by an 8 x 8 transpose in registers. Keystream generation
+ * was a quarter of SanText sampling's time at large eps with eight blocks on AVX-512VL (0.42 ns per
+ * byte); sixteen in 512-bit registers take 0.26 (one core, 800 MB of words). GCC and clang on x86
+ * only; not with LDP_NO_AVX2 (the SSE2 build that native/Makefile test-portable compares) nor
+ * LDP_NO_AVX512. */
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
     !defined(LDP_PORTABLE) && !defined(LDP_NO_AVX2)
 #define LDP_CHACHA_AVX2 1
@@ -124,15 +125,21 @@ static void blocks4(const ldp_chacha *g, uint64_t counter, uint32_t *out) {
     store8_transposed(x, out);                                                                    \
     store8_transposed(x + 8, out + 8)
 
-/* The eight blocks' input states, word i of every block in s[i] (lane l: block counter + l). */
+/* The eight blocks' input states, word i of every block in s[i] (lane l: block counter + l): only
+ * the counter words differ between blocks. */
 __attribute__((target("avx2"))) static void blocks8_input(const ldp_chacha *g, uint64_t counter,
                                                           __m256i s[16]) {
-    uint32_t in[8][16];
-    int i, l;
-    for (l = 0; l < 8; l++) block_input(g, counter + (uint64_t)l, in[l]);
-    for (i = 0; i < 16; i++)
-        s[i] = _mm256_set_epi32((int)in[7][i], (int)in[6][i], (int)in[5][i], (int)in[4][i],
-                                (int)in[3][i], (int)in[2][i], (int)in[1][i], (int)in[0][i]);
+    uint32_t in[16], lo[8], hi[8];
+    int i;
+    block_input(g, counter, in);
+    for (i = 0; i < 8; i++) {
+        const uint64_t c = counter + (uint64_t)i;
+        lo[i] = (uint32_t)c;
+        hi[i] = (uint32_t)(c >> 32);
+    }
+    for (i = 0; i < 16; i++) s[i] = _mm256_set1_epi32((int)in[i]);
+    s[12] = _mm256_loadu_si256((const __m256i *)lo);
+    s[13] = _mm256_loadu_si256((const __m256i *)hi);
 }
 
 /* Words 0..7 (or 8..15) of the eight blocks, x[0..7] lane l = block l, stored as each block's eight
@@ -174,34 +181,77 @@ __attribute__((target("avx2"))) static void blocks8_avx2(const ldp_chacha *g, ui
 }
 
 #if defined(LDP_CHACHA_AVX512)
-__attribute__((target("avx2,avx512f,avx512vl"))) static void blocks8_avx512(const ldp_chacha *g,
-                                                                            uint64_t counter,
-                                                                            uint32_t *out) {
-    __m256i s[16], x[16];
-    int i;
-#define R16_AVX512(v) _mm256_rol_epi32((v), 16)
-#define R12_AVX512(v) _mm256_rol_epi32((v), 12)
-#define R8_AVX512(v) _mm256_rol_epi32((v), 8)
-#define R7_AVX512(v) _mm256_rol_epi32((v), 7)
-    BLOCKS8(R16_AVX512, R12_AVX512, R8_AVX512, R7_AVX512);
+#define QRV16(a, b, c, d)                                                                          \
+    x[a] = _mm512_add_epi32(x[a], x[b]); x[d] = _mm512_rol_epi32(_mm512_xor_si512(x[d], x[a]), 16); \
+    x[c] = _mm512_add_epi32(x[c], x[d]); x[b] = _mm512_rol_epi32(_mm512_xor_si512(x[b], x[c]), 12); \
+    x[a] = _mm512_add_epi32(x[a], x[b]); x[d] = _mm512_rol_epi32(_mm512_xor_si512(x[d], x[a]), 8);  \
+    x[c] = _mm512_add_epi32(x[c], x[d]); x[b] = _mm512_rol_epi32(_mm512_xor_si512(x[b], x[c]), 7)
+
+/* Sixteen blocks with AVX-512F: one block per 32-bit lane of a 512-bit register, every rotation one
+ * instruction (vprold), so each instruction does twice the AVX2 path's work. The input states are
+ * built directly (only the counter words differ between blocks), and the lanes are written back
+ * by a 16 x 16 transpose in registers: 32-bit and 64-bit unpacks give, per 128-bit lane j, four
+ * consecutive words of block 4j + r; two rounds of 128-bit shuffles gather each block's four. */
+__attribute__((target("avx512f"))) static void blocks16_avx512(const ldp_chacha *g, uint64_t counter,
+                                                              uint32_t *out) {
+    uint32_t in[16], lo[16], hi[16];
+    __m512i s[16], x[16], t[16], v[16];
+    int i, r, j;
+    block_input(g, counter, in);
+    for (i = 0; i < 16; i++) {
+        const uint64_t c = counter + (uint64_t)i;
+        lo[i] = (uint32_t)c;
+        hi[i] = (uint32_t)(c >> 32);
+    }
+    for (i = 0; i < 16; i++) s[i] = _mm512_set1_epi32((int)in[i]);
+    s[12] = _mm512_loadu_si512((const void *)lo);
+    s[13] = _mm512_loadu_si512((const void *)hi);
+    for (i = 0; i < 16; i++) x[i] = s[i];
+    for (i = 0; i < 10; i++) {
+        QRV16(0, 4, 8, 12); QRV16(1, 5, 9, 13); QRV16(2, 6, 10, 14); QRV16(3, 7, 11, 15);
+        QRV16(0, 5, 10, 15); QRV16(1, 6, 11, 12); QRV16(2, 7, 8, 13); QRV16(3, 4, 9, 14);
+    }
+    for (i = 0; i < 16; i++) x[i] = _mm512_add_epi32(x[i], s[i]);
+    for (i = 0; i < 16; i += 2) { /* per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3] */
+        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) { /* v[i + r], 128-bit lane j: words i..i+3 of block 4j + r */
+        v[i + 0] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (r = 0; r < 4; r++) {
+        /* p: lanes 0-1 of words 0-3 and 4-7; q: the same of words 8-11 and 12-15; then 2-3 */
+        const __m512i p = _mm512_shuffle_i32x4(v[r], v[4 + r], 0x44);
+        const __m512i q = _mm512_shuffle_i32x4(v[8 + r], v[12 + r], 0x44);
+        const __m512i p2 = _mm512_shuffle_i32x4(v[r], v[4 + r], 0xEE);
+        const __m512i q2 = _mm512_shuffle_i32x4(v[8 + r], v[12 + r], 0xEE);
+        const __m512i blk[4] = {_mm512_shuffle_i32x4(p, q, 0x88), _mm512_shuffle_i32x4(p, q, 0xDD),
+                                _mm512_shuffle_i32x4(p2, q2, 0x88), _mm512_shuffle_i32x4(p2, q2, 0xDD)};
+        for (j = 0; j < 4; j++) _mm512_storeu_si512((void *)(out + 16 * (4 * j + r)), blk[j]);
+    }
 }
 #endif
 #endif
 
 void ldp_chacha_refill(ldp_chacha *g) {
+    int i;
 #if defined(LDP_CHACHA_AVX512)
-    if (__builtin_cpu_supports("avx512vl")) {
-        blocks8_avx512(g, g->counter, g->block);
+    if (__builtin_cpu_supports("avx512f")) {
+        blocks16_avx512(g, g->counter, g->block);
     } else
 #endif
 #if defined(LDP_CHACHA_AVX2)
     if (__builtin_cpu_supports("avx2")) {
-        blocks8_avx2(g, g->counter, g->block);
+        for (i = 0; i < LDP_CHACHA_WORDS / 128; i++)
+            blocks8_avx2(g, g->counter + 8u * (uint64_t)i, g->block + 128 * i);
     } else
 #endif
     {
-        blocks4(g, g->counter, g->block);
-        blocks4(g, g->counter + 4u, g->block + 64);
+        for (i = 0; i < LDP_CHACHA_WORDS / 64; i++)
+            blocks4(g, g->counter + 4u * (uint64_t)i, g->block + 64 * i);
     }
     g->counter += LDP_CHACHA_WORDS / 16;
     g->used = 0;

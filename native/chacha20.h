@@ -10,9 +10,10 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* Keystream words buffered per refill: 8 blocks, one per 32-bit lane of an AVX2 register (the
- * stream is the same whatever the buffer size: consecutive blocks, consumed in order). */
-#define LDP_CHACHA_WORDS 128
+/* Keystream words buffered per refill: 16 blocks, one per 32-bit lane of an AVX-512 register (two
+ * AVX2 passes of 8, four SSE2 or scalar passes of 4). The stream is the same whatever the buffer
+ * size: consecutive blocks, consumed in order. */
+#define LDP_CHACHA_WORDS 256
 
 typedef struct {
     uint32_t key[8];

@@ -187,16 +187,17 @@ def test_noise_samplers_reject_bad_parameters(backend, bad):
 
 def test_generator_keystream_is_chacha20_blocks_in_counter_order():
     """The generator's bytes are the ChaCha20 blocks for counters 0, 1, 2, ... (checked against the
-    RFC-tested block function), across two 8-block refill boundaries (native/chacha20.c refills
-    eight blocks at a time: with AVX2 where the CPU has it, else two 4-block SSE2 or scalar passes)."""
+    RFC-tested block function), across two 16-block refill boundaries (native/chacha20.c refills
+    sixteen blocks at a time: with AVX-512 where the CPU has it, else two 8-block AVX2 or four
+    4-block SSE2 or scalar passes)."""
     from ldptext import _native
     key = bytes(range(100, 132))
     stream = 0x0123456789ABCDEF
     g = _native.Generator(key, stream)
-    got = g.random_bytes(64 * 20)
+    got = g.random_bytes(64 * 40)
     const = struct.pack("<4I", 0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)
     expected = b"".join(_native.chacha20_block(const + key + struct.pack("<QQ", c, stream))
-                        for c in range(20))
+                        for c in range(40))
     assert got == expected
 
 
