@@ -1005,9 +1005,18 @@ static PyObject *SantextTable_distance(SantextTableObject *self, PyObject *args)
     return PyFloat_FromDouble(ldp_distance(&self->table, a, b));
 }
 
+/* SantextTable.skip_rows() -> bytes: 1 per row that skips its refused rounds, 0 otherwise */
+static PyObject *SantextTable_skip_rows(SantextTableObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->table.skip_row == NULL) return PyBytes_FromStringAndSize(NULL, 0);
+    return PyBytes_FromStringAndSize((const char *)self->table.skip_row, self->table.n_rows);
+}
+
 static PyMethodDef SantextTable_methods[] = {
     {"distance", (PyCFunction)SantextTable_distance, METH_VARARGS,
      "distance(a, b): Euclidean distance of rows a and b as the sampler computes it"},
+    {"skip_rows", (PyCFunction)SantextTable_skip_rows, METH_NOARGS,
+     "skip_rows(): one byte per row, 1 where the sampler skips refused tail rounds (empty: none)"},
     {NULL, NULL, 0, NULL}};
 
 static PyMethodDef Generator_methods[] = {

@@ -3,6 +3,7 @@
 #include "samplers.h"
 #include "cluster_bounds.h"
 #include <math.h>
+#include <stdlib.h>
 #if defined(__SSE2__) && !defined(LDP_PORTABLE)
 #include <emmintrin.h>
 #endif
@@ -361,28 +362,70 @@ static unsigned cluster_units(const ldp_santext_table *t, int32_t x, int32_t y) 
     return row_cluster_units(t, x, t->tail_cluster[y]);
 }
 
-size_t ldp_santext_cluster_order_size(const ldp_santext_table *t) {
-    /* the masks, the sorted ids, their clusters, and a bitmap of the outputs (for the build) */
-    return (size_t)t->n_rows * sizeof(uint64_t) + (size_t)t->n_outputs * (sizeof(int32_t) + 1u) +
-           ((size_t)t->n_rows + 7u) / 8u;
+#if defined(__SIZEOF_INT128__)
+#define LDP_HAVE_U128 1
+typedef unsigned __int128 ldp_u128;
+
+/* Row x's odds that a proposal round's first success is a kept tail candidate rather than a head
+ * proposal, A : B with A = T * S (T the tail mass, S the sum of KEEP over the row's n_T tail
+ * positions) and B = H * n_T * 2^32 (H = (K + 1) 2^32 - T, the head mass): a round proposes the
+ * tail with probability T / Z, then a tail position with probability 1 / n_T, kept with
+ * probability KEEP / 2^32; or it proposes the head, with probability H / Z. Returns A, *n = A + B;
+ * *keep = S and *n_tail = n_T. */
+static ldp_u128 row_odds(const ldp_santext_table *t, int32_t x, const uint32_t *start,
+                         const uint8_t *is_output, ldp_u128 *n, uint64_t *keep, uint64_t *n_tail) {
+    const int32_t k = t->head_size;
+    const uint8_t *q = t->cluster_gamma + (size_t)x * (size_t)t->n_clusters;
+    const uint64_t tail = t->tail_mass[x], head = (((uint64_t)k + 1u) << 32) - tail;
+    int32_t c, j;
+    *keep = 0;
+    *n_tail = (uint64_t)t->n_outputs;
+    for (c = 0; c < t->n_clusters; c++)
+        *keep += (uint64_t)(start[c + 1] - start[c]) * LDP_CLUSTER_KEEP[q[c]];
+    for (j = 0; j < k; j++) {
+        const int32_t h = ldp_head_id(t, (size_t)x * (size_t)k + (size_t)j);
+        if (is_output != NULL ? (is_output[h >> 3] >> (h & 7)) & 1 : in_sorted(t->outputs, t->n_outputs, h)) {
+            *keep -= LDP_CLUSTER_KEEP[q[t->tail_cluster[h]]];
+            (*n_tail)--;
+        }
+    }
+    *n = (ldp_u128)tail * *keep + (((ldp_u128)head * *n_tail) << 32);
+    return (ldp_u128)tail * *keep;
 }
+#endif
+
+size_t ldp_santext_cluster_order_size(const ldp_santext_table *t) {
+    /* the masks, the skip thresholds, the cluster starts, the sorted ids, their clusters, the skip
+     * flags, and a bitmap of the outputs (for the build) */
+    return (size_t)t->n_rows * 2u * sizeof(uint64_t) + ((size_t)t->n_clusters + 1u) * sizeof(uint32_t) +
+           (size_t)t->n_outputs * (sizeof(int32_t) + 1u) + (size_t)t->n_rows + ((size_t)t->n_rows + 7u) / 8u;
+}
+
+/* A row skips refused rounds where its cluster trial refuses at least this many tail positions in
+ * SKIP_MIN_REFUSED + 1 on average (n_T 2^32 >= (SKIP_MIN_REFUSED + 1) S): elsewhere the per-row
+ * cluster weights cost more than the rounds they save. */
+#define SKIP_MIN_REFUSED 2u
 
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     const int32_t k = t->head_size;
     uint64_t *masks = (uint64_t *)buf;
-    int32_t *sorted = (int32_t *)(masks + t->n_rows);
+    uint64_t *skip_p = masks + t->n_rows;
+    uint32_t *start = (uint32_t *)(skip_p + t->n_rows);
+    int32_t *sorted = (int32_t *)(start + t->n_clusters + 1);
     uint8_t *cluster = (uint8_t *)(sorted + t->n_outputs);
-    uint8_t *is_output = cluster + t->n_outputs;
-    uint32_t start[LDP_MAX_CLUSTERS + 1];
+    uint8_t *skip_row = cluster + t->n_outputs;
+    uint8_t *is_output = skip_row + t->n_rows;
+    uint32_t fill[LDP_MAX_CLUSTERS];
     int32_t c, j, x;
     for (c = 0; c <= t->n_clusters; c++) start[c] = 0;
     for (j = 0; j < t->n_outputs; j++) start[t->tail_cluster[t->outputs[j]] + 1]++;
     for (c = 0; c < t->n_clusters; c++) start[c + 1] += start[c];
+    for (c = 0; c < t->n_clusters; c++) fill[c] = start[c];
     for (j = 0; j < t->n_outputs; j++) { /* a stable counting sort: ids ascend within a cluster */
         const int32_t y = t->outputs[j];
         const unsigned cy = t->tail_cluster[y];
-        cluster[start[cy]] = (uint8_t)cy;
-        sorted[start[cy]++] = y;
+        cluster[fill[cy]] = (uint8_t)cy;
+        sorted[fill[cy]++] = y;
     }
     for (j = 0; j < (t->n_rows + 7) / 8; j++) is_output[j] = 0;
     for (j = 0; j < t->n_outputs; j++)
@@ -394,14 +437,125 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
             if ((is_output[h >> 3] >> (h & 7)) & 1) m |= (uint64_t)1 << (t->tail_cluster[h] & 63u);
         }
         masks[x] = m;
+        skip_p[x] = 0;
+        skip_row[x] = 0;
+#if defined(LDP_HAVE_U128)
+        if (t->n_outputs > k) {
+            uint64_t keep, n_tail;
+            ldp_u128 n;
+            const ldp_u128 a = row_odds(t, x, start, is_output, &n, &keep, &n_tail);
+            /* P = floor(2^64 A / n), two 32-bit digits of the long division; 0 < A < n < 2^96
+             * keeps every shifted remainder in 128 bits (and a row without head mass, A = n,
+             * keeps its rounds) */
+            if (a > 0 && a < n && (n >> 96) == 0 &&
+                (ldp_u128)n_tail << 32 >= (ldp_u128)(SKIP_MIN_REFUSED + 1u) * keep) {
+                const ldp_u128 r1 = (a << 32) % n;
+                skip_p[x] = ((uint64_t)((a << 32) / n) << 32) | (uint64_t)((r1 << 32) / n);
+                skip_row[x] = 1;
+            }
+        }
+#endif
     }
     t->sorted_outputs = sorted;
     t->sorted_cluster = cluster;
     t->head_clusters = masks;
+    t->cluster_start = start;
+#if defined(LDP_HAVE_U128)
+    t->skip_p = skip_p;
+    t->skip_row = skip_row;
+#else
+    t->skip_p = NULL;
+    t->skip_row = NULL;
+#endif
+}
+
+#if defined(LDP_HAVE_U128)
+/* Uniform on {0, ..., n - 1} for 64-bit n >= 1: Lemire's multiply-and-reject on 64-bit words. */
+static uint64_t uniform_u64_lemire(ldp_chacha *g, uint64_t n) {
+    ldp_u128 m = (ldp_u128)ldp_next_u64_inline(g) * n;
+    uint64_t low = (uint64_t)m;
+    if (low < n) {
+        const uint64_t threshold = (0u - n) % n;
+        while (low < threshold) {
+            m = (ldp_u128)ldp_next_u64_inline(g) * n;
+            low = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+int ldp_fraction_trial(ldp_chacha *g, ldp_u128 r, ldp_u128 n) {
+    /* U < r / n for U uniform in [0, 1), 32 bits of U at a time against the next digit of r / n:
+     * a smaller word decides U < r / n, a larger one U > r / n, an equal one leaves the rest */
+    for (;;) {
+        uint32_t d, v;
+        if (r == 0) return 0;
+        d = (uint32_t)((r << 32) / n);
+        r = (r << 32) % n;
+        v = ldp_next_u32_inline(g);
+        if (v != d) return v < d;
+    }
+}
+
+/* Bernoulli(A / n) of row_odds, for a skip row: U = (w + V) / 2^64 against skip_p = floor(2^64 A/n),
+ * w's high word first; a tie of all 64 bits (probability 2^-64) compares V with the rest of the long
+ * division (ldp_fraction_trial). */
+static int skip_tail_first(ldp_chacha *g, const ldp_santext_table *t, int32_t x) {
+    const uint64_t p = t->skip_p[x];
+    const uint32_t high = ldp_next_u32_inline(g);
+    uint64_t w, keep, n_tail;
+    ldp_u128 n, a;
+    if (high != (uint32_t)(p >> 32)) return high < (uint32_t)(p >> 32);
+    w = ((uint64_t)high << 32) | ldp_next_u32_inline(g);
+    if (w != p) return w < p;
+    a = row_odds(t, x, t->cluster_start, NULL, &n, &keep, &n_tail);
+    return ldp_fraction_trial(g, (((a << 32) % n) << 32) % n, n);
+}
+#endif
+
+/* Per-row cumulative cluster weights of the skip path, cum[c] = sum over c' <= c of
+ * N_c' KEEP[q(x, c')], for the rows of the tokens in flight (direct-mapped by row). */
+#define SKIP_CACHE_ROWS 64
+typedef struct {
+    int32_t row[SKIP_CACHE_ROWS];
+    uint64_t *cum; /* [SKIP_CACHE_ROWS][n_clusters] */
+} skip_cache;
+
+static const uint64_t *row_cum(skip_cache *cache, const ldp_santext_table *t, int32_t x) {
+    const unsigned slot = (unsigned)x % SKIP_CACHE_ROWS;
+    uint64_t *cum = cache->cum + (size_t)slot * (size_t)t->n_clusters;
+    if (cache->row[slot] != x) {
+        const uint8_t *q = t->cluster_gamma + (size_t)x * (size_t)t->n_clusters;
+        uint64_t sum = 0;
+        int32_t c;
+        for (c = 0; c < t->n_clusters; c++) {
+            sum += (uint64_t)(t->cluster_start[c + 1] - t->cluster_start[c]) * LDP_CLUSTER_KEEP[q[c]];
+            cum[c] = sum;
+        }
+        cache->row[slot] = x;
+    }
+    return cum;
 }
 
 /* Outcome of one proposal round for input x. */
 enum { PROPOSED_HEAD = 0, PROPOSED_TAIL = 1 };
+
+/* Ask for what accept_tail reads of tail candidate cand of row x. */
+static inline __attribute__((always_inline)) void prefetch_candidate(const ldp_santext_table *t, int32_t x,
+                                                                     int32_t cand) {
+    prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
+#if defined(__GNUC__)
+    /* the distance's scale and |q|^2 into every level too: with the non-temporal hint the
+     * distance waited on them (interleaved A/B, 200,000 Lee ids, us/token, hint 0 vs 3: MiniLM
+     * default split eps = 10 0.314 vs 0.256, eps = 1 0.133 vs 0.109, w = 0.9 eps = 10 0.187 vs
+     * 0.158; GloVe-50k eps = 3 0.545 vs 0.503) */
+    __builtin_prefetch(t->emb_scale + cand, 0, 3);
+    __builtin_prefetch(t->emb_sqnorm + cand, 0, 3);
+    /* accept_tail reads these: often evicted meanwhile */
+    __builtin_prefetch(t->tail_floor + x, 0, 3);
+#endif
+    prefetch_gamma(t, (size_t)x * ((size_t)t->head_size + 1u) + (size_t)t->head_size);
+}
 
 /* Draw proposals for row x until one is either an accepted head slot (*y set, PROPOSED_HEAD) or a
  * tail candidate (*y set, its embedding prefetched, PROPOSED_TAIL). Negative on a broken table. */
@@ -478,22 +632,84 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
                  * distance; q = 0 (no bound, every older bundle) draws nothing */
                 if (!keep_trial(g, cluster_units(t, x, cand))) continue;
             }
-            prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
-#if defined(__GNUC__)
-            /* the distance's scale and |q|^2 into every level too: with the non-temporal hint
-             * the distance waited on them (interleaved A/B, 200,000 Lee ids, us/token, hint 0 vs
-             * 3: MiniLM default split eps = 10 0.314 vs 0.256, eps = 1 0.133 vs 0.109, w = 0.9
-             * eps = 10 0.187 vs 0.158; GloVe-50k eps = 3 0.545 vs 0.503) */
-            __builtin_prefetch(t->emb_scale + cand, 0, 3);
-            __builtin_prefetch(t->emb_sqnorm + cand, 0, 3);
-            /* accept_tail reads these: often evicted meanwhile */
-            __builtin_prefetch(t->tail_floor + x, 0, 3);
-#endif
-            prefetch_gamma(t, slot_at + (size_t)k);
+            prefetch_candidate(t, x, cand);
             *y = cand;
             return PROPOSED_TAIL;
         }
     }
+}
+
+#if defined(LDP_HAVE_U128)
+/* propose() for a skip row (skip_row[x] = 1): the first success of propose()'s rounds is decided
+ * at once (skip_tail_first). A kept tail candidate is drawn over the tail positions with weight
+ * KEEP (a cluster by its weight N_c KEEP[q], a uniform position in it, a head member drawn again)
+ * and goes to the distance with the same second trial; a head proposal is propose()'s. The rounds
+ * a cluster trial refuses change nothing in which success comes first, so the output has the same
+ * distribution; they are only not drawn. */
+static int propose_skip(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y,
+                        skip_cache *cache) {
+    const int32_t k = t->head_size;
+    const uint32_t slots = (uint32_t)k + 1u;
+    const size_t head_at = (size_t)x * (size_t)k, slot_at = (size_t)x * slots;
+    const uint32_t *thr = t->alias_threshold + slot_at;
+    for (;;) {
+        if (skip_tail_first(g, t, x)) {
+            const uint64_t *cum = row_cum(cache, t, x);
+            const uint64_t head_mask = t->head_clusters[x];
+            uint64_t tries = 64u * (uint64_t)t->n_outputs + 1024u;
+            uint32_t i;
+            int32_t cand;
+            unsigned c;
+            do {
+                const uint64_t u = uniform_u64_lemire(g, cum[t->n_clusters - 1]);
+                size_t lo = 0, len = (size_t)t->n_clusters;
+                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+                while (len > 1) { /* the first cluster with u < cum[c], without branches */
+                    const size_t half = len / 2;
+                    lo += half & ((size_t)0 - (size_t)(cum[lo + half - 1] <= u));
+                    len -= half;
+                }
+                c = (unsigned)lo;
+                i = t->cluster_start[c] +
+                    ldp_uniform_u32_inline(g, t->cluster_start[c + 1] - t->cluster_start[c]);
+            } while (((head_mask >> (c & 63u)) & 1u) && in_head(t, x, t->sorted_outputs[i]));
+            cand = t->sorted_outputs[i];
+            if (cand < 0 || cand >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+            prefetch_candidate(t, x, cand);
+            *y = cand;
+            return PROPOSED_TAIL;
+        } else {
+            /* a head proposal: the alias slot drawn again until it is not the tail, as in
+             * propose() */
+            uint64_t tries = (uint64_t)1 << 48;
+            uint32_t slot;
+            int accept;
+            do {
+                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+                slot = ldp_uniform_u32_inline(g, slots);
+                if (ldp_next_u32_inline(g) >= thr[slot]) slot = ldp_alias_slot(t, slot_at + slot);
+                if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
+            } while (slot == (uint32_t)k);
+            accept = ldp_bernoulli_exp(g, ldp_accept_gamma(t, slot_at + slot));
+            if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
+            if (accept) {
+                const int32_t id = ldp_head_id(t, head_at + slot);
+                if (id < 0 || id >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+                *y = id;
+                return PROPOSED_HEAD;
+            }
+        }
+    }
+}
+#endif
+
+/* propose_skip() where the row skips and the pipeline has its cluster weights, else propose(). */
+static int propose_any(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y,
+                       skip_cache *cache) {
+#if defined(LDP_HAVE_U128)
+    if (cache != NULL && t->skip_row[x]) return propose_skip(g, t, x, y, cache);
+#endif
+    return propose(g, t, x, y);
 }
 
 /* Bernoulli(exp(-e)) for e >= 0 (-1 for a negative or NaN e), in two trials as the cluster
@@ -529,22 +745,22 @@ static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int
 
 /* Start sampling x: 1 if *y is final (kept in the clear or an accepted head slot), 0 if *y is a
  * pending tail candidate, negative on error. */
-static int start(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+static int start(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y, skip_cache *cache) {
     int r;
     if (x < 0 || x >= t->n_rows) return -LDP_SAMPLE_ERR_ROW;
     if (t->keep_row[x] && !ldp_bernoulli(g, t->p)) { /* SanText+: V_N kept w.p. 1 - p */
         *y = x;
         return 1;
     }
-    r = propose(g, t, x, y);
+    r = propose_any(g, t, x, y, cache);
     return r < 0 ? r : (r == PROPOSED_HEAD);
 }
 
 /* Continue with a pending tail candidate *y: same return values as start(). */
-static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y, skip_cache *cache) {
     int r = accept_tail(g, t, x, *y);
     if (r != 0) return r; /* accepted (1) or error */
-    r = propose(g, t, x, y);
+    r = propose_any(g, t, x, y, cache);
     return r < 0 ? r : (r == PROPOSED_HEAD);
 }
 
@@ -567,11 +783,20 @@ int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int
                             int32_t *ys, size_t n, size_t *failed_at) {
     size_t pending[PIPELINE], next = 0;
     int active = 0, i, r;
+    skip_cache store, *cache = NULL;
+    if (t->skip_row != NULL && n > 0) { /* out of memory: every row keeps its rounds */
+        store.cum = (uint64_t *)malloc((size_t)SKIP_CACHE_ROWS * (size_t)t->n_clusters * sizeof(uint64_t));
+        if (store.cum != NULL) {
+            for (i = 0; i < SKIP_CACHE_ROWS; i++) store.row[i] = -1;
+            cache = &store;
+        }
+    }
     while (next < n || active > 0) {
         while (active < PIPELINE && next < n) {
-            r = start(g, t, xs[next], &ys[next]);
+            r = start(g, t, xs[next], &ys[next], cache);
             if (r < 0) {
                 *failed_at = next;
+                if (cache != NULL) free(store.cum);
                 return -r;
             }
             if (r == 0) pending[active++] = next;
@@ -579,14 +804,16 @@ int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int
         }
         for (i = 0; i < active;) {
             size_t pos = pending[i];
-            r = resume(g, t, xs[pos], &ys[pos]);
+            r = resume(g, t, xs[pos], &ys[pos], cache);
             if (r < 0) {
                 *failed_at = pos;
+                if (cache != NULL) free(store.cum);
                 return -r;
             }
             if (r == 1) pending[i] = pending[--active]; /* done: swap-remove */
             else i++;
         }
     }
+    if (cache != NULL) free(store.cum);
     return LDP_SAMPLE_OK;
 }

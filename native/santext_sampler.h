@@ -30,7 +30,18 @@
  * trial before its id is read; a position whose cluster holds an output of row x's head
  * (head_clusters[x]) reads the id first and is drawn again if it is a head member. That is the same
  * uniform draw over outputs \ head(x) and the same trial, so the same distribution; which output a
- * given random word selects differs from id order, which a bundle without clusters keeps. */
+ * given random word selects differs from id order, which a bundle without clusters keeps.
+ *
+ * Skip rows (derived with the cluster order where the compiler has 128-bit integers): a row whose
+ * cluster trial refuses at least two of three tail positions on average draws no refused round.
+ * Of the rounds above, the first that is not refused is a head proposal or a kept tail candidate,
+ * with odds H : T S / (n_T 2^32) (H, T the head and tail masses, n_T the tail positions, S their
+ * sum of KEEP[q]); that Bernoulli is decided at once (64 bits of its exact threshold stored per
+ * row, the long division continued on a tie), and a kept candidate is drawn with weight KEEP[q]:
+ * a cluster by its weight N_c KEEP[q] (cumulative weights per row, computed when a batch first
+ * meets the row), then a uniform position in it, a head member drawn again. The candidate then
+ * takes the same second trial. The same distribution, with other draws than the rounds' for a
+ * given seed. */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 
@@ -63,6 +74,13 @@ typedef struct {
     const int32_t *sorted_outputs;   /* [n_outputs]: outputs grouped by tail cluster, ascending within */
     const uint8_t *sorted_cluster;   /* [n_outputs]: tail_cluster of sorted_outputs[i] */
     const uint64_t *head_clusters;   /* [n_rows]: bit c % 64 set if row's head has an output of cluster c */
+    const uint32_t *cluster_start;   /* [C + 1]: first position of each cluster in sorted_outputs */
+    /* Rows whose tail candidates are mostly refused by their cluster's trial skip the refused
+     * rounds (derived with the cluster order; NULL where the compiler has no 128-bit integers):
+     * skip_row[x] = 1 for such a row, skip_p[x] = floor(2^64 P(a round's first success is a kept
+     * tail candidate)). */
+    const uint64_t *skip_p;          /* [n_rows] */
+    const uint8_t *skip_row;         /* [n_rows] */
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
     /* A compact bundle's narrow arrays, read where they are stored (no widened copy): when one of
@@ -121,6 +139,12 @@ void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
  * ldp_santext_table_check. */
 size_t ldp_santext_cluster_order_size(const ldp_santext_table *t);
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
+
+#if defined(__SIZEOF_INT128__)
+/* Bernoulli(r / n) for 0 <= r < n < 2^96: the lazily drawn uniform U against r / n's binary digits,
+ * 32 at a time (exact). The skip rows' rare ties end here (santext_sampler.c skip_tail_first). */
+int ldp_fraction_trial(ldp_chacha *g, unsigned __int128 r, unsigned __int128 n);
+#endif
 
 /* Squared norm of n int8 codes, exact in int32 for n <= LDP_SQNORM_INT32_MAX_DIM (128^2 * 131,071
  * < 2^31); SSE2 and portable paths give the same value. */

@@ -163,3 +163,56 @@ def test_tail_cluster_count_is_a_build_parameter(tmp_path):
         build_tiny_bundle(tmp_path / "zero.ldpb", n=40, tail_clusters=0)
     with pytest.raises(ParameterError):
         build_tiny_bundle(tmp_path / "many.ldpb", n=40, tail_clusters=257)
+
+
+def _keep_table() -> list[int]:
+    """KEEP[q] of native/cluster_bounds.h."""
+    text = (ROOT / "native" / "cluster_bounds.h").read_text()
+    return [int(v) for v in re.findall(r"(\d+)u\b", text[text.index("LDP_CLUSTER_KEEP[256]"):
+                                                          text.index("LDP_CLUSTER_LOG[256]")])]
+
+
+def test_rows_that_skip_refused_rounds_are_those_the_rule_names(clustered):
+    """A row skips its refused rounds (santext_sampler.c propose_skip) where its cluster trial refuses
+    at least two of three tail positions on average, n_T 2^32 >= 3 S with S the sum of KEEP over the
+    tail positions, and its head has mass; recomputed here in exact integers."""
+    from ldptext import _native
+    from ldptext.alias import realised_masses
+    t = clustered.tables
+    table = _native.SantextTable(**t.sampler_arguments(epsilon=clustered.epsilon, p=clustered.p))
+    flags = np.frombuffer(table.skip_rows(), dtype=np.uint8)
+    keep = _keep_table()
+    tail_mass = realised_masses(t.alias_threshold, t.alias_index)[:, -1]
+    expected = np.zeros(t.cluster_gamma.shape[0], dtype=np.uint8)
+    for x in range(expected.size):
+        tail = np.setdiff1d(t.outputs, t.head_ids[x])
+        s = sum(keep[int(q)] for q in t.cluster_gamma[x, t.tail_cluster[tail]])
+        head_mass = (t.head_size + 1) * 2**32 - int(tail_mass[x])
+        expected[x] = int(tail_mass[x]) > 0 and head_mass > 0 and tail.size * 2**32 >= 3 * s
+    assert np.array_equal(flags, expected)
+    assert flags[t.valid_input].any() and not flags[t.valid_input].all()
+
+
+@pytest.mark.parametrize("backend", ["auto", "extension"])
+def test_rows_that_skip_refused_rounds_realise_the_distribution_chi_square(clustered, backend):
+    """The skip path (the first success of the rounds decided at once, a kept tail candidate drawn by
+    its cluster's weight) against the float64 formula, on libldptext and the extension's table: the
+    skip rows whose tail is proposed most, sensitive and kept-or-sampled, and the one proposing it
+    least."""
+    from ldptext import _native
+    from ldptext.alias import realised_masses
+    t = clustered.tables
+    flags = np.frombuffer(_native.SantextTable(**t.sampler_arguments(epsilon=clustered.epsilon, p=clustered.p))
+                          .skip_rows(), dtype=np.uint8).astype(bool) & t.valid_input
+    if backend == "extension":
+        san = _ExtensionTable(load_seeded(clustered._bundle.path, seed=5), seed=5)
+    else:
+        san = load_seeded(clustered._bundle.path, seed=5, backend=backend)
+        assert san.backend == "libldptext"
+    share = realised_masses(t.alias_threshold, t.alias_index)[:, -1] / ((t.head_size + 1) * 2.0**32)
+    rows = {int(np.argmax(np.where(flags & t.sensitive, share, -1))),
+            int(np.argmax(np.where(flags & ~t.sensitive, share, -1))),
+            int(np.argmin(np.where(flags, share, 2)))}
+    assert all(flags[x] for x in rows) and len(rows) == 3
+    for x in rows:
+        assert_sampler_matches_formula(san, x, 600_000)

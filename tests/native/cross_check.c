@@ -112,7 +112,7 @@ static void synthetic_table(ldp_chacha *g, ldp_santext_table *t) {
     ldp_santext_tail_masses(t, tail_mass);
     t->tail_mass = tail_mass;
     { /* the cluster-order tail draw, as libldptext sets it up for a bundle with clusters */
-        static uint64_t order[V + V];
+        static uint64_t order[4 * V];
         if (ldp_santext_cluster_order_size(t) > sizeof(order)) abort();
         ldp_santext_cluster_order(t, order);
     }
@@ -148,6 +148,11 @@ int main(void) {
     if (ldp_santext_table_check(&table) != LDP_SAMPLE_OK) {
         fprintf(stderr, "cross_check: synthetic table invalid\n");
         return 1;
+    }
+    { /* the rows that skip refused rounds (santext_sampler.c propose_skip): some, not all */
+        size_t n_skip = 0;
+        for (i = 0; table.skip_row != NULL && i < V; i++) n_skip += table.skip_row[i];
+        printf("skip rows %zu\n", n_skip);
     }
     printf("distances");
     for (i = 0; i < V * V; i += 7) printf(" %a", ldp_distance(&table, (int32_t)(i / V), (int32_t)(i % V)));

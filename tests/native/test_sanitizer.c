@@ -366,6 +366,39 @@ static void test_threads_share_one_bundle(void) {
     ldp_bundle_close(b);
 }
 
+#if defined(__SIZEOF_INT128__)
+/* ldp_fraction_trial, the exact end of a skip row's rare 64-bit tie: U < r / n decided 32 bits at a
+ * time. With n = 2^96 the digits of r / n are r's own 32-bit words, so r is built from the words the
+ * generator will give (w0, w1, w2): equal digits must move on to the next word, a larger digit
+ * decides U < r / n, and a fraction whose digits run out after two equal ones (r / n = 0.w0 w1) is
+ * not above U, without a third word. */
+static void test_fraction_trial_follows_the_digits(void) {
+    const unsigned __int128 n = (unsigned __int128)1 << 96;
+    uint32_t w[2];
+    int i;
+    ldp_chacha g, probe;
+    uint8_t key[32];
+    for (i = 0; i < 32; i++) key[i] = (uint8_t)(3 * i + 1);
+    ldp_chacha_init(&probe, key, 9);
+    for (i = 0; i < 2; i++) w[i] = ldp_next_u32(&probe);
+    CHECK(w[1] < UINT32_MAX && w[0] > 0);
+    ldp_chacha_init(&g, key, 9); /* r / n = 0.w0 (w1 + 1): two words, then U < r / n */
+    CHECK(ldp_fraction_trial(&g, ((unsigned __int128)w[0] << 64) | ((unsigned __int128)(w[1] + 1u) << 32), n) == 1);
+    CHECK(g.used == 2);
+    ldp_chacha_init(&g, key, 9); /* r / n = 0.w0 w1 exactly: U >= r / n */
+    CHECK(ldp_fraction_trial(&g, ((unsigned __int128)w[0] << 64) | ((unsigned __int128)w[1] << 32), n) == 0);
+    CHECK(g.used == 2);
+    ldp_chacha_init(&g, key, 9); /* first digit w0 - 1 < w0: one word, U > r / n */
+    CHECK(ldp_fraction_trial(&g, (unsigned __int128)(w[0] - 1u) << 64, n) == 0);
+    CHECK(g.used == 1);
+    ldp_chacha_init(&g, key, 9); /* r = 0: never */
+    CHECK(ldp_fraction_trial(&g, 0, n) == 0);
+    /* a non-power-of-two n: r / n = 1/3 = 0.5555...h, so the first word decides */
+    ldp_chacha_init(&g, key, 9);
+    CHECK(ldp_fraction_trial(&g, 1, 3) == (w[0] < 0x55555555u));
+}
+#endif
+
 int main(void) {
     bw_test_keys(PK, SK, 0);
     RUN(test_sampled_distribution_is_the_exact_one);
@@ -376,5 +409,8 @@ int main(void) {
     RUN(test_in_place_sampling_has_the_same_stream);
     RUN(test_public_tokenize_and_detokenize);
     RUN(test_threads_share_one_bundle);
+#if defined(__SIZEOF_INT128__)
+    RUN(test_fraction_trial_follows_the_digits);
+#endif
     DONE();
 }
