@@ -125,6 +125,17 @@ static void blocks4(const ldp_chacha *g, uint64_t counter, uint32_t *out) {
     store8_transposed(x, out);                                                                    \
     store8_transposed(x + 8, out + 8)
 
+/* The counter words (12: low, 13: high) of n consecutive blocks from counter: the only input words
+ * that differ between the blocks of one refill. */
+static void counter_words(uint64_t counter, int n, uint32_t *lo, uint32_t *hi) {
+    int i;
+    for (i = 0; i < n; i++) {
+        const uint64_t c = counter + (uint64_t)i;
+        lo[i] = (uint32_t)c;
+        hi[i] = (uint32_t)(c >> 32);
+    }
+}
+
 /* The eight blocks' input states, word i of every block in s[i] (lane l: block counter + l): only
  * the counter words differ between blocks. */
 __attribute__((target("avx2"))) static void blocks8_input(const ldp_chacha *g, uint64_t counter,
@@ -132,11 +143,7 @@ __attribute__((target("avx2"))) static void blocks8_input(const ldp_chacha *g, u
     uint32_t in[16], lo[8], hi[8];
     int i;
     block_input(g, counter, in);
-    for (i = 0; i < 8; i++) {
-        const uint64_t c = counter + (uint64_t)i;
-        lo[i] = (uint32_t)c;
-        hi[i] = (uint32_t)(c >> 32);
-    }
+    counter_words(counter, 8, lo, hi);
     for (i = 0; i < 16; i++) s[i] = _mm256_set1_epi32((int)in[i]);
     s[12] = _mm256_loadu_si256((const __m256i *)lo);
     s[13] = _mm256_loadu_si256((const __m256i *)hi);
@@ -198,11 +205,7 @@ __attribute__((target("avx512f"))) static void blocks16_avx512(const ldp_chacha 
     __m512i s[16], x[16], t[16], v[16];
     int i, r, j;
     block_input(g, counter, in);
-    for (i = 0; i < 16; i++) {
-        const uint64_t c = counter + (uint64_t)i;
-        lo[i] = (uint32_t)c;
-        hi[i] = (uint32_t)(c >> 32);
-    }
+    counter_words(counter, 16, lo, hi);
     for (i = 0; i < 16; i++) s[i] = _mm512_set1_epi32((int)in[i]);
     s[12] = _mm512_loadu_si512((const void *)lo);
     s[13] = _mm512_loadu_si512((const void *)hi);

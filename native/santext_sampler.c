@@ -19,6 +19,14 @@
 #include <immintrin.h>
 #endif
 
+/* Small helpers on the per-round path are inlined whatever the compiler's heuristics (GCC drops a
+ * static function holding only __builtin_prefetch calls, and an out-of-line call per round costs). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LDP_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define LDP_ALWAYS_INLINE static inline
+#endif
+
 /* Exact integer <qa, qb> over n int8 codes: SSE2 (or plain) path. */
 static int32_t int8_dot_base(const int8_t *qa, const int8_t *qb, int32_t n) {
     int32_t dot = 0, i = 0;
@@ -541,8 +549,7 @@ static const uint64_t *row_cum(skip_cache *cache, const ldp_santext_table *t, in
 enum { PROPOSED_HEAD = 0, PROPOSED_TAIL = 1 };
 
 /* Ask for what accept_tail reads of tail candidate cand of row x. */
-static inline __attribute__((always_inline)) void prefetch_candidate(const ldp_santext_table *t, int32_t x,
-                                                                     int32_t cand) {
+LDP_ALWAYS_INLINE void prefetch_candidate(const ldp_santext_table *t, int32_t x, int32_t cand) {
     prefetch_row(t->emb_q + (size_t)cand * (size_t)t->dim, t->dim);
 #if defined(__GNUC__)
     /* the distance's scale and |q|^2 into every level too: with the non-temporal hint the
@@ -557,50 +564,54 @@ static inline __attribute__((always_inline)) void prefetch_candidate(const ldp_s
     prefetch_gamma(t, (size_t)x * ((size_t)t->head_size + 1u) + (size_t)t->head_size);
 }
 
+/* A head proposal for row x: the alias slot drawn again until it is not the tail (slot j then has
+ * probability mass_j / (total - tail_mass), so j overall mass_j / total, as a single alias draw;
+ * total > tail_mass here, and each draw is a head slot with probability >= 2^-32 / (K + 1)), then
+ * its acceptance exp(-gamma_j). 1: accepted, *y set; 0: refused; negative on a broken table. */
+LDP_ALWAYS_INLINE int propose_head(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
+    const int32_t k = t->head_size;
+    const uint32_t slots = (uint32_t)k + 1u;
+    const size_t slot_at = (size_t)x * slots;
+    const uint32_t *thr = t->alias_threshold + slot_at;
+    uint64_t tries = (uint64_t)1 << 48;
+    uint32_t slot;
+    int accept;
+    do {
+        if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
+        slot = ldp_uniform_u32_inline(g, slots);
+        /* The range checks below re-assert what the table check validated: they cost a compare
+         * each and keep memory safe even if a caller mutates the arrays later. */
+        if (ldp_next_u32_inline(g) >= thr[slot]) slot = ldp_alias_slot(t, slot_at + slot);
+        if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
+    } while (slot == (uint32_t)k);
+    accept = ldp_bernoulli_exp(g, ldp_accept_gamma(t, slot_at + slot));
+    if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
+    if (accept) {
+        const int32_t id = ldp_head_id(t, (size_t)x * (size_t)k + slot);
+        if (id < 0 || id >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
+        *y = id;
+    }
+    return accept;
+}
+
 /* Draw proposals for row x until one is either an accepted head slot (*y set, PROPOSED_HEAD) or a
  * tail candidate (*y set, its embedding prefetched, PROPOSED_TAIL). Negative on a broken table. */
 static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y) {
     const int32_t k = t->head_size;
     const uint32_t slots = (uint32_t)k + 1u;
-    const size_t head_at = (size_t)x * (size_t)k, slot_at = (size_t)x * slots;
-    const uint32_t *thr = t->alias_threshold + slot_at;
     const uint64_t tail_mass = t->tail_mass[x];
     const uint32_t tail_high = (uint32_t)(tail_mass >> 32), tail_low = (uint32_t)tail_mass;
     for (;;) {
         /* The alias proposal, tail first: the pair (slot, word) is uniform on (K+1) 2^32 units,
          * and the tail's realised mass is tail_mass[x] of them, so "pair < tail_mass" has exactly
          * the tail's probability, without reading the alias row (at large eps nearly every round
-         * is a tail round). Otherwise the slot is drawn from the alias table until it is not the
-         * tail: slot j then has probability mass_j / (total - tail_mass), so j overall mass_j /
-         * total, as a single alias draw. */
+         * is a tail round). Otherwise a head slot is proposed (propose_head). */
         uint32_t slot = ldp_uniform_u32_inline(g, slots);
         /* the word is needed only when the slot alone does not decide (slot == tail_mass >> 32) */
         int tail = slot != tail_high ? slot < tail_high : ldp_next_u32_inline(g) < tail_low;
         if (!tail) {
-            /* a head slot; total > tail_mass here, and each draw below is a head slot with
-             * probability (total - tail_mass) / total >= 2^-32 / (K + 1) */
-            uint64_t tries = (uint64_t)1 << 48;
-            do {
-                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
-                slot = ldp_uniform_u32_inline(g, slots);
-                /* The range checks below re-assert what SantextTable validated at construction:
-                 * they cost a compare each and keep memory safe even if a caller mutates the
-                 * arrays later. */
-                if (ldp_next_u32_inline(g) >= thr[slot]) slot = ldp_alias_slot(t, slot_at + slot);
-                if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
-            } while (slot == (uint32_t)k);
-        } else {
-            slot = (uint32_t)k;
-        }
-        if (slot < (uint32_t)k) {
-            int accept = ldp_bernoulli_exp(g, ldp_accept_gamma(t, slot_at + slot));
-            if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
-            if (accept) {
-                const int32_t id = ldp_head_id(t, head_at + slot);
-                if (id < 0 || id >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-                *y = id;
-                return PROPOSED_HEAD;
-            }
+            const int r = propose_head(g, t, x, y);
+            if (r != 0) return r < 0 ? r : PROPOSED_HEAD;
         } else {
             int32_t cand;
             /* at most K of the n_outputs > K candidates are head members: 64 n + 1024 rounds
@@ -648,10 +659,6 @@ static int propose(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t
  * distribution; they are only not drawn. */
 static int propose_skip(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t *y,
                         skip_cache *cache) {
-    const int32_t k = t->head_size;
-    const uint32_t slots = (uint32_t)k + 1u;
-    const size_t head_at = (size_t)x * (size_t)k, slot_at = (size_t)x * slots;
-    const uint32_t *thr = t->alias_threshold + slot_at;
     for (;;) {
         if (skip_tail_first(g, t, x)) {
             const uint64_t *cum = row_cum(cache, t, x);
@@ -679,25 +686,8 @@ static int propose_skip(ldp_chacha *g, const ldp_santext_table *t, int32_t x, in
             *y = cand;
             return PROPOSED_TAIL;
         } else {
-            /* a head proposal: the alias slot drawn again until it is not the tail, as in
-             * propose() */
-            uint64_t tries = (uint64_t)1 << 48;
-            uint32_t slot;
-            int accept;
-            do {
-                if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
-                slot = ldp_uniform_u32_inline(g, slots);
-                if (ldp_next_u32_inline(g) >= thr[slot]) slot = ldp_alias_slot(t, slot_at + slot);
-                if (slot > (uint32_t)k) return -LDP_SAMPLE_ERR_INVARIANT;
-            } while (slot == (uint32_t)k);
-            accept = ldp_bernoulli_exp(g, ldp_accept_gamma(t, slot_at + slot));
-            if (accept < 0) return -LDP_SAMPLE_ERR_INVARIANT;
-            if (accept) {
-                const int32_t id = ldp_head_id(t, head_at + slot);
-                if (id < 0 || id >= t->n_rows) return -LDP_SAMPLE_ERR_INVARIANT;
-                *y = id;
-                return PROPOSED_HEAD;
-            }
+            const int r = propose_head(g, t, x, y);
+            if (r != 0) return r < 0 ? r : PROPOSED_HEAD;
         }
     }
 }
