@@ -415,28 +415,29 @@ def test_seeded_c_output_is_the_python_seeded_output_on_glove(clib, glove, dev_k
 
 HUGE_PROBE = """
 import ctypes, sys
-def huge():
-    for line in open("/proc/self/smaps_rollup"):
-        if line.startswith("AnonHugePages:"):
-            return int(line.split()[1])
+def advised_kib():
+    # the memory of this process advised MADV_HUGEPAGE ("hg" among a mapping's VmFlags)
+    total = size = 0
+    for line in open("/proc/self/smaps"):
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+        elif line.startswith("VmFlags:") and "hg" in line.split()[1:]:
+            total += size
+    return total
 lib = ctypes.CDLL(sys.argv[1])
 lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
                                 ctypes.POINTER(ctypes.c_void_p)]
 key = (ctypes.c_uint8 * 32).from_buffer_copy(bytes.fromhex(sys.argv[3]))
-before, b = huge(), ctypes.c_void_p()
+before, b = advised_kib(), ctypes.c_void_p()
 assert lib.ldp_bundle_open(sys.argv[2].encode(), key, 1, ctypes.byref(b)) == 0
-print(huge() - before)
+print(advised_kib() - before)
 """
 
 
-def huge_pages_on_request() -> bool:
-    """Whether transparent huge pages are given to a range advised MADV_HUGEPAGE, and reported."""
-    try:
-        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-        Path("/proc/self/smaps_rollup").read_text()
-    except OSError:
-        return False
-    return "[always]" in mode or "[madvise]" in mode
+def kernel_has_huge_pages() -> bool:
+    """Whether the kernel has transparent huge pages (then MADV_HUGEPAGE marks a range "hg" in
+    /proc/self/smaps, whether or not it is given huge pages at that moment)."""
+    return Path("/sys/kernel/mm/transparent_hugepage/enabled").exists() and Path("/proc/self/smaps").exists()
 
 
 @pytest.fixture(scope="module")
@@ -449,16 +450,17 @@ def two_mib_rows(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("which", ["tiny", "glove", "two_mib_rows"])
 def test_cache_line_rows_draw_what_the_stored_rows_draw(clib, request, dev_key, which):
     """ldp_bundle_open samples from a copy of emb_q whose rows start on cache lines, padded with zero
-    codes to a multiple of 64 (GloVe's 50 -> 64), on huge pages from 2 MiB of rows on;
+    codes to a multiple of 64 (GloVe's 50 -> 64), advised as huge pages from 2 MiB of rows on;
     ldp_bundle_open_memory from the stored rows in place. Zero codes add nothing to a distance, so a
     seed draws the same ids from both."""
     path = request.getfixturevalue(which)
     path = path["santext+"] if which == "tiny" else path
     handles = [clib.open(path, [dev_key]), clib.open(path.read_bytes(), [dev_key])]
     assert [rc for rc, _ in handles] == [OK, OK]
-    if which == "two_mib_rows" and huge_pages_on_request():
-        # the copy asked for huge pages and got them (a fresh process: no other allocation moves
-        # its count)
+    if which == "two_mib_rows" and kernel_has_huge_pages():
+        # the copy asks for huge pages: at least one whole 2 MiB page of it is advised (checked in a
+        # fresh process, so nothing else there advises memory; whether the kernel grants the pages
+        # at once depends on its fragmentation, so that is not asserted)
         probe = subprocess.run([sys.executable, "-c", HUGE_PROBE, str(LIB_PATH), str(path), dev_key.hex()],
                                capture_output=True, text=True, timeout=120)
         assert probe.returncode == 0, probe.stderr[-2000:]
