@@ -135,8 +135,8 @@ uint64_t ldp_table_realised_mass(const ldp_santext_table *t, int32_t x, size_t s
 void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
 
 /* Bytes of the cluster order of table t, and building it into buf (malloc alignment) and pointing
- * t's sorted_outputs, sorted_cluster and head_clusters at it. The table must have passed
- * ldp_santext_table_check. */
+ * t's sorted_outputs, sorted_cluster, head_clusters, cluster_start, skip_p and skip_row at it. The
+ * table must have passed ldp_santext_table_check and have its tail_mass. */
 size_t ldp_santext_cluster_order_size(const ldp_santext_table *t);
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
 
