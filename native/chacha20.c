@@ -104,27 +104,6 @@ static void blocks4(const ldp_chacha *g, uint64_t counter, uint32_t *out) {
 #endif
 #include <immintrin.h>
 #define ROTV8(v, n) _mm256_or_si256(_mm256_slli_epi32((v), (n)), _mm256_srli_epi32((v), 32 - (n)))
-#define QRV8(a, b, c, d, R16, R12, R8, R7)                                                        \
-    x[a] = _mm256_add_epi32(x[a], x[b]); x[d] = _mm256_xor_si256(x[d], x[a]); x[d] = R16(x[d]);   \
-    x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = _mm256_xor_si256(x[b], x[c]); x[b] = R12(x[b]);   \
-    x[a] = _mm256_add_epi32(x[a], x[b]); x[d] = _mm256_xor_si256(x[d], x[a]); x[d] = R8(x[d]);    \
-    x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = _mm256_xor_si256(x[b], x[c]); x[b] = R7(x[b])
-/* Eight blocks from counter into out: their input states (x[i] = word i of blocks 0..7, lane l =
- * block l), twenty rounds, the final addition, the transposed store; the rotation macros are the
- * only difference between the instruction sets. */
-#define BLOCKS8(R16, R12, R8, R7)                                                                 \
-    blocks8_input(g, counter, s);                                                                 \
-    for (i = 0; i < 16; i++) x[i] = s[i];                                                         \
-    for (i = 0; i < 10; i++) {                                                                    \
-        QRV8(0, 4, 8, 12, R16, R12, R8, R7); QRV8(1, 5, 9, 13, R16, R12, R8, R7);                 \
-        QRV8(2, 6, 10, 14, R16, R12, R8, R7); QRV8(3, 7, 11, 15, R16, R12, R8, R7);               \
-        QRV8(0, 5, 10, 15, R16, R12, R8, R7); QRV8(1, 6, 11, 12, R16, R12, R8, R7);               \
-        QRV8(2, 7, 8, 13, R16, R12, R8, R7); QRV8(3, 4, 9, 14, R16, R12, R8, R7);                 \
-    }                                                                                             \
-    for (i = 0; i < 16; i++) x[i] = _mm256_add_epi32(x[i], s[i]);                                \
-    store8_transposed(x, out);                                                                    \
-    store8_transposed(x + 8, out + 8)
-
 /* The counter words (12: low, 13: high) of n consecutive blocks from counter: the only input words
  * that differ between the blocks of one refill. */
 static void counter_words(uint64_t counter, int n, uint32_t *lo, uint32_t *hi) {
@@ -171,6 +150,15 @@ __attribute__((target("avx2"))) static void store8_transposed(const __m256i *x, 
     _mm256_storeu_si256((__m256i *)(out + 7 * 16), _mm256_permute2x128_si256(u3, u7, 0x31));
 }
 
+/* Eight blocks from counter into out: their input states (x[i] = word i of blocks 0..7, lane l =
+ * block l), twenty rounds, the final addition, the transposed store. */
+#define QRV8(a, b, c, d)                                                                           \
+    x[a] = _mm256_add_epi32(x[a], x[b]);                                                           \
+    x[d] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d], x[a]), rot16);                               \
+    x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = ROTV8(_mm256_xor_si256(x[b], x[c]), 12);           \
+    x[a] = _mm256_add_epi32(x[a], x[b]);                                                           \
+    x[d] = _mm256_shuffle_epi8(_mm256_xor_si256(x[d], x[a]), rot8);                                \
+    x[c] = _mm256_add_epi32(x[c], x[d]); x[b] = ROTV8(_mm256_xor_si256(x[b], x[c]), 7)
 __attribute__((target("avx2"))) static void blocks8_avx2(const ldp_chacha *g, uint64_t counter,
                                                          uint32_t *out) {
     /* rotate each 32-bit lane left by 16 / by 8: byte permutations within the lane */
@@ -180,11 +168,15 @@ __attribute__((target("avx2"))) static void blocks8_avx2(const ldp_chacha *g, ui
                                          14, 13, 12, 15, 10, 9, 8, 11, 6, 5, 4, 7, 2, 1, 0, 3);
     __m256i s[16], x[16];
     int i;
-#define R16_AVX2(v) _mm256_shuffle_epi8((v), rot16)
-#define R12_AVX2(v) ROTV8((v), 12)
-#define R8_AVX2(v) _mm256_shuffle_epi8((v), rot8)
-#define R7_AVX2(v) ROTV8((v), 7)
-    BLOCKS8(R16_AVX2, R12_AVX2, R8_AVX2, R7_AVX2);
+    blocks8_input(g, counter, s);
+    for (i = 0; i < 16; i++) x[i] = s[i];
+    for (i = 0; i < 10; i++) {
+        QRV8(0, 4, 8, 12); QRV8(1, 5, 9, 13); QRV8(2, 6, 10, 14); QRV8(3, 7, 11, 15);
+        QRV8(0, 5, 10, 15); QRV8(1, 6, 11, 12); QRV8(2, 7, 8, 13); QRV8(3, 4, 9, 14);
+    }
+    for (i = 0; i < 16; i++) x[i] = _mm256_add_epi32(x[i], s[i]);
+    store8_transposed(x, out);
+    store8_transposed(x + 8, out + 8);
 }
 
 #if defined(LDP_CHACHA_AVX512)
