@@ -753,6 +753,7 @@ static int check_custext_arrays(ldp_bundle *b, const ldp_santext_table *t, const
  * 2 MiB pages: MiniLM default split eps = 10 0.255 vs 0.212, w = 0.9 eps = 10 0.175 vs 0.155,
  * eps = 15 0.182 vs 0.162; GloVe-50k (3.2 MB of rows) unchanged. */
 #if defined(LDP_HAVE_MMAP) && defined(MADV_HUGEPAGE) && !defined(__EMSCRIPTEN__)
+#define LDP_HAVE_HUGE_PAGES 1
 #define LDP_HUGE_PAGE ((size_t)2 << 20)
 #else
 #define LDP_HUGE_PAGE ((size_t)0) /* none */
@@ -763,7 +764,7 @@ static int rows_on_huge_pages(size_t bytes) {
 }
 
 static void *alloc_rows(size_t bytes) {
-#if defined(LDP_HAVE_MMAP) && defined(MADV_HUGEPAGE) && !defined(__EMSCRIPTEN__)
+#if defined(LDP_HAVE_HUGE_PAGES)
     if (rows_on_huge_pages(bytes)) {
         void *p = NULL;
         if (posix_memalign(&p, LDP_HUGE_PAGE, bytes) == 0) {

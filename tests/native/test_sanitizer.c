@@ -369,7 +369,7 @@ static void test_threads_share_one_bundle(void) {
 #if defined(__SIZEOF_INT128__)
 /* ldp_fraction_trial, the exact end of a skip row's rare 64-bit tie: U < r / n decided 32 bits at a
  * time. With n = 2^96 the digits of r / n are r's own 32-bit words, so r is built from the words the
- * generator will give (w0, w1, w2): equal digits must move on to the next word, a larger digit
+ * generator will give (w0, w1): equal digits must move on to the next word, a larger digit
  * decides U < r / n, and a fraction whose digits run out after two equal ones (r / n = 0.w0 w1) is
  * not above U, without a third word. */
 static void test_fraction_trial_follows_the_digits(void) {
