@@ -29,6 +29,7 @@ NATIVE_SOURCES = [
     "native/lib/check.c",
     "native/lib/expect.c",
     "native/lib/tem.c",
+    "native/lib/sha256.c",
     "native/module.c",
 ]
 

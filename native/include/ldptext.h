@@ -56,11 +56,11 @@
  * shared library; `pkg-config --static --libs ldptext` is the whole static link line (libsodium,
  * libutf8proc, -lm, -pthread, and libcrypto when the library was built with SHA256=openssl).
  *
- * SHA-256 of the arrays: libsodium's by default, so the library needs nothing beyond libsodium and
- * utf8proc on every platform, including those that ship no libcrypto (Android, iOS, the browser).
- * SHA256=openssl (native/Makefile) uses OpenSSL's, three to ten times faster where the CPU has SHA
- * extensions, for hosts that have libcrypto anyway. Only ldp_bundle_open's time differs (0.14 s
- * instead of 0.05 s to hash a 46 MiB bundle on one x86-64 thread); the checks are the same.
+ * SHA-256 of the arrays: the library's own by default, on the CPU's SHA extensions where an x86-64
+ * CPU has them and libsodium's portable C elsewhere, so the library needs nothing beyond libsodium
+ * and utf8proc on every platform, including those that ship no libcrypto (Android, iOS, the
+ * browser). SHA256=openssl (native/Makefile) uses OpenSSL's instead, for hosts that have libcrypto
+ * anyway. Only ldp_bundle_open's time differs; the checks are the same.
  *
  * ABI: LDP_ABI_VERSION changes only when a change breaks callers compiled against an earlier
  * header (a removed or changed function, a struct field moved); it is the N of the SONAME

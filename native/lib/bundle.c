@@ -18,6 +18,7 @@
 
 #include "host.h"
 #include "ldp_internal.h"
+#include "sha256.h"
 
 #if defined(__unix__) || defined(__APPLE__)
 #define LDP_HAVE_MMAP 1
@@ -98,9 +99,9 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
 /* ---- SHA-256 of the arrays -------------------------------------------------------------------
  *
  * Almost all of ldp_bundle_open's time is hashing (46 MiB for a 30,522-token MiniLM bundle).
- * libsodium's SHA-256 is portable C (about 0.2 GB/s here); with -DLDP_SHA256_OPENSSL the hash is
- * OpenSSL's libcrypto (EVP), which uses the CPU's SHA extensions or AVX2 where present (about
- * 1.5-2 GB/s with SHA-NI). Signatures stay with libsodium either way. The arrays are independent,
+ * ldp_sha256 (sha256.c) runs on the CPU's SHA extensions where the CPU has them and is
+ * libsodium's portable C elsewhere (about 0.2-0.3 GB/s); with -DLDP_SHA256_OPENSSL the hash is
+ * OpenSSL's libcrypto (EVP) instead. Signatures stay with libsodium either way. The arrays are independent,
  * so they are hashed on up to LDP_HASH_THREADS threads (largest first, each to the least loaded
  * thread); the digests are compared afterwards in layout order, so the first mismatching array
  * (and the error) is the same as with one thread. */
@@ -112,7 +113,7 @@ static int sha256(const uint8_t *data, size_t n, uint8_t out[32]) {
     unsigned int len = 0;
     return EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
 #else
-    crypto_hash_sha256(out, data, (unsigned long long)n);
+    ldp_sha256(data, n, out);
     return 0;
 #endif
 }
