@@ -286,6 +286,22 @@ def test_sanitizer_is_a_runtime_and_exposes_the_signer(tiny):
     assert tiny.privacy_report(4).per_token_epsilon == tiny.per_token_epsilon
 
 
+def test_a_kept_report_is_the_one_privacy_report_makes(tiny):
+    """sanitize() reuses a document length's report from call to call (TokenRuntime._report): it is
+    the report privacy_report gives, and a changed ledger unit is not answered from the old one."""
+    docs = ["w1 w2 w3", "w4 w5 w6", "w7 w8 w9 w10"]
+    results = [tiny.sanitize(d) for d in docs] + tiny.sanitize_batch(docs)
+    for r in results:
+        assert r.report == tiny.privacy_report(r.report.n_tokens)
+    before = tiny.ledger_unit
+    try:
+        tiny._ledger_unit = "metric:other"  # what the setter stores, without its ledger check
+        assert tiny.sanitize(docs[0]).report.ledger_unit == "metric:other"
+    finally:
+        tiny._ledger_unit = before
+    assert tiny.sanitize(docs[0]).report.ledger_unit == before
+
+
 def test_native_table_keywords_are_the_schema_sampler_fields():
     """The C constructor's keyword list (native/module.c) is the one the schema builds."""
     from ldptext import _native

@@ -144,21 +144,29 @@ class LibrarySanitizers:
         self.stream = _native.TextSanitizer(library, seed_key if self.seeded else os.urandom(32), self.seeded)
         self._idle: list = [] if self.seeded else [self.stream]
 
+    def take(self) -> Any:
+        """A C sanitizer for one call, to :meth:`give` back: the seeded stream, or an idle private
+        one (a new OS-keyed one when every other is busy in another thread)."""
+        if self.seeded:
+            return self.stream  # its own lock serialises callers
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return _native.TextSanitizer(self.library, os.urandom(32), False)
+
+    def give(self, s: Any) -> None:
+        """Return what :meth:`take` lent."""
+        if not self.seeded:
+            self._idle.append(s)
+
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
-        """A C sanitizer for one call: the seeded stream, or an idle private one (a new OS-keyed one
-        when every other is busy in another thread)."""
-        if self.seeded:
-            yield self.stream  # its own lock serialises callers
-            return
-        try:
-            s = self._idle.pop()
-        except IndexError:
-            s = _native.TextSanitizer(self.library, os.urandom(32), False)
+        """:meth:`take` and :meth:`give` around a block."""
+        s = self.take()
         try:
             yield s
         finally:
-            self._idle.append(s)
+            self.give(s)
 
     def sample(self, flat: np.ndarray) -> np.ndarray:
         """One draw per id of ``flat`` (every id a valid input: checked by the caller)."""
@@ -174,11 +182,13 @@ class LibrarySanitizers:
     def sanitize_batch(self, texts: list) -> tuple[list, list]:
         """Tokenize, sample (one sampler call for the batch) and detokenize every document in C
         without the GIL: (texts, token counts)."""
+        s = self.take()  # not borrow(): a context manager costs a one-document call measurably
         try:
-            with self.borrow() as s:
-                return s.sanitize_batch(texts)
+            return s.sanitize_batch(texts)
         except _native.LibraryError as e:
             raise library_error(e, batch=True) from None
+        finally:
+            self.give(s)
 
 
 def library_error(e: Exception, *, batch: bool) -> Exception:

@@ -48,6 +48,9 @@ __all__ = ["TokenRuntime", "check_parameters", "sampled_rows", "check_stated_d_m
 #: rows a parameter check samples (as :mod:`ldptext.bundle_check` does for SanText)
 CHECK_ROWS = 16
 
+#: document lengths whose privacy reports a runtime keeps between calls (TokenRuntime._report)
+_REPORTS_KEPT = 256
+
 
 def check_parameters(bundle: Bundle) -> None:
     """Refuse a comparison-mechanism bundle whose manifest parameters are not what its arrays realise.
@@ -193,6 +196,8 @@ class TokenRuntime(_runtime.Closable):
     #: the bundle mechanisms this runtime loads (set by each subclass)
     MECHANISMS: tuple[str, ...] = ()
     _RELEASED = ("_bundle", "_rng", "_vocab", "_tokenizer", "valid_input", "_library", "_sanitizers")
+    #: _report's privacy reports by (length, ledger unit, backend), made on first use
+    _reports: dict[tuple, Any] | None = None
 
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
                  ledger: "Ledger | None" = None) -> None:
@@ -537,13 +542,25 @@ class TokenRuntime(_runtime.Closable):
                 raise InputError(f"document {i} could not be tokenized", document=i) from None
         raise InputError("the tokenizer could not process this batch of documents")
 
+    def _report(self, n: int) -> Any:
+        """``privacy_report(n)``, kept from call to call: reports are immutable, and building one (a
+        frozen dataclass of twenty fields) cost about a tenth of a one-document ``sanitize()``. Keyed
+        by what a report reads that can change (the ledger unit, the backend); at most
+        ``_REPORTS_KEPT`` lengths at a time."""
+        key = (n, self.ledger_unit, self.backend)
+        reports = self._reports
+        if reports is None:
+            reports = self._reports = {}
+        report = reports.get(key)
+        if report is None:
+            if len(reports) >= _REPORTS_KEPT:
+                reports.clear()
+            report = reports[key] = self.privacy_report(n)
+        return report
+
     def _released(self, decoded: list[str], lengths: list[int]) -> list[Sanitized]:
         """The batch's results, once the ledger has accepted their charge."""
-        reports: dict[int, MechanismReport] = {}  # immutable: one per document length
-        for n in lengths:
-            if n not in reports:
-                reports[n] = self.privacy_report(n)
-        results = [Sanitized(text=t, report=reports[n]) for t, n in zip(decoded, lengths)]
+        results = [Sanitized(text=t, report=self._report(n)) for t, n in zip(decoded, lengths)]
         _runtime.charge(self.ledger, sum(r.report.document_epsilon for r in results), 0.0,
                         f"{self.mechanism} batch of {len(results)} documents", unit=self.ledger_unit)
         return results
