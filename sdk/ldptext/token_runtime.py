@@ -483,6 +483,10 @@ class TokenRuntime(_runtime.Closable):
         Sanitized
             Text (same number of tokens) and its :class:`MechanismReport`.
         """
+        if self._sanitizers is not None and type(text) is str:  # sanitize_batch's C path, unchecked
+            self._check_open()
+            decoded, lengths = self._sanitizers.sanitize_batch((text,))
+            return self._released(decoded, lengths)[0]
         return self.sanitize_batch([text])[0]
 
     def sanitize_batch(self, texts: Iterable[str]) -> list[Sanitized]:
