@@ -17,6 +17,7 @@
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(LDP_PORTABLE) && \
     !defined(__EMSCRIPTEN__)
 #define LDP_SHA_NI 1
+#include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && !defined(LDP_PORTABLE) && \
     (defined(__ARM_FEATURE_SHA2) || (defined(__GNUC__) && !defined(__clang__) && defined(__linux__)))
@@ -92,8 +93,14 @@ __attribute__((target("sha,sse4.1"))) static void compress_hw(uint32_t state[8],
 }
 
 
+/* CPUID itself, not __builtin_cpu_supports("sha"), which older clang does not know: leaf 1 ECX bit
+ * 19 (SSE4.1), leaf 7 EBX bit 29 (SHA). Asked on every hash: a few per bundle open. */
 static int has_hw(void) {
-    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19))) return 0;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & (1u << 29)) != 0;
 }
 #endif /* LDP_SHA_NI */
 
