@@ -101,10 +101,10 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) {
  * Almost all of ldp_bundle_open's time is hashing (46 MiB for a 30,522-token MiniLM bundle).
  * ldp_sha256 (sha256.c) runs on the CPU's SHA extensions where the CPU has them and is
  * libsodium's portable C elsewhere (about 0.2-0.3 GB/s); with -DLDP_SHA256_OPENSSL the hash is
- * OpenSSL's libcrypto (EVP) instead. Signatures stay with libsodium either way. The arrays are independent,
- * so they are hashed on up to LDP_HASH_THREADS threads (largest first, each to the least loaded
- * thread); the digests are compared afterwards in layout order, so the first mismatching array
- * (and the error) is the same as with one thread. */
+ * OpenSSL's libcrypto (EVP) instead. Signatures stay with libsodium either way. The arrays are
+ * independent, so they are hashed on up to LDP_HASH_THREADS threads (largest first, each to the
+ * least loaded thread); the digests are compared afterwards in layout order, so the first
+ * mismatching array (and the error) is the same as with one thread. */
 #define LDP_HASH_THREADS 4
 #define LDP_HASH_PARALLEL_MIN ((size_t)4 << 20) /* below this many bytes, one thread */
 
