@@ -57,10 +57,10 @@
  * libutf8proc, -lm, -pthread, and libcrypto when the library was built with SHA256=openssl).
  *
  * SHA-256 of the arrays: the library's own by default, on the CPU's SHA extensions where an x86-64
- * CPU has them and libsodium's portable C elsewhere, so the library needs nothing beyond libsodium
- * and utf8proc on every platform, including those that ship no libcrypto (Android, iOS, the
- * browser). SHA256=openssl (native/Makefile) uses OpenSSL's instead, for hosts that have libcrypto
- * anyway. Only ldp_bundle_open's time differs; the checks are the same.
+ * or ARMv8 CPU has them and libsodium's portable C elsewhere, so the library needs nothing beyond
+ * libsodium and utf8proc on every platform, including those that ship no libcrypto (Android, iOS,
+ * the browser). SHA256=openssl (native/Makefile) uses OpenSSL's instead, for hosts that have
+ * libcrypto anyway. Only ldp_bundle_open's time differs; the checks are the same.
  *
  * ABI: LDP_ABI_VERSION changes only when a change breaks callers compiled against an earlier
  * header (a removed or changed function, a struct field moved); it is the N of the SONAME

@@ -20,7 +20,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #elif defined(__aarch64__) && !defined(LDP_PORTABLE) && \
-    (defined(__ARM_FEATURE_SHA2) || (defined(__GNUC__) && !defined(__clang__) && defined(__linux__)))
+    (defined(__ARM_FEATURE_SHA2) ||                                                               \
+     (defined(__GNUC__) && !defined(__clang__) && defined(__linux__)))
 #define LDP_SHA_ARM 1
 #include <arm_neon.h>
 #if !defined(__ARM_FEATURE_SHA2)
@@ -45,10 +46,10 @@ static const uint32_t K[64] = {
 #endif
 
 #if defined(LDP_SHA_NI)
-/* The compression function over n 64-byte blocks (x86 SHA extensions). The instructions keep the eight working
- * variables as two vectors, (A, B, E, F) and (C, D, G, H) from the high lane down; sha256rnds2
- * runs two rounds on the low two words of the message-plus-constant vector; sha256msg1/msg2 with
- * the word-aligned shift extend the message schedule four words at a time:
+/* The compression function over n 64-byte blocks (x86 SHA extensions). The instructions keep the
+ * eight working variables as two vectors, (A, B, E, F) and (C, D, G, H) from the high lane down;
+ * sha256rnds2 runs two rounds on the low two words of the message-plus-constant vector;
+ * sha256msg1/msg2 with the word-aligned shift extend the message schedule four words at a time:
  * W[t] = sigma1(W[t-2]) + W[t-7] + sigma0(W[t-15]) + W[t-16]. */
 __attribute__((target("sha,sse4.1"))) static void compress_hw(uint32_t state[8], const uint8_t *p,
                                                               size_t n) {
@@ -92,7 +93,6 @@ __attribute__((target("sha,sse4.1"))) static void compress_hw(uint32_t state[8],
     }
 }
 
-
 /* CPUID itself, not __builtin_cpu_supports("sha"), which older clang does not know: leaf 1 ECX bit
  * 19 (SSE4.1), leaf 7 EBX bit 29 (SHA). Asked on every hash: a few per bundle open. */
 static int has_hw(void) {
@@ -116,11 +116,11 @@ LDP_SHA_ARM_TARGET static void compress_hw(uint32_t state[8], const uint8_t *p, 
 #pragma GCC unroll 16
         for (g = 0; g < 16; g++) {
             uint32x4_t wk, prev;
-            if (g < 4)
-                w[g] = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(p + 16 * g))); /* big-endian words */
+            if (g < 4) /* big-endian words */
+                w[g] = vreinterpretq_u32_u8(vrev32q_u8(vld1q_u8(p + 16 * g)));
             else /* w[g % 4] still holds the group g - 4 */
-                w[g % 4] = vsha256su1q_u32(vsha256su0q_u32(w[g % 4], w[(g + 1) % 4]), w[(g + 2) % 4],
-                                           w[(g + 3) % 4]);
+                w[g % 4] = vsha256su1q_u32(vsha256su0q_u32(w[g % 4], w[(g + 1) % 4]),
+                                           w[(g + 2) % 4], w[(g + 3) % 4]);
             wk = vaddq_u32(w[g % 4], vld1q_u32(&K[4 * g]));
             prev = abcd;
             abcd = vsha256hq_u32(abcd, efgh, wk);
