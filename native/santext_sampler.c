@@ -549,6 +549,21 @@ typedef struct {
     uint64_t *cum; /* [rows][n_clusters] */
 } skip_cache;
 
+/* The first c < n with u < cum[c], for cum non-decreasing and u < cum[n - 1]: the number of
+ * cum[c] <= u, counted by blocks of eight (the last cum of each block, then the block's own), so
+ * the compares neither branch nor wait on each other's loads, where a binary search over 64 cums
+ * is six dependent loads. The same c, so the same draws. Interleaved A/B (200,000 Lee ids, CPU
+ * time, best of 11-15, us/token), binary search vs blocks: GloVe-50k eps = 10 0.655 / 0.632 vs
+ * 0.589 / 0.589, eps = 3 0.618 / 0.602 vs 0.606 / 0.592. */
+static unsigned first_above(const uint64_t *cum, unsigned n, uint64_t u) {
+    unsigned j, c = 0, end;
+    for (j = 7; j < n; j += 8) c += cum[j] <= u;
+    c *= 8;
+    end = c + 7 < n ? c + 7 : n;
+    for (j = c; j < end; j++) c += cum[j] <= u;
+    return c;
+}
+
 static const uint64_t *row_cum(skip_cache *cache, const ldp_santext_table *t, int32_t x) {
     const unsigned slot = (unsigned)x & cache->mask;
     uint64_t *cum = cache->cum + (size_t)slot * (size_t)t->n_clusters;
@@ -683,14 +698,8 @@ static int propose_skip(ldp_chacha *g, const ldp_santext_table *t, int32_t x, in
             unsigned c;
             do {
                 const uint64_t u = uniform_u64_lemire(g, cum[t->n_clusters - 1]);
-                size_t lo = 0, len = (size_t)t->n_clusters;
                 if (tries-- == 0) return -LDP_SAMPLE_ERR_INVARIANT;
-                while (len > 1) { /* the first cluster with u < cum[c], without branches */
-                    const size_t half = len / 2;
-                    lo += half & ((size_t)0 - (size_t)(cum[lo + half - 1] <= u));
-                    len -= half;
-                }
-                c = (unsigned)lo;
+                c = first_above(cum, (unsigned)t->n_clusters, u);
                 i = t->cluster_start[c] +
                     ldp_uniform_u32_inline(g, t->cluster_start[c + 1] - t->cluster_start[c]);
             } while (((head_mask >> (c & 63u)) & 1u) && in_head(t, x, t->sorted_outputs[i]));
