@@ -34,8 +34,7 @@ static ldp_bundle *open_tiny(int plus, void (*tweak)(bw_tables *)) {
  * proposal masses from the alias table, acceptance exp(-gamma), tail outputs uniform in the tail
  * slot with acceptance exp(-(gamma_K + eps/2 (d - floor))), renormalised; SanText+ keep rows mix
  * in the identity with probability 1 - p. */
-static void exact_distribution(const ldp_bundle *b, int32_t x, double *prob) {
-    const ldp_santext_table *t = &b->table;
+static void exact_distribution_of(const ldp_santext_table *t, int32_t x, double *prob) {
     const size_t k = (size_t)t->head_size, slots = k + 1;
     const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
     const uint16_t *alias = t->alias_index + (size_t)x * slots;
@@ -70,19 +69,16 @@ static void exact_distribution(const ldp_bundle *b, int32_t x, double *prob) {
     }
 }
 
-/* chi-square of n draws from row x against the exact distribution; returns the statistic and
- * the degrees of freedom; fails if a draw has probability 0 */
-static double chi_square(ldp_sanitizer *s, const ldp_bundle *b, int32_t x, size_t n, int *df,
-                         int *impossible) {
-    double prob[BW_V], stat = 0;
+static void exact_distribution(const ldp_bundle *b, int32_t x, double *prob) {
+    exact_distribution_of(&b->table, x, prob);
+}
+
+/* chi-square of n draws ys against the exact distribution prob; counts the degrees of freedom;
+ * *impossible if a draw has probability 0 */
+static double chi_square_of(const double *prob, const int32_t *ys, size_t n, int *df, int *impossible) {
+    double stat = 0;
     size_t count[BW_V] = {0}, i;
-    int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(n * sizeof *ys);
     int y;
-    *df = -1;
-    *impossible = 0;
-    exact_distribution(b, x, prob);
-    for (i = 0; i < n; i++) xs[i] = x;
-    if (ldp_sample_ids(s, xs, ys, n) != LDP_OK) *impossible = 1;
     for (i = 0; i < n && !*impossible; i++) {
         if (ys[i] < 0 || ys[i] >= BW_V || prob[ys[i]] == 0) *impossible = 1;
         else count[ys[i]]++;
@@ -93,6 +89,22 @@ static double chi_square(ldp_sanitizer *s, const ldp_bundle *b, int32_t x, size_
         stat += (count[y] - e) * (count[y] - e) / e;
         (*df)++;
     }
+    return stat;
+}
+
+/* chi-square of n draws from row x against the exact distribution; returns the statistic and
+ * the degrees of freedom; fails if a draw has probability 0 */
+static double chi_square(ldp_sanitizer *s, const ldp_bundle *b, int32_t x, size_t n, int *df,
+                         int *impossible) {
+    double prob[BW_V], stat;
+    int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(n * sizeof *ys);
+    size_t i;
+    *df = -1;
+    *impossible = 0;
+    exact_distribution(b, x, prob);
+    for (i = 0; i < n; i++) xs[i] = x;
+    if (ldp_sample_ids(s, xs, ys, n) != LDP_OK) *impossible = 1;
+    stat = chi_square_of(prob, ys, n, df, impossible);
     free(xs);
     free(ys);
     return stat;
@@ -147,6 +159,67 @@ static void test_sampled_distribution_is_the_exact_one(void) {
             CHECK(df >= 1 && df <= 7 && stat < crit[df]);
         }
         ldp_sanitizer_free(s);
+        ldp_bundle_close(b);
+    }
+}
+
+/* A head proposal where the tail slot holds more than three quarters of a row's alias units draws
+ * its slot from the head's realised masses instead of drawing the tail slot again and again
+ * (santext_sampler.c propose_head): the tiny tables with the proposal 0.2 : 0.3 : 2.5 (slot 0 owns
+ * a tenth of slot K's column, so the masses need the alias entries), with and without tail
+ * clusters (skip rows), sampled by ldp_santext_sample_many against their exact distribution. */
+static void test_head_drawn_by_mass_where_the_tail_dominates(void) {
+    static const double crit[8] = {0, 23.9, 27.6, 30.7, 33.4, 35.9, 38.3, 40.5};
+    const size_t n = 200000;
+    int variant;
+    for (variant = 0; variant <= 1; variant++) {
+        ldp_bundle *b = open_tiny(0, variant ? clustered : NULL);
+        ldp_santext_table t;
+        uint32_t thr[BW_V][BW_K + 1];
+        uint16_t alias[BW_V][BW_K + 1];
+        uint64_t tail[BW_V];
+        int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(n * sizeof *ys);
+        void *order = NULL;
+        uint8_t key[32] = {5};
+        ldp_chacha g;
+        int32_t x;
+        REQUIRE(b != NULL && xs != NULL && ys != NULL);
+        t = b->table;
+        for (x = 0; x < BW_V; x++) {
+            thr[x][0] = 429496730u;  /* 0.1 of the column, the rest to the tail slot */
+            thr[x][1] = 1288490189u; /* 0.3 */
+            thr[x][2] = 3865470566u; /* 0.9 to the tail, 0.1 to slot 0 */
+            alias[x][0] = alias[x][1] = 2;
+            alias[x][2] = 0;
+        }
+        t.alias_threshold = &thr[0][0];
+        t.alias_index = &alias[0][0];
+        t.alias_index_u8 = NULL;
+        ldp_santext_tail_masses(&t, tail);
+        t.tail_mass = tail;
+        CHECK(tail[0] > ((uint64_t)3 << 30) * (BW_K + 1)); /* the direct draw's side of the rule */
+        if (t.n_clusters > 1) {
+            order = malloc(ldp_santext_cluster_order_size(&t));
+            REQUIRE(order != NULL);
+            ldp_santext_cluster_order(&t, order);
+        }
+        ldp_chacha_init(&g, key, (uint64_t)variant);
+        for (x = 0; x < BW_V; x++) {
+            double prob[BW_V], stat;
+            size_t i, failed = 0;
+            int df = -1, impossible = 0;
+            exact_distribution_of(&t, x, prob);
+            for (i = 0; i < n; i++) xs[i] = x;
+            CHECK(ldp_santext_sample_many(&g, &t, xs, ys, n, &failed) == LDP_SAMPLE_OK);
+            stat = chi_square_of(prob, ys, n, &df, &impossible);
+            CHECK(!impossible);
+            if (df >= 1 && df <= 7 && !(stat < crit[df]))
+                fprintf(stderr, "  variant %d row %d: chi2 %.1f df %d\n", variant, x, stat, df);
+            CHECK(df >= 1 && df <= 7 && stat < crit[df]);
+        }
+        free(order);
+        free(xs);
+        free(ys);
         ldp_bundle_close(b);
     }
 }
@@ -402,6 +475,7 @@ static void test_fraction_trial_follows_the_digits(void) {
 int main(void) {
     bw_test_keys(PK, SK, 0);
     RUN(test_sampled_distribution_is_the_exact_one);
+    RUN(test_head_drawn_by_mass_where_the_tail_dominates);
     RUN(test_seeded_streams_are_reproducible_and_marked);
     RUN(test_os_seeded_streams_differ);
     RUN(test_forked_child_never_continues_the_parent_stream);
