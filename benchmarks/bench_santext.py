@@ -441,7 +441,7 @@ def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, truste
     or None."""
     from ldptext.santext import Sanitizer
     from ldptext_precompute.santext.build import DEFAULT_HEAD_SIZE, build_santext_bundle
-    from ldptext_precompute.santext.clusters import DEFAULT_CLUSTERS
+    from ldptext_precompute.santext.clusters import default_clusters
     _, _, embeddings, vocab_size, w = config
     if path.exists():
         try:
@@ -452,7 +452,7 @@ def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, truste
                 if san.mechanism == "santext+" and san.epsilon == epsilon \
                         and san._bundle.array("head_ids").dtype == np.uint16 \
                         and "cluster_gamma" in san._bundle.arrays \
-                        and san._bundle.array("cluster_gamma").shape[1] == DEFAULT_CLUSTERS \
+                        and san._bundle.array("cluster_gamma").shape[1] == default_clusters(san.outputs.size) \
                         and san.head_size == DEFAULT_HEAD_SIZE and params.get("w") == w:
                     return None
         except Exception:  # noqa: BLE001 - rebuilt below

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import build_tiny_bundle, load_seeded, random_word_embeddings
-from ldptext_precompute.santext.clusters import DEFAULT_CLUSTERS
+from ldptext_precompute.santext.clusters import DEFAULT_CLUSTERS, default_clusters
 from ldptext_precompute.santext.knn import compute_neighbours, exact_distances
 from ldptext_precompute.santext.build import dequantize, quantize_int8
 
@@ -24,6 +24,13 @@ def test_torch_and_numpy_neighbour_search_agree():
     # the tail clusters and their per-row bounds (the GPU path's scatter and slice minima)
     assert np.array_equal(a.tail_cluster, b.tail_cluster) and a.cluster_floor.shape == (vec.shape[0], DEFAULT_CLUSTERS)
     assert np.allclose(a.cluster_floor, b.cluster_floor, rtol=1e-12, atol=1e-12)
+
+
+def test_default_clusters_grow_with_the_output_domain():
+    # 64 per 32,768 outputs begun, at most 256: MiniLM's output domains keep 64, GloVe-50k's 128
+    assert [default_clusters(n) for n in (1, 26_571, 29_355, 32_768)] == [64] * 4
+    assert [default_clusters(n) for n in (32_769, 45_000, 65_536, 65_537)] == [128, 128, 128, 192]
+    assert default_clusters(400_000) == 256
 
 
 def test_tail_floor_bounds_all_tail_distances_even_with_near_ties():

@@ -53,7 +53,7 @@ from ldptext.santext import notion as santext_notion
 from . import embeddings as _emb
 from . import frequency as _freq
 from . import function_words as _fw
-from .clusters import DEFAULT_CLUSTERS
+from .clusters import default_clusters
 from .knn import DEFAULT_HEAD_SIZE, Neighbours, cached_neighbours
 
 U = 2.0 ** -53
@@ -615,7 +615,7 @@ def write_santext_bundle(out: str | Path, *, mechanism: str, tables: SanTextTabl
 def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                          mechanism: str = "santext+", p: float | None = 0.3, w: float | None = None,
                          vocab_size: int | None = None, head_size: int = DEFAULT_HEAD_SIZE,
-                         tail_clusters: int = DEFAULT_CLUSTERS, sign_key: Any = None,
+                         tail_clusters: int | None = None, sign_key: Any = None,
                          passphrase: bytes | None = None, device: str = "auto",
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
@@ -643,8 +643,9 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         Word-level embeddings: keep the first (most frequent) N words.
     head_size : int
         Alias-table head size K (capped at |O|).
-    tail_clusters : int
-        Tail clusters C in [1, 256] (:mod:`ldptext_precompute.santext.clusters`; capped at |O|).
+    tail_clusters : int or None
+        Tail clusters C in [1, 256] (:mod:`ldptext_precompute.santext.clusters`; capped at |O|);
+        ``None`` (default): :func:`~ldptext_precompute.santext.clusters.default_clusters` of |O|.
     sign_key : key, path, None or False
         ``None`` signs with the local developer key (``ldptext.keys.developer_key``); ``False``
         writes an unsigned development bundle.
@@ -697,7 +698,7 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         p = w = non_sensitive = None
     check_parameters(epsilon, mechanism, p, w)
     check_head_size(head_size)
-    if not 1 <= int(tail_clusters) <= MAX_CLUSTERS:
+    if tail_clusters is not None and not 1 <= int(tail_clusters) <= MAX_CLUSTERS:
         raise ParameterError(f"--tail-clusters must be between 1 and {MAX_CLUSTERS}")
     if mechanism == "santext+":
         kind, value = parse_non_sensitive(non_sensitive, w)
@@ -710,6 +711,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                           non_sensitive=non_sensitive)
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
+    if tail_clusters is None:
+        tail_clusters = default_clusters(int(domain.outputs.size))
     nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,
                            min(head_size, int(domain.outputs.size)), n_clusters=int(tail_clusters),
                            device=device, progress=progress)

@@ -7,7 +7,7 @@ from typing import Any
 from ldptext import registry
 from ldptext.commands.keys import add_signing_options, signing_from_args
 
-from .clusters import DEFAULT_CLUSTERS
+from .clusters import DEFAULT_CLUSTERS, OUTPUTS_PER_DEFAULT
 from .knn import DEFAULT_HEAD_SIZE
 
 
@@ -53,10 +53,10 @@ def register(targets: Any) -> None:
                         "WordPiece 23.5 MiB at K=32 vs 33.7 at 64 and no slower; GloVe-50k 22.6-28.9 MiB at 32 "
                         "vs 39.4-51.8 at 64, the same speed at epsilon 1, 1.15x the time at 3, about 2x at "
                         "10-15 (benchmarks/bench_bundle_size.py)")
-    p.add_argument("--tail-clusters", type=int, default=DEFAULT_CLUSTERS,
-                   help=f"tail clusters C, 1-256 (default {DEFAULT_CLUSTERS}): per row and cluster, a bound "
-                        "that lets the sampler refuse far tail candidates without their distance (same "
-                        "distribution; V*C bytes; 1 = none)")
+    p.add_argument("--tail-clusters", type=int, default=None,
+                   help=f"tail clusters C, 1-256 (default {DEFAULT_CLUSTERS} per {OUTPUTS_PER_DEFAULT:,} outputs, at "
+                        "most 256): per row and cluster, a bound that lets the sampler refuse far tail "
+                        "candidates without their distance (same distribution; V*C bytes; 1 = none)")
     p.add_argument("--allow-weak-privacy", action="store_true",
                    help="accept an epsilon at which the median sensitive word is released unchanged with "
                         "probability >= 0.9 (refused otherwise); the bundle and every report then say so")
