@@ -34,7 +34,7 @@ static ldp_bundle *open_tiny(int plus, void (*tweak)(bw_tables *)) {
  * proposal masses from the alias table, acceptance exp(-gamma), tail outputs uniform in the tail
  * slot with acceptance exp(-(gamma_K + eps/2 (d - floor))), renormalised; SanText+ keep rows mix
  * in the identity with probability 1 - p. */
-static void exact_distribution_of(const ldp_santext_table *t, int32_t x, double *prob) {
+static void exact_distribution(const ldp_santext_table *t, int32_t x, double *prob) {
     const size_t k = (size_t)t->head_size, slots = k + 1;
     const uint32_t *thr = t->alias_threshold + (size_t)x * slots;
     const uint16_t *alias = t->alias_index + (size_t)x * slots;
@@ -69,9 +69,8 @@ static void exact_distribution_of(const ldp_santext_table *t, int32_t x, double 
     }
 }
 
-static void exact_distribution(const ldp_bundle *b, int32_t x, double *prob) {
-    exact_distribution_of(&b->table, x, prob);
-}
+/* critical values of chi-square at p = 1e-6 for df = 1..7 */
+static const double crit[8] = {0, 23.9, 27.6, 30.7, 33.4, 35.9, 38.3, 40.5};
 
 /* chi-square of n draws ys against the exact distribution prob; counts the degrees of freedom;
  * *impossible if a draw has probability 0 */
@@ -101,7 +100,7 @@ static double chi_square(ldp_sanitizer *s, const ldp_bundle *b, int32_t x, size_
     size_t i;
     *df = -1;
     *impossible = 0;
-    exact_distribution(b, x, prob);
+    exact_distribution(&b->table, x, prob);
     for (i = 0; i < n; i++) xs[i] = x;
     if (ldp_sample_ids(s, xs, ys, n) != LDP_OK) *impossible = 1;
     stat = chi_square_of(prob, ys, n, df, impossible);
@@ -140,8 +139,6 @@ static void clustered(bw_tables *t) {
 }
 
 static void test_sampled_distribution_is_the_exact_one(void) {
-    /* critical values of chi-square at p = 1e-6 for df = 1..7 */
-    static const double crit[8] = {0, 23.9, 27.6, 30.7, 33.4, 35.9, 38.3, 40.5};
     int plus;
     for (plus = 0; plus <= 3; plus++) { /* 2, 3: the same tables with tail clusters */
         ldp_bundle *b = open_tiny(plus & 1, plus >= 2 ? clustered : NULL);
@@ -169,7 +166,6 @@ static void test_sampled_distribution_is_the_exact_one(void) {
  * a tenth of slot K's column, so the masses need the alias entries), with and without tail
  * clusters (skip rows), sampled by ldp_santext_sample_many against their exact distribution. */
 static void test_head_drawn_by_mass_where_the_tail_dominates(void) {
-    static const double crit[8] = {0, 23.9, 27.6, 30.7, 33.4, 35.9, 38.3, 40.5};
     const size_t n = 200000;
     int variant;
     for (variant = 0; variant <= 1; variant++) {
@@ -208,7 +204,7 @@ static void test_head_drawn_by_mass_where_the_tail_dominates(void) {
             double prob[BW_V], stat;
             size_t i, failed = 0;
             int df = -1, impossible = 0;
-            exact_distribution_of(&t, x, prob);
+            exact_distribution(&t, x, prob);
             for (i = 0; i < n; i++) xs[i] = x;
             CHECK(ldp_santext_sample_many(&g, &t, xs, ys, n, &failed) == LDP_SAMPLE_OK);
             stat = chi_square_of(prob, ys, n, &df, &impossible);
