@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldptext.santext_tables import MAX_CLUSTERS
+
 #: Tail clusters of a new bundle per 32,768 outputs (:func:`default_clusters`). The per-row bounds
 #: cost V·C bytes (+1.4 MiB on MiniLM's 30,522 rows, +2.3 MiB on 50,000 GloVe words against C = 16)
 #: and pay at large ε, where most tail candidates are refused: sampling time C = 64 against C = 16
@@ -33,7 +35,7 @@ def default_clusters(n_outputs: int) -> int:
     MiniLM's 26,571–29,355 outputs get 64 clusters, 45,000 GloVe words 128. Finer clusters tighten the
     bounds where clusters of the same number of outputs would be wide: sampling time of the ``make
     bench`` GloVe-50k bundles, 128 against 64 clusters (docs/performance.md), ε = 3 0.87–0.90×,
-    ε = 10 0.70–0.74×, ε = 15 0.91×, ε = 1 1.00×; on MiniLM 128 clusters gain nothing, so its bundles
+    ε = 10 0.69–0.74×, ε = 15 0.90–0.92×, ε = 1 0.99–1.02×; on MiniLM 128 clusters gain nothing, so its bundles
     keep 64 (V·C bytes: 128 clusters add 3.1 MiB to a GloVe-50k bundle).
 
     Parameters
@@ -47,7 +49,7 @@ def default_clusters(n_outputs: int) -> int:
         C in [DEFAULT_CLUSTERS, 256].
     """
     per = -(-max(int(n_outputs), 1) // OUTPUTS_PER_DEFAULT)
-    return min(256, DEFAULT_CLUSTERS * per)
+    return min(MAX_CLUSTERS, DEFAULT_CLUSTERS * per)
 
 
 def tail_clusters(vectors: np.ndarray, outputs: np.ndarray, n_clusters: int,
