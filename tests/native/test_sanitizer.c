@@ -160,6 +160,54 @@ static void test_sampled_distribution_is_the_exact_one(void) {
     }
 }
 
+/* A long call takes its tokens grouped by row, 65,536 at a time (santext_sampler.c order_by_row):
+ * rows interleaved over 150,000 tokens (three windows, the last one partial), with and without
+ * tail clusters. Each row's outputs follow its exact distribution (an output written to another
+ * row's position fails this), and consecutive outputs of a row are as often equal as independent
+ * draws: (m - 1) sum p^2 within six standard deviations. */
+static void test_long_calls_keep_each_position_s_law(void) {
+    const size_t n = 150000;
+    int clusters;
+    for (clusters = 0; clusters <= 1; clusters++) {
+        ldp_bundle *b = open_tiny(1, clusters ? clustered : NULL);
+        int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(n * sizeof *ys);
+        int32_t *mine = (int32_t *)malloc(n * sizeof *mine);
+        ldp_sanitizer *s = NULL;
+        uint32_t state = 1;
+        size_t i;
+        int32_t x;
+        REQUIRE(b != NULL && xs != NULL && ys != NULL && mine != NULL);
+        REQUIRE(ldp_sanitizer_new_seeded(b, 11, &s) == LDP_OK);
+        for (i = 0; i < n; i++) {
+            state = state * 1664525u + 1013904223u;
+            xs[i] = (int32_t)((state >> 16) % BW_V);
+        }
+        CHECK(ldp_sample_ids(s, xs, ys, n) == LDP_OK);
+        for (x = 0; x < BW_V; x++) {
+            double prob[BW_V], stat, q = 0, expect;
+            size_t m = 0, same = 0;
+            int df = -1, impossible = 0, y;
+            exact_distribution(&b->table, x, prob);
+            for (i = 0; i < n; i++)
+                if (xs[i] == x) mine[m++] = ys[i];
+            stat = chi_square_of(prob, mine, m, &df, &impossible);
+            CHECK(!impossible);
+            if (df >= 1 && df <= 7 && !(stat < crit[df]))
+                fprintf(stderr, "  clusters=%d row %d: chi2 %.1f df %d\n", clusters, x, stat, df);
+            CHECK(df >= 1 && df <= 7 && stat < crit[df]);
+            for (y = 0; y < BW_V; y++) q += prob[y] * prob[y];
+            for (i = 1; i < m; i++) same += mine[i] == mine[i - 1];
+            expect = (double)(m - 1) * q;
+            CHECK(fabs((double)same - expect) < 6.0 * sqrt(expect * (1.0 - q)) + 1.0);
+        }
+        ldp_sanitizer_free(s);
+        free(xs);
+        free(ys);
+        free(mine);
+        ldp_bundle_close(b);
+    }
+}
+
 /* A head proposal where the tail slot holds more than three quarters of a row's alias units draws
  * its slot from the head's realised masses instead of drawing the tail slot again and again
  * (santext_sampler.c propose_head): the tiny tables with the proposal 0.2 : 0.3 : 2.5 (slot 0 owns
@@ -472,6 +520,7 @@ int main(void) {
     bw_test_keys(PK, SK, 0);
     RUN(test_sampled_distribution_is_the_exact_one);
     RUN(test_head_drawn_by_mass_where_the_tail_dominates);
+    RUN(test_long_calls_keep_each_position_s_law);
     RUN(test_seeded_streams_are_reproducible_and_marked);
     RUN(test_os_seeded_streams_differ);
     RUN(test_forked_child_never_continues_the_parent_stream);
