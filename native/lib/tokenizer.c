@@ -867,6 +867,9 @@ static void replace_all(ldp_buf *buf, size_t from, const char *a, size_t k, cons
     buf->len = w + (buf->len - i);
 }
 
+/* How many ids ahead the decoder asks for an entry's offset (and half as many for the entry). */
+#define DECODE_AHEAD 16
+
 int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, ldp_buf *out) {
     /* sdk/ldptext/tokenization.py: WordPiece continuation pieces attach to the previous piece,
      * every other token is preceded by one space (id_entry); leading spaces are stripped;
@@ -884,6 +887,18 @@ int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, l
         const char *s;
         size_t len, off;
         entry_header h;
+#if defined(__GNUC__)
+        /* ask for the entries of the ids ahead, in two steps (an entry's offset, then the entry):
+         * after a document's sampling its entries are mostly out of cache. One ldp_sanitize call
+         * per document (300 news documents), builds interleaved, median per-run ratio of CPU time
+         * with vs without: MiniLM default split eps = 10 0.87-0.90, frequency split eps = 1
+         * 0.82-0.83, eps = 15 0.92; GloVe-50k (one word per id) eps = 10 0.96-1.00. */
+        if (i + DECODE_AHEAD < n && ids[i + DECODE_AHEAD] >= 0 && (size_t)ids[i + DECODE_AHEAD] < t->n_ids)
+            __builtin_prefetch(t->id_entry + ids[i + DECODE_AHEAD], 0, 3);
+        if (i + DECODE_AHEAD / 2 < n && ids[i + DECODE_AHEAD / 2] >= 0 &&
+            (size_t)ids[i + DECODE_AHEAD / 2] < t->n_ids)
+            __builtin_prefetch(t->pool + t->id_entry[ids[i + DECODE_AHEAD / 2]], 0, 3);
+#endif
         if (ids[i] < 0 || (size_t)ids[i] >= t->n_ids) return LDP_E_INPUT_ID;
         off = t->id_entry[ids[i]]; /* 0: no token, the empty string, whose piece is " " */
         h = entry_at(t, off);
