@@ -850,11 +850,11 @@ static void order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *
  * candidates, all still in cache. Each token still runs the same procedure on its own fresh
  * draws, so the outputs have the same distribution and are independent (as for the pipeline
  * below, only the order in which tokens take draws from the stream changes). Interleaved A/B on
- * the bench bundles (200,000 Lee ids, the median of 11-21 per-run ratios of CPU time), grouped
- * by windows of 65,536 vs input order: GloVe-50k eps = 3 0.86, eps = 15 0.82, MiniLM w = 0.9
- * eps = 15 0.91, default split eps = 15 0.84, eps = 1 0.97-1.03 in every bundle; windows of 16,384
- * gain 0.89 and 0.95 on GloVe eps = 3 and MiniLM w = 0.9 eps = 15, windows of 512 or 4,096 nothing
- * (the rows whose tokens gain are rare words, which recur far apart). */
+ * the bench bundles (200,000 Lee ids, the median of 11 per-run ratios of CPU time), grouped by
+ * windows of 65,536 vs input order: GloVe-50k eps = 3 0.86, eps = 10 0.74, eps = 15 0.84, MiniLM
+ * eps = 3-15 0.85-0.93, eps = 1 0.96-1.04 in every bundle; windows of 16,384 gain 0.89 and 0.95
+ * on GloVe eps = 3 and MiniLM w = 0.9 eps = 15, windows of 512 or 4,096 nothing (the rows whose
+ * tokens gain are rare words, which recur far apart). */
 #define ORDER_WINDOW 65536u
 #define ORDER_MIN 8192u
 

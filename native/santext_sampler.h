@@ -154,7 +154,10 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n);
 /* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
-/* Samples n ids; on error returns the code and stores the failing position in *failed_at. */
+/* Samples n ids, each from its row's law with its own draws (outputs independent); on error returns
+ * the code and stores the failing position in *failed_at. An id outside [0, n_rows) is found
+ * before any draw. Which draws of g go to which token depends on n (a long call takes its tokens
+ * grouped by row: santext_sampler.c), not the law. */
 int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
                             int32_t *ys, size_t n, size_t *failed_at);
 
