@@ -738,53 +738,10 @@ static int pre_and_model(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t
     return n > start ? pre_and_model(t, w, cps + start, n - start, s + 1, e) : 0;
 }
 
-/* How many words ahead of the model prefetch_words asks for (at most). */
-#define PREFETCH_WORDS 256
-
-/* Ask for the vocabulary slots, then the entries, of the text's first words before the model looks
- * them up: in a call of one document they are mostly out of cache after the previous document's
- * sampling, and every lookup waits on the two in turn. A hint only: words are cut at ASCII spaces
- * and punctuation (the BERT pre-tokenizer's cut of ASCII text), a word with other characters or
- * longer than any entry is skipped, and the model's own lookups decide everything. One ldp_sanitize
- * call per document (300 news documents), builds interleaved, median per-run ratio of CPU time with
- * vs without: GloVe-50k eps = 1 0.91-0.95, eps = 3 0.97, eps = 15 0.97-0.98, eps = 10 0.98-1.01;
- * MiniLM 0.97-1.00. */
-static void prefetch_words(const ldp_tokenizer *t, const uint32_t *cps, size_t n) {
-#if defined(__GNUC__)
-    size_t slot[PREFETCH_WORDS], n_words = 0, j = 0, k;
-    char word[64];
-    while (j < n && n_words < PREFETCH_WORDS) {
-        size_t len = 0;
-        int ascii = 1;
-        while (j < n && cps[j] < 0x80 && (ldp_uc_ascii[cps[j]] & (LDP_UC_SPACE | LDP_UC_PUNCT)) != 0) j++;
-        while (j < n && !(cps[j] < 0x80 && (ldp_uc_ascii[cps[j]] & (LDP_UC_SPACE | LDP_UC_PUNCT)) != 0)) {
-            if (cps[j] >= 0x80) ascii = 0;
-            else if (len < sizeof word) word[len] = (char)cps[j];
-            len++;
-            j++;
-        }
-        if (ascii && len > 0 && len <= sizeof word && len <= t->max_token_len) {
-            slot[n_words] = slot_of(t, hash_bytes(word, len));
-            __builtin_prefetch(t->slots + slot[n_words], 0, 3);
-            n_words++;
-        }
-    }
-    for (k = 0; k < n_words; k++) { /* the slots asked for above have mostly arrived by now */
-        const uint32_t off = t->slots[slot[k]].off;
-        if (off != 0) __builtin_prefetch(t->pool + off, 0, 3);
-    }
-#else
-    (void)t;
-    (void)cps;
-    (void)n;
-#endif
-}
-
 /* Normalized added tokens out of the normalized text, then pre_and_model on the rest. */
 static int normalized_piece(const ldp_tokenizer *t, ldp_tok_work *w, emitter *e) {
     const uint32_t *cps = w->text.v;
     size_t n = w->text.n, pos = 0, i;
-    prefetch_words(t, cps, n);
     if (t->n_added_normalized == 0) return pre_and_model(t, w, cps, n, 0, e);
     /* w->text is not touched below (pre_and_model uses w->utf8 only) */
     for (i = 0; i < n;) {
