@@ -892,7 +892,8 @@ int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, l
          * after a document's sampling its entries are mostly out of cache. One ldp_sanitize call
          * per document (300 news documents), builds interleaved, median per-run ratio of CPU time
          * with vs without: MiniLM default split eps = 10 0.87-0.90, frequency split eps = 1
-         * 0.82-0.83, eps = 15 0.92; GloVe-50k (one word per id) eps = 10 0.96-1.00. */
+         * 0.82-0.83, eps = 15 0.92; GloVe-50k (one word per id) eps = 10 0.96-1.00. With the
+         * entries already in cache (ldp_detokenize of every document, second pass) 0.85-0.88. */
         if (i + DECODE_AHEAD < n && ids[i + DECODE_AHEAD] >= 0 && (size_t)ids[i + DECODE_AHEAD] < t->n_ids)
             __builtin_prefetch(t->id_entry + ids[i + DECODE_AHEAD], 0, 3);
         if (i + DECODE_AHEAD / 2 < n && ids[i + DECODE_AHEAD / 2] >= 0 &&
