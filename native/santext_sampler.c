@@ -427,6 +427,14 @@ size_t ldp_santext_cluster_order_size(const ldp_santext_table *t) {
  * cluster weights cost more than the rounds they save. */
 #define SKIP_MIN_REFUSED 2u
 
+/* 1 if row x's rounds propose its head often enough for its head rows to be worth asking for ahead
+ * of its token (sample_in_order): at least 1/16 of a skip row's first successes, or of the other
+ * rows' proposal units. */
+LDP_ALWAYS_INLINE int head_likely(const ldp_santext_table *t, int32_t x) {
+    if (t->skip_row != NULL && t->skip_row[x]) return t->skip_p[x] < (uint64_t)15 << 60;
+    return t->tail_mass[x] < ((uint64_t)t->head_size + 1u) * ((uint64_t)15 << 28);
+}
+
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     const int32_t k = t->head_size;
     uint64_t *masks = (uint64_t *)buf;
@@ -488,6 +496,8 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     t->skip_p = NULL;
     t->skip_row = NULL;
 #endif
+    for (x = 0, j = 0; x < t->n_rows; x++) j += head_likely(t, x);
+    t->look_ahead = j >= t->n_rows / 16;
 }
 
 #if defined(LDP_HAVE_U128)
@@ -873,15 +883,77 @@ static void order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *
  * other (equally distributed) outputs than with sixteen. */
 #define PIPELINE 8
 
-/* The n tokens at positions order[0..n) (0..n without order), in the pipeline. */
+/* Looking ahead of start(), in calls too short to be grouped by row: a token's first rounds read
+ * its row's odds (SanText+ flag, tail mass, skip odds) and, for a head proposal, lines of its alias
+ * thresholds, slots, exponents and head ids, each load waiting on the one before (slot, threshold,
+ * alias, exponent), each a miss where the tokenizer and detokenizer of a one-document call ran in
+ * between. For the token GATE_AHEAD positions on, the odds are asked for; for the token ROW_AHEAD
+ * on, whose odds have arrived meanwhile, its whole head rows, where its rounds are likely to
+ * propose the head (head_likely). Only in tables where at least 1/16 of the rows are (t->look_ahead:
+ * eps = 15, GloVe-50k at eps = 3 and 10); elsewhere it found nothing to ask for and cost 1-5 %.
+ * Grouped calls find a row's lines in cache from its previous token, and gained nothing (GloVe-50k
+ * eps = 3 1.06). Hints only: the draws are unchanged. Interleaved A/B of two builds (one
+ * ldp_sanitize per document over the 300 bench documents, median per-run ratio, each build loaded
+ * first in one of two runs): MiniLM default split eps = 15 0.85-0.89, frequency split eps = 15
+ * 0.94-0.98, GloVe-50k eps = 10 0.90-0.95, eps = 15 0.86-0.89, eps = 1-3 and MiniLM eps = 10
+ * 0.98-1.03. Asking for the head rows of every token instead cost eps = 1 4-10 %; two or twelve
+ * positions ahead measured the same as four. */
+#define GATE_AHEAD 8
+#define ROW_AHEAD 4
+
+LDP_ALWAYS_INLINE void prefetch_bytes(const void *p, size_t bytes) {
+#if defined(__GNUC__)
+    const char *line = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + bytes;
+    for (; line < end; line += 64) __builtin_prefetch(line, 0, 3);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* Ask for what start() reads first of row x, and what head_likely() reads. */
+LDP_ALWAYS_INLINE void prefetch_odds(const ldp_santext_table *t, int32_t x) {
+    prefetch_bytes(t->keep_row + x, 1);
+    prefetch_bytes(t->tail_mass + x, sizeof *t->tail_mass);
+    if (t->skip_row != NULL) {
+        prefetch_bytes(t->skip_row + x, 1);
+        prefetch_bytes(t->skip_p + x, sizeof *t->skip_p);
+    }
+}
+
+/* Ask for every line of row x's alias thresholds and slots, acceptance exponents and head ids. */
+LDP_ALWAYS_INLINE void prefetch_head_rows(const ldp_santext_table *t, int32_t x) {
+    const size_t k = (size_t)t->head_size, slots = k + 1u, at = (size_t)x * slots;
+    prefetch_bytes(t->alias_threshold + at, slots * sizeof *t->alias_threshold);
+    if (t->alias_index_u8 != NULL) prefetch_bytes(t->alias_index_u8 + at, slots);
+    else prefetch_bytes(t->alias_index + at, slots * sizeof *t->alias_index);
+    if (t->accept_gamma_f32 != NULL) prefetch_bytes(t->accept_gamma_f32 + at, slots * sizeof(float));
+    else prefetch_bytes(t->accept_gamma + at, slots * sizeof(double));
+    if (t->head_ids_u16 != NULL) prefetch_bytes(t->head_ids_u16 + (size_t)x * k, k * sizeof(uint16_t));
+    else prefetch_bytes(t->head_ids + (size_t)x * k, k * sizeof(int32_t));
+}
+
+/* The lookahead from token i of n in input order. */
+LDP_ALWAYS_INLINE void prefetch_ahead(const ldp_santext_table *t, const int32_t *xs, size_t i, size_t n) {
+    if (i + GATE_AHEAD < n) prefetch_odds(t, xs[i + GATE_AHEAD]);
+    if (i + ROW_AHEAD < n) {
+        const int32_t x = xs[i + ROW_AHEAD];
+        if (head_likely(t, x)) prefetch_head_rows(t, x);
+    }
+}
+
+/* The n tokens at positions order[0..n) (0..n without order), in the pipeline. Tokens in row order
+ * find their rows in cache from the token before; the lookahead is for the others. */
 static int sample_in_order(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
                            int32_t *ys, const uint32_t *order, size_t n, size_t *failed_at,
                            skip_cache *cache) {
+    const int ahead = t->look_ahead && order == NULL;
     size_t pending[PIPELINE], next = 0;
     int active = 0, i, r = 0;
     while (r >= 0 && (next < n || active > 0)) {
         while (active < PIPELINE && next < n) {
             const size_t pos = order != NULL ? order[next] : next;
+            if (ahead) prefetch_ahead(t, xs, next, n);
             r = start(g, t, xs[pos], &ys[pos], cache);
             if (r < 0) {
                 *failed_at = pos;

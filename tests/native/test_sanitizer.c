@@ -268,6 +268,42 @@ static void test_head_drawn_by_mass_where_the_tail_dominates(void) {
     }
 }
 
+/* The lookahead (santext_sampler.c prefetch_ahead) only asks for memory: a call below the grouping
+ * threshold gives the same draws with and without it, in SanText and SanText+ tables with and
+ * without tail clusters (skip rows). The tiny tables propose their heads often, so the head rows
+ * are asked for. */
+static void test_look_ahead_changes_no_draw(void) {
+    const size_t n = 5000;
+    int variant;
+    for (variant = 0; variant < 4; variant++) {
+        ldp_bundle *b = open_tiny(variant & 1, variant >= 2 ? clustered : NULL);
+        ldp_santext_table t;
+        int32_t *xs = (int32_t *)malloc(n * sizeof *xs), *ys = (int32_t *)malloc(2 * n * sizeof *ys);
+        uint8_t key[32] = {9};
+        size_t i, failed = 0, differ = 0;
+        int32_t ahead, x, likely = 0;
+        REQUIRE(b != NULL && xs != NULL && ys != NULL);
+        t = b->table;
+        for (x = 0; x < t.n_rows; x++)
+            likely += t.skip_row != NULL && t.skip_row[x] ? t.skip_p[x] < (uint64_t)15 << 60
+                                                          : t.tail_mass[x] < (uint64_t)(BW_K + 1) * ((uint64_t)15 << 28);
+        CHECK(likely > 0);
+        if (variant >= 2) CHECK(t.look_ahead == (likely >= t.n_rows / 16));
+        for (i = 0; i < n; i++) xs[i] = (int32_t)((i * 7u + i / 13u) % BW_V);
+        for (ahead = 0; ahead <= 1; ahead++) {
+            ldp_chacha g;
+            t.look_ahead = ahead;
+            ldp_chacha_init(&g, key, 3);
+            CHECK(ldp_santext_sample_many(&g, &t, xs, ys + (size_t)ahead * n, n, &failed) == LDP_SAMPLE_OK);
+        }
+        for (i = 0; i < n; i++) differ += ys[i] != ys[n + i];
+        CHECK(differ == 0);
+        free(xs);
+        free(ys);
+        ldp_bundle_close(b);
+    }
+}
+
 static void sample_n(ldp_sanitizer *s, int32_t *ys, size_t n) {
     int32_t xs[256];
     size_t i;
@@ -521,6 +557,7 @@ int main(void) {
     RUN(test_sampled_distribution_is_the_exact_one);
     RUN(test_head_drawn_by_mass_where_the_tail_dominates);
     RUN(test_long_calls_keep_each_position_s_law);
+    RUN(test_look_ahead_changes_no_draw);
     RUN(test_seeded_streams_are_reproducible_and_marked);
     RUN(test_os_seeded_streams_differ);
     RUN(test_forked_child_never_continues_the_parent_stream);
