@@ -496,8 +496,12 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     t->skip_p = NULL;
     t->skip_row = NULL;
 #endif
+#if defined(__GNUC__) && !defined(__wasm__)
     for (x = 0, j = 0; x < t->n_rows; x++) j += head_likely(t, x);
     t->look_ahead = j >= t->n_rows / 16;
+#else
+    t->look_ahead = 0; /* no prefetch instruction (wasm has none): the lookahead would only load */
+#endif
 }
 
 #if defined(LDP_HAVE_U128)
@@ -884,20 +888,20 @@ static void order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *
 #define PIPELINE 8
 
 /* Looking ahead of start(), in calls too short to be grouped by row: a token's first rounds read
- * its row's odds (SanText+ flag, tail mass, skip odds) and, for a head proposal, lines of its alias
- * thresholds, slots, exponents and head ids, each load waiting on the one before (slot, threshold,
- * alias, exponent), each a miss where the tokenizer and detokenizer of a one-document call ran in
- * between. For the token GATE_AHEAD positions on, the odds are asked for; for the token ROW_AHEAD
- * on, whose odds have arrived meanwhile, its whole head rows, where its rounds are likely to
- * propose the head (head_likely). Only in tables where at least 1/16 of the rows are (t->look_ahead:
- * eps = 15, GloVe-50k at eps = 3 and 10); elsewhere it found nothing to ask for and cost 1-5 %.
- * Grouped calls find a row's lines in cache from its previous token, and gained nothing (GloVe-50k
- * eps = 3 1.06). Hints only: the draws are unchanged. Interleaved A/B of two builds (one
- * ldp_sanitize per document over the 300 bench documents, median per-run ratio, each build loaded
- * first in one of two runs): MiniLM default split eps = 15 0.85-0.89, frequency split eps = 15
- * 0.94-0.98, GloVe-50k eps = 10 0.90-0.95, eps = 15 0.86-0.89, eps = 1-3 and MiniLM eps = 10
- * 0.98-1.03. Asking for the head rows of every token instead cost eps = 1 4-10 %; two or twelve
- * positions ahead measured the same as four. */
+ * its row's odds (SanText+ flag, tail mass, skip odds) and, for a head proposal, lines of its
+ * alias thresholds, slots, exponents and head ids, each load waiting on the one before (slot,
+ * threshold, alias, exponent), each a miss where the tokenizer and detokenizer of a one-document
+ * call ran in between. For the token GATE_AHEAD positions on, the odds are asked for; for the
+ * token ROW_AHEAD on, whose odds have arrived meanwhile, its whole head rows, where its rounds are
+ * likely to propose the head (head_likely). Only in tables where at least 1/16 of the rows are
+ * (t->look_ahead: eps = 15, GloVe-50k at eps = 3 and 10; never in wasm, which has no prefetch);
+ * elsewhere it found nothing to ask for and cost 1-5 %. Grouped calls find a row's lines in cache
+ * from its previous token, and were slower with it (GloVe-50k eps = 3 1.06). Hints only: the draws
+ * are unchanged. Interleaved A/B of two builds (one ldp_sanitize per document over the 300 bench
+ * documents, median per-run ratio, each build loaded first in one of two runs): MiniLM default
+ * split eps = 15 0.85-0.89, frequency split eps = 15 0.94-0.98, GloVe-50k eps = 10 0.90-0.95,
+ * eps = 15 0.86-0.89, eps = 1-3 and MiniLM eps = 10 0.98-1.03. Asking for the head rows of
+ * every token instead cost eps = 1 4-10 %; two or twelve positions ahead measured the same. */
 #define GATE_AHEAD 8
 #define ROW_AHEAD 4
 

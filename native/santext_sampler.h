@@ -82,7 +82,8 @@ typedef struct {
     const uint64_t *skip_p;          /* [n_rows] */
     const uint8_t *skip_row;         /* [n_rows] */
     /* Derived with the cluster order: 1 where at least 1/16 of the rows propose their head often
-     * enough for the sampler to ask for head rows ahead of their tokens (a hint: same draws). */
+     * enough for the sampler to ask for head rows ahead of their tokens (a hint: same draws; 0
+     * where the target has no prefetch instruction). */
     int32_t look_ahead;
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
