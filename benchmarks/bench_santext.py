@@ -27,8 +27,13 @@ Ours: ``ldptext.Sanitizer`` on libldptext (C tokenizer, exact alias + rejection 
 detokenizer; ``sanitize_batch`` runs the whole batch in C without the GIL).
 
 Times are CPU time of this process (``time.process_time``), the best of ``--repeats`` runs, the
-reference and ours interleaved run by run (A/B/A/B); the load average is printed per row. Columns
-(µs per token; "ratio" = public / ours):
+reference and ours interleaved run by run (A/B/A/B). The runs go in rounds: every bundle is opened
+(and its reference built) first, then each round times one run of every row, so that a row's runs
+are spread over the whole measurement rather than taken within a second or two (a shared host's
+memory latency moves between levels for seconds at a time; see ``measure_rounds``). Every reference
+is held at once: about 4 GiB of this process at its peak with the default bundles. The load average
+is printed per row (its lowest and highest over the rounds). Columns (µs per token; "ratio" =
+public / ours):
 
 * **sampling** — the draw alone, token ids in, token ids out. Public: the ``SanText_plus`` loop
   body per token over ``--ref-tokens`` tokens of the text (in ``--repeats`` chunks). Ours: one
@@ -166,7 +171,8 @@ WEAK_OK = {"allow_weak_privacy": True}
 
 # Every time is CPU time of this process (time.process_time: what the work cost, not what other
 # jobs on a shared machine took from it), the best (smallest) of several runs, the reference and
-# ours interleaved run by run (A, B, A, B, ...) so that a change of machine load hits both sides.
+# ours interleaved run by run (A, B, A, B, ...) so that a change of machine load hits both sides,
+# and the runs of a row spread over the measurement in rounds (measure_rounds).
 
 def cpu_seconds(run) -> float:
     t = time.process_time()
@@ -179,38 +185,52 @@ def split(items: list, parts: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def bench_sampling(san, ref: PublicSanTextPlus, ids: np.ndarray, n_ref: int, repeats: int) -> dict:
-    """The draw alone: the reference's loop body per token over ``n_ref`` tokens (in ``repeats``
-    chunks) against ``Sanitizer.sample_ids`` over ``ids``, interleaved."""
-    chunks = split([san.vocab[int(i)] for i in ids[:n_ref]], repeats)
-    np.random.seed(0)
-    random.seed(0)
-    san.sample_ids(ids[:2000])  # warm up
-    ref_s = ours_s = float("inf")
-    for chunk in chunks:
-        ref_s = min(ref_s, cpu_seconds(lambda: [ref.sanitize_word(w) for w in chunk]) / len(chunk))
-        ours_s = min(ours_s, cpu_seconds(lambda: san.sample_ids(ids)) / ids.size)
-    return {"ref_us": ref_s * 1e6, "ours_us": ours_s * 1e6, "ratio": ref_s / ours_s}
+class SamplingRuns:
+    """The draw alone: the reference's loop body per token over ``n_ref`` tokens (one chunk of
+    ``repeats`` per run) against ``Sanitizer.sample_ids`` over ``ids``; :meth:`run` times one
+    chunk of each, A then B, and keeps the best of each side."""
+
+    def __init__(self, san, ref: PublicSanTextPlus, ids: np.ndarray, n_ref: int, repeats: int) -> None:
+        self.san, self.ref, self.ids = san, ref, ids
+        self.chunks = split([san.vocab[int(i)] for i in ids[:n_ref]], repeats)
+        san.sample_ids(ids[:2000])  # warm up
+        self.ref_s = self.ours_s = float("inf")
+
+    def run(self, r: int) -> None:
+        chunk = self.chunks[r % len(self.chunks)]
+        self.ref_s = min(self.ref_s, cpu_seconds(lambda: [self.ref.sanitize_word(w) for w in chunk]) / len(chunk))
+        self.ours_s = min(self.ours_s, cpu_seconds(lambda: self.san.sample_ids(self.ids)) / self.ids.size)
+
+    def result(self) -> dict:
+        return {"ref_us": self.ref_s * 1e6, "ours_us": self.ours_s * 1e6, "ratio": self.ref_s / self.ours_s}
 
 
-def bench_end_to_end(san, ref: PublicSanTextPlus, docs: list[str], n_ref_docs: int, repeats: int) -> dict:
+class EndToEndRuns:
     """Text in, text out, per input token (our tokenizer's count for both sides): the reference
-    over ``n_ref_docs`` documents (in chunks) against one ``sanitize_batch`` of every document, and
-    one ``sanitize`` call per document, interleaved."""
-    ref_docs = docs[:n_ref_docs]
-    n_ref_tokens = sum(int(san.tokenize(d).size) for d in ref_docs)
-    np.random.seed(0)
-    random.seed(0)
-    n_tokens = sum(r.n_tokens for r in san.sanitize_batch(docs))  # also warms up
-    best_ref = batch = single = float("inf")
-    for chunk in split(ref_docs, min(repeats, len(ref_docs))):
-        n = sum(int(san.tokenize(d).size) for d in chunk)
-        best_ref = min(best_ref, cpu_seconds(lambda: [ref.sanitize_document(d) for d in chunk]) / n)
-        batch = min(batch, cpu_seconds(lambda: san.sanitize_batch(docs)) / n_tokens)
-        single = min(single, cpu_seconds(lambda: [san.sanitize(d) for d in docs]) / n_tokens)
-    return {"ref_us": best_ref * 1e6, "ours_us": batch * 1e6, "ratio": best_ref / batch,
-            "single_us": single * 1e6, "single_ratio": batch / single,
-            "tokens": n_tokens, "ref_tokens": n_ref_tokens}
+    over ``n_ref_docs`` documents (one chunk per run) against one ``sanitize_batch`` of every
+    document and one ``sanitize`` call per document, in turn within each run."""
+
+    def __init__(self, san, ref: PublicSanTextPlus, docs: list[str], n_ref_docs: int, repeats: int) -> None:
+        self.san, self.ref, self.docs = san, ref, docs
+        ref_docs = docs[:n_ref_docs]
+        self.n_ref_tokens = sum(int(san.tokenize(d).size) for d in ref_docs)
+        self.chunks = split(ref_docs, min(repeats, len(ref_docs)))
+        self.chunk_tokens = [sum(int(san.tokenize(d).size) for d in c) for c in self.chunks]
+        self.n_tokens = sum(r.n_tokens for r in san.sanitize_batch(docs))  # also warms up
+        self.best_ref = self.batch = self.single = float("inf")
+
+    def run(self, r: int) -> None:
+        j = r % len(self.chunks)
+        chunk, n = self.chunks[j], self.chunk_tokens[j]
+        docs, san = self.docs, self.san
+        self.best_ref = min(self.best_ref, cpu_seconds(lambda: [self.ref.sanitize_document(d) for d in chunk]) / n)
+        self.batch = min(self.batch, cpu_seconds(lambda: san.sanitize_batch(docs)) / self.n_tokens)
+        self.single = min(self.single, cpu_seconds(lambda: [san.sanitize(d) for d in docs]) / self.n_tokens)
+
+    def result(self) -> dict:
+        return {"ref_us": self.best_ref * 1e6, "ours_us": self.batch * 1e6, "ratio": self.best_ref / self.batch,
+                "single_us": self.single * 1e6, "single_ratio": self.batch / self.single,
+                "tokens": self.n_tokens, "ref_tokens": self.n_ref_tokens}
 
 
 def bench_threads(san, docs: list[str], batches: int, repeats: int) -> dict:
@@ -473,8 +493,9 @@ def fmt_rss(added: int | None, size: int) -> str:
     return f"{added / 2**20:.1f} ({added / size:.2f}×)"
 
 
-def measure(config: tuple, eps: float, args, work: Path, docs: list[str], public, trusted, notes) -> dict:
-    """Every column of one table row: one bundle, one ε."""
+def prepare(config: tuple, eps: float, args, work: Path, docs: list[str], public, trusted, notes) -> dict:
+    """One table row (one bundle, one ε) made ready: its bundle (built if missing), load times, an
+    open Sanitizer, the reference over the same bundle, and the runs of both sides."""
     from ldptext import keys
     from ldptext.santext import Sanitizer
     key, label, embeddings, _, _ = config
@@ -482,9 +503,9 @@ def measure(config: tuple, eps: float, args, work: Path, docs: list[str], public
     built = ensure_bundle(path, config, eps, work / "neighbours", trusted)
     if built is not None:
         notes.append(f"built {label}, ε = {eps:g} in {built:.1f} s")
-    load_before = os.getloadavg()[0]
-    row = {"label": label, "eps": eps, "size": path.stat().st_size,
-           "load_c": c_load_ms(path, keys.public_bytes(public)), "load_py": python_load_ms(path, trusted)}
+    row = {"label": label, "eps": eps, "path": path, "size": path.stat().st_size,
+           "load_c": c_load_ms(path, keys.public_bytes(public)), "load_py": python_load_ms(path, trusted),
+           "load_avg": []}
     san = Sanitizer.load(path, trusted_keys=trusted, **WEAK_OK)
     if san.backend != "libldptext":
         notes.append(f"{label}, ε = {eps:g}: Sanitizer backend is {san.backend!r}, not libldptext")
@@ -494,18 +515,41 @@ def measure(config: tuple, eps: float, args, work: Path, docs: list[str], public
     ref_ids = [word2id[w] for d in docs[:args.ref_docs] for w in tokenize(d) if w in word2id]
     uses = np.unique(np.concatenate([ids[:args.ref_tokens], np.asarray(ref_ids, dtype=ids.dtype)]))
     ref = PublicSanTextPlus(san, eps, uses, tokenize)
-    row["sampling"] = bench_sampling(san, ref, np.resize(ids, args.tokens).astype(np.int32),
-                                     args.ref_tokens, args.repeats)
-    row["e2e"] = bench_end_to_end(san, ref, docs, args.ref_docs, args.repeats)
-    del ref
+    np.random.seed(0)
+    random.seed(0)
+    row["san"] = san
+    row["runs"] = (SamplingRuns(san, ref, np.resize(ids, args.tokens).astype(np.int32), args.ref_tokens,
+                                args.repeats),
+                   EndToEndRuns(san, ref, docs, args.ref_docs, args.repeats))
+    return row
+
+
+def measure_rounds(rows: list[dict], repeats: int) -> None:
+    """``repeats`` rounds over every row, one run of each of its measurements per round. A shared
+    host's memory latency moves between levels for seconds at a time, and our sampler, bound by
+    random reads, with it (``ldp_sample_ids`` on 200,000 Lee ids, GloVe-50k ε = 3, runs of five in
+    fresh processes: 0.40-0.42 or 0.60-0.67 µs/token, switching within a process and on either
+    core); the reference's Python and numpy work hardly moves. Taken one row after the other, a
+    row's runs fell within a second or two, all at one level; spread over the whole measurement,
+    its best run comes from a quiet moment whenever the measurement had one, for both sides alike."""
+    for r in range(repeats):
+        for row in rows:
+            row["load_avg"].append(os.getloadavg()[0])
+            for runs in row["runs"]:
+                runs.run(r)
+
+
+def finish(row: dict, args, docs: list[str]) -> None:
+    """The row's results; its Sanitizer closed, then the resident-memory probes (fresh processes)."""
+    sampling, e2e = row.pop("runs")
+    row["sampling"], row["e2e"] = sampling.result(), e2e.result()
+    san = row.pop("san")
+    row["n_outputs"] = san.outputs.size
     if args.threads:
         row["threads"] = bench_threads(san, docs, args.thread_batches, args.repeats)
         row["threads"]["machine"] = machine_thread_ceiling(args.repeats)
-    row["n_outputs"] = san.outputs.size
     san.close()
-    row["rss"] = resident(path, docs[0]) if args.rss else None
-    row["load_avg"] = (load_before, os.getloadavg()[0])
-    return row
+    row["rss"] = resident(row["path"], docs[0]) if args.rss else None
 
 
 def print_tables(rows: list[dict], args, notes: list[str], load: tuple) -> None:
@@ -524,7 +568,7 @@ def print_tables(rows: list[dict], args, notes: list[str], load: tuple) -> None:
               f"{fmt_ratio(s['ratio'])}{ok(s['ratio'], TARGETS['sampling'])} | {e['ref_us']:.1f} | "
               f"{e['ours_us']:.3f} | {fmt_ratio(e['ratio'])}{ok(e['ratio'], TARGETS['e2e'])} | "
               f"{e['single_us']:.3f} | {e['single_ratio']:.2f}×{ok(e['single_ratio'], TARGETS['single'])} | "
-              f"{r['load_avg'][0]:.2f}–{r['load_avg'][1]:.2f} |")
+              f"{min(r['load_avg']):.2f}–{max(r['load_avg']):.2f} |")
     print(f"\nTargets: sampling ≥ {TARGETS['sampling']:.0f}×, end to end ≥ {TARGETS['e2e']:.0f}× at every ε, "
           f"one call per document ≥ {TARGETS['single']}× the batch throughput (\"(missed)\" marks a miss). "
           f"CPU time, best of {args.repeats} interleaved runs; public: {args.ref_tokens} sampled tokens, "
@@ -616,7 +660,10 @@ def main() -> int:
     notes: list[str] = []
     for config in configs:
         for eps in (float(e) for e in args.epsilons.split(",")):
-            rows.append(measure(config, eps, args, work, docs, public, trusted, notes))
+            rows.append(prepare(config, eps, args, work, docs, public, trusted, notes))
+    measure_rounds(rows, args.repeats)
+    for row in rows:
+        finish(row, args, docs)
     print_tables(rows, args, notes, (load_before[0], os.getloadavg()[0]))
 
     if args.glove100k:
