@@ -32,11 +32,20 @@
 #define LDP_PREFETCH 1
 #endif
 
-/* Ask for every cache line of bytes [p, p + bytes) (a hint: nothing is read). */
+/* Ask for the cache line holding p, into every cache level (a hint: nothing is read). */
+LDP_ALWAYS_INLINE void prefetch_line(const void *p) {
+#if defined(LDP_PREFETCH)
+    __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
+/* Ask for every cache line of bytes [p, p + bytes). */
 LDP_ALWAYS_INLINE void prefetch_bytes(const void *p, size_t bytes) {
 #if defined(LDP_PREFETCH)
     const char *line = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + bytes;
-    for (; line < end; line += 64) __builtin_prefetch(line, 0, 3);
+    for (; line < end; line += 64) prefetch_line(line);
 #else
     (void)p;
     (void)bytes;
@@ -353,14 +362,9 @@ static int in_head(const ldp_santext_table *t, int32_t x, int32_t key) {
 }
 
 /* Ask for accept_gamma[i] ahead of its use, in either stored form. */
-static void prefetch_gamma(const ldp_santext_table *t, size_t i) {
-#if defined(__GNUC__)
-    if (t->accept_gamma_f32 != NULL) __builtin_prefetch(t->accept_gamma_f32 + i, 0, 3);
-    else __builtin_prefetch(t->accept_gamma + i, 0, 3);
-#else
-    (void)t;
-    (void)i;
-#endif
+LDP_ALWAYS_INLINE void prefetch_gamma(const ldp_santext_table *t, size_t i) {
+    if (t->accept_gamma_f32 != NULL) prefetch_line(t->accept_gamma_f32 + i);
+    else prefetch_line(t->accept_gamma + i);
 }
 
 /* The first of two trials whose probabilities multiply to exp(-e) (cluster_bounds.h): keep with
@@ -610,18 +614,16 @@ LDP_ALWAYS_INLINE void prefetch_candidate(const ldp_santext_table *t, int32_t x,
      * w = 0.9 eps = 10 0.280 / 0.287 vs 0.259 / 0.260, eps = 15 0.299 / 0.288 vs 0.276 / 0.266,
      * default split eps = 10 0.436 / 0.424 vs 0.411 / 0.379; GloVe-50k (one line) unchanged. */
     prefetch_row(t->emb_q + (size_t)x * (size_t)t->dim, t->dim);
-#if defined(__GNUC__)
     /* the distance's scale and |q|^2 into every level too: with the non-temporal hint the
      * distance waited on them (interleaved A/B, 200,000 Lee ids, us/token, hint 0 vs 3: MiniLM
      * default split eps = 10 0.314 vs 0.256, eps = 1 0.133 vs 0.109, w = 0.9 eps = 10 0.187 vs
      * 0.158; GloVe-50k eps = 3 0.545 vs 0.503) */
-    __builtin_prefetch(t->emb_scale + cand, 0, 3);
-    __builtin_prefetch(t->emb_sqnorm + cand, 0, 3);
+    prefetch_line(t->emb_scale + cand);
+    prefetch_line(t->emb_sqnorm + cand);
     /* accept_tail reads these: often evicted meanwhile */
-    __builtin_prefetch(t->tail_floor + x, 0, 3);
-    __builtin_prefetch(t->emb_scale + x, 0, 3);
-    __builtin_prefetch(t->emb_sqnorm + x, 0, 3);
-#endif
+    prefetch_line(t->tail_floor + x);
+    prefetch_line(t->emb_scale + x);
+    prefetch_line(t->emb_sqnorm + x);
     prefetch_gamma(t, (size_t)x * ((size_t)t->head_size + 1u) + (size_t)t->head_size);
 }
 
@@ -917,11 +919,11 @@ static void order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *
 
 /* Ask for what start() reads first of row x, and what head_likely() reads. */
 LDP_ALWAYS_INLINE void prefetch_odds(const ldp_santext_table *t, int32_t x) {
-    prefetch_bytes(t->keep_row + x, 1);
-    prefetch_bytes(t->tail_mass + x, sizeof *t->tail_mass);
+    prefetch_line(t->keep_row + x);
+    prefetch_line(t->tail_mass + x);
     if (t->skip_row != NULL) {
-        prefetch_bytes(t->skip_row + x, 1);
-        prefetch_bytes(t->skip_p + x, sizeof *t->skip_p);
+        prefetch_line(t->skip_row + x);
+        prefetch_line(t->skip_p + x);
     }
 }
 
