@@ -213,9 +213,9 @@ class EndToEndRuns:
     def __init__(self, san, ref: PublicSanTextPlus, docs: list[str], n_ref_docs: int, repeats: int) -> None:
         self.san, self.ref, self.docs = san, ref, docs
         ref_docs = docs[:n_ref_docs]
-        self.n_ref_tokens = sum(int(san.tokenize(d).size) for d in ref_docs)
         self.chunks = split(ref_docs, min(repeats, len(ref_docs)))
         self.chunk_tokens = [sum(int(san.tokenize(d).size) for d in c) for c in self.chunks]
+        self.n_ref_tokens = sum(self.chunk_tokens)
         self.n_tokens = sum(r.n_tokens for r in san.sanitize_batch(docs))  # also warms up
         self.best_ref = self.batch = self.single = float("inf")
 
