@@ -615,9 +615,26 @@ static PyObject *Bundle_distance(BundleObject *self, PyObject *args) {
     return PyFloat_FromDouble(ldp_distance(t, a, b));
 }
 
+/* Bundle.check_rows(first, count) -> int: ldp_bundle_check_rows over the range, without the GIL
+ * (threads check ranges in parallel): -1 when every row is right, else the first wrong row;
+ * LibraryError on any other failure. */
+static PyObject *Bundle_check_rows(BundleObject *self, PyObject *args) {
+    long long first, count;
+    int64_t bad = -1;
+    int rc;
+    if (!bundle_ready(self) || !PyArg_ParseTuple(args, "LL", &first, &count)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ldp_bundle_check_rows(self->bundle, (int64_t)first, (int64_t)count, &bad);
+    Py_END_ALLOW_THREADS
+    if (rc != LDP_OK && rc != LDP_E_PARAMETER_MISMATCH) return library_error(rc, -1, -1);
+    return PyLong_FromLongLong((long long)bad);
+}
+
 static PyMethodDef Bundle_methods[] = {
     {"distance", (PyCFunction)Bundle_distance, METH_VARARGS,
      "distance(a, b): Euclidean distance of rows a and b as the sampler computes it"},
+    {"check_rows", (PyCFunction)Bundle_check_rows, METH_VARARGS,
+     "check_rows(first, count): check rows [first, first + count) in full; -1 or the first wrong row"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject BundleType = {

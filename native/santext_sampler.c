@@ -817,11 +817,18 @@ static int bernoulli_exp_by_table(ldp_chacha *g, double e) {
  * holds for the computed d (precompute leaves the margin) and LOG[q] <= q/32, and rounding is
  * monotone, so the exponent computed here is >= 0 whenever the table is right. With q = 0 it is
  * the plain tail's exponent, bit for bit; with C > 1 the trial itself is bernoulli_exp_by_table's. */
-static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t y) {
+LDP_ALWAYS_INLINE double tail_exponent(const ldp_santext_table *t, int32_t x, int32_t y, double d) {
     const size_t slots = (size_t)t->head_size + 1u;
-    double d = ldp_distance(t, x, y);
-    double g_tail = (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[cluster_units(t, x, y)]) +
-                    ldp_accept_gamma(t, (size_t)x * slots + (size_t)t->head_size);
+    return (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[cluster_units(t, x, y)]) +
+           ldp_accept_gamma(t, (size_t)x * slots + (size_t)t->head_size);
+}
+
+double ldp_tail_exponent(const ldp_santext_table *t, int32_t x, int32_t y, double d) {
+    return tail_exponent(t, x, y, d);
+}
+
+static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t y) {
+    double g_tail = tail_exponent(t, x, y, ldp_distance(t, x, y));
     /* the table trial only where the bundle has tail clusters: their builds state its rounding
      * in the tolerance; older bundles (C = 1) keep the exact trial their tolerance was made for */
     int accept = t->n_clusters > 1 ? bernoulli_exp_by_table(g, g_tail) : ldp_bernoulli_exp(g, g_tail);

@@ -158,6 +158,12 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n);
 /* Distance between rows a and b of the int8 metric embedding, exact up to a few roundings:
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
+/* The exponent of the second tail trial of tail candidate y of row x at distance d, exactly as the
+ * sampler computes it: eps/2 (d - tail_floor[x]) - LOG[cluster_gamma[x][c(y)]] + accept_gamma[x][K].
+ * The sampler refuses a negative one; libldptext's row check (lib/check.c) reads it for every
+ * tail output of a row before the row's first draw. */
+double ldp_tail_exponent(const ldp_santext_table *t, int32_t x, int32_t y, double d);
+
 /* Samples n ids, each from its row's law with its own draws (outputs independent); on error returns
  * the code and stores the failing position in *failed_at. An id outside [0, n_rows) is found
  * before any draw. Which draws of g go to which token depends on n (a long call takes its tokens

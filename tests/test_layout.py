@@ -114,7 +114,7 @@ LAYERS = [
     ("ldptext.errors ldptext.fileio ldptext.ldp_codes ldptext.alias ldptext.decoding ldptext.report "
      "ldptext.mechanism_report ldptext.noise ldptext._native ldptext.registry"),
     ("ldptext.keys ldptext.ledger ldptext.santext_tables ldptext._fallback ldptext.rng "
-     "ldptext.multivariate_laplace ldptext.engine_rows ldptext.verbatim"),
+     "ldptext.multivariate_laplace ldptext.engine_rows ldptext.verbatim ldptext.row_guard"),
     "ldptext.bundle ldptext.dpbart_schema ldptext.tokenization ldptext.runtime ldptext.library",
     "ldptext.token_runtime ldptext.santext_check",
     "ldptext.santext ldptext.tem ldptext.custext ldptext.cmp ldptext.dpbart",

@@ -269,6 +269,17 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
  * Numbers are written as Python's repr writes them, so they read back to the same doubles. */
 LDP_API int ldp_bundle_info(const ldp_bundle *bundle, char **json_out);
 
+/* Checks rows [first, first + count) of the bundle in full now (the range is clipped to the
+ * vocabulary): each row's whole output law against its mechanism's formula, the tail's bounds
+ * against every tail output, the stated largest verbatim rate. Sampling checks each row the
+ * first time a call needs it anyway (a call that needs a wrong row returns
+ * LDP_E_PARAMETER_MISMATCH before any draw); a batch job can check every row up front, each
+ * thread its own range. Verdicts are kept with the bundle, so no row is checked twice. Returns
+ * LDP_OK, LDP_E_PARAMETER_MISMATCH (*bad_row, if not NULL, names the first wrong row; -1
+ * otherwise), LDP_E_NOMEM or LDP_E_ARG. Thread-safe. */
+LDP_API int ldp_bundle_check_rows(const ldp_bundle *bundle, int64_t first, int64_t count,
+                                  int64_t *bad_row);
+
 /* Pins: what an application requires of the bundles it opens, beyond a trusted signature (the
  * Python runtime's BundleExpectation, same semantics). A validly signed bundle of the same publisher
  * may still be another mechanism, a larger epsilon or an older format: pin what the app promises.

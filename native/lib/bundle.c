@@ -660,6 +660,14 @@ static int read_params(ldp_bundle *b) {
     } else if (!number_at(ldp_json_get(privacy, "d_max"), &b->d_max)) {
         return LDP_E_PARAMS;
     }
+    /* SanText(+): the stated largest verbatim rate, checked on every row before its first draw
+     * (check.c check_engine_row); NaN where a bundle older than it states none */
+    b->verbatim_max = NAN;
+    if (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS) {
+        const ldp_json *verbatim = ldp_json_get(privacy, "verbatim");
+        if (verbatim != NULL && !number_at(ldp_json_get(verbatim, "max"), &b->verbatim_max))
+            return LDP_E_PARAMS;
+    }
     b->gamma = b->beta = NAN;
     if (b->mechanism == LDP_MECH_TEM &&
         (!number_at(ldp_json_get(params, "gamma"), &b->gamma) ||
@@ -984,6 +992,9 @@ static int check_tables(ldp_bundle *b) {
         if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
         else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
         if (rc != LDP_OK) return rc;
+        /* each row's verdict, made before its first draw (check.c ldp_check_rows_of) */
+        b->row_state = (uint8_t *)calloc((size_t)v, 1);
+        if (b->row_state == NULL) return LDP_E_NOMEM;
         /* the signed numbers against the tables (check.c): a trusted signer's wrong eps fails here */
         return ldp_check_realised(b);
     }
@@ -1054,6 +1065,7 @@ void ldp_bundle_close(ldp_bundle *b) {
     free(b->emb_rows);
     free(b->zero_clusters);
     free(b->tail_mass);
+    free(b->row_state);
     free(b->cluster_order);
     free(b->group_size);
     free(b->arrays);

@@ -363,3 +363,145 @@ int ldp_check_realised(const ldp_bundle *b) {
     default: return check_santext(b);
     }
 }
+
+/* ---- Every row before its first draw -------------------------------------------------------
+ * The checks above read a sample of rows at open. A table that lies on one row only (that row's
+ * input released unchanged with probability 1, say) passes them most of the time, so the sampler
+ * also checks each row's whole law the first time a call needs it (ldp_check_rows_of), and
+ * ldp_bundle_check_rows checks any range up front. A row's verdict is kept per bundle (row_state:
+ * 0 unchecked, 1 right, 2 refused); the check is deterministic, so two threads that check the
+ * same row at once write the same verdict. */
+
+#if defined(__GNUC__)
+#define ROW_STATE_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ROW_STATE_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#else
+#define ROW_STATE_LOAD(p) (*(volatile uint8_t *)(p))
+#define ROW_STATE_STORE(p, v) (*(volatile uint8_t *)(p) = (v))
+#endif
+
+/* Row x's whole law on the SanText engine against Pr[y] ∝ exp(-eps d(x, y) / 2) over the outputs
+ * O (row_guard.py, santext.py _row_laws_ok): every head slot's realised log(mass) - gamma + eps/2 d
+ * and the tail's log(mass_K / n_T) - gamma_K + eps/2 floor are one constant within tol (so every
+ * output's realised probability is the formula's); every output of the tail has probability > 0
+ * (mass_K > 0) and a second-trial exponent >= 0 as the sampler computes it (the floor and the
+ * cluster bounds are lower bounds: no draw can fail half-way); and, for a sensitive row, P(x -> x)
+ * from the formula is at most the stated largest verbatim rate. One pass over O; the rate's sum
+ * over O only when the head's own bound (the head's terms alone give P(x -> x) at most
+ * e^(-eps d(x,x)/2) / sum over the head) does not already show it. 1 right, -1 refused. */
+static int check_engine_row(const ldp_bundle *b, int32_t x, double tol) {
+    const ldp_santext_table *t = &b->table;
+    const size_t k = (size_t)t->head_size, slots = k + 1, head_at = (size_t)x * k;
+    const double half = t->half_epsilon, floor_x = t->tail_floor[x];
+    const uint64_t n_tail = (uint64_t)t->n_outputs - (uint64_t)k; /* head ⊂ O (bundle.c) */
+    const int rate_stated = !isnan(b->verbatim_max) && !t->keep_row[x];
+    double rmin = INFINITY, rmax = -INFINITY, own = INFINITY, head_sum = 0.0, sum = 0.0;
+    int sum_tail;
+    size_t j, h = 0;
+    int32_t i;
+    for (j = 0; j < k; j++) {
+        const int32_t y = ldp_head_id(t, head_at + j);
+        const uint64_t mass = ldp_table_realised_mass(t, x, j);
+        const double d = ldp_distance(t, x, y);
+        double r;
+        if (mass == 0) return -1; /* an output the formula gives mass, never drawn */
+        r = log((double)mass) - ldp_accept_gamma(t, (size_t)x * slots + j) + half * d;
+        rmin = fmin(rmin, r);
+        rmax = fmax(rmax, r);
+        if (y == x) own = d;
+    }
+    if (n_tail > 0) {
+        const uint64_t mass = t->tail_mass[x];
+        double r;
+        if (mass == 0) return -1;
+        r = log((double)mass) - log((double)n_tail) -
+            ldp_accept_gamma(t, (size_t)x * slots + k) + half * floor_x;
+        rmin = fmin(rmin, r);
+        rmax = fmax(rmax, r);
+    }
+    if (!(rmax - rmin <= tol)) return -1;
+    /* the rate's bound from the head (terms shifted by d(x, x), the smallest distance up to rounding) */
+    sum_tail = 0;
+    if (rate_stated && own != INFINITY) {
+        for (j = 0; j < k; j++)
+            head_sum += exp(-half * (ldp_distance(t, x, ldp_head_id(t, head_at + j)) - own));
+        sum_tail = 1.0 / head_sum > b->verbatim_max;
+    }
+    for (i = 0; i < t->n_outputs; i++) { /* the tail's trials (and the rate's tail terms, if needed) */
+        const int32_t y = t->outputs[i];
+        double d;
+        while (h < k && ldp_head_id(t, head_at + h) < y) h++;
+        if (h < k && ldp_head_id(t, head_at + h) == y) continue;
+        d = ldp_distance(t, x, y);
+        if (!(ldp_tail_exponent(t, x, y, d) >= 0.0)) return -1;
+        if (sum_tail) sum += exp(-half * (d - own));
+    }
+    if (sum_tail && 1.0 / (head_sum + sum) > b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12)
+        return -1;
+    return 1;
+}
+
+/* Row x's whole check for its mechanism: 1 right (or not an input: never drawn), -1 refused. */
+static int check_one_row(const ldp_bundle *b, int32_t x, double *scratch) {
+    double tol;
+    if (!b->valid_input[x]) return 1;
+    switch (b->mechanism) {
+    case LDP_MECH_CUSTEXT:
+    case LDP_MECH_CUSTEXT_PLUS:
+        /* a stop word (group -1) is kept, never drawn: nothing to check */
+        return check_custext_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon), scratch) < 0 ? -1 : 1;
+    case LDP_MECH_TEM:
+        tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max);
+        if (check_engine_row(b, x, tol) < 0) return -1;
+        tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
+        return check_tem_far(b, x, tol) == LDP_OK ? 1 : -1;
+    default:
+        return check_engine_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+    }
+}
+
+/* Scratch for check_one_row: 2 K doubles (CusText's weights and similarities). */
+static double *row_scratch(const ldp_bundle *b) {
+    return (double *)malloc(2u * (size_t)b->table.head_size * sizeof(double));
+}
+
+/* Check row x unless its verdict is known; LDP_OK or LDP_E_PARAMETER_MISMATCH. *scratch is
+ * allocated on first need (the caller frees it). */
+static int check_row_once(const ldp_bundle *b, int32_t x, double **scratch) {
+    uint8_t *state = b->row_state + x;
+    uint8_t v = ROW_STATE_LOAD(state);
+    if (v == 0) {
+        if (*scratch == NULL && (*scratch = row_scratch(b)) == NULL) return LDP_E_NOMEM;
+        v = check_one_row(b, x, *scratch) > 0 ? 1 : 2;
+        ROW_STATE_STORE(state, v);
+    }
+    return v == 1 ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+}
+
+int ldp_check_rows_of(const ldp_bundle *b, const int32_t *xs, size_t n) {
+    double *scratch = NULL;
+    size_t i;
+    int rc = LDP_OK;
+    if (b->row_state == NULL) return LDP_OK; /* not a bundle on the SanText engine */
+    for (i = 0; i < n && rc == LDP_OK; i++)
+        if (ROW_STATE_LOAD(b->row_state + xs[i]) != 1) rc = check_row_once(b, xs[i], &scratch);
+    free(scratch);
+    return rc;
+}
+
+int ldp_bundle_check_rows(const ldp_bundle *b, int64_t first, int64_t count, int64_t *bad_row) {
+    double *scratch = NULL;
+    int64_t x;
+    int rc = LDP_OK;
+    if (bad_row != NULL) *bad_row = -1;
+    if (b == NULL || first < 0 || count < 0) return LDP_E_ARG;
+    if (b->row_state == NULL) return LDP_OK;
+    if (first > b->table.n_rows) first = b->table.n_rows;
+    if (count > b->table.n_rows - first) count = b->table.n_rows - first;
+    for (x = first; x < first + count && rc == LDP_OK; x++) {
+        rc = check_row_once(b, (int32_t)x, &scratch);
+        if (rc == LDP_E_PARAMETER_MISMATCH && bad_row != NULL) *bad_row = x;
+    }
+    free(scratch);
+    return rc;
+}

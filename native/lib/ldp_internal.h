@@ -66,6 +66,10 @@ struct ldp_bundle {
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     void *cluster_order;   /* the sampler's outputs in cluster order (ldp_santext_cluster_order) */
     const uint8_t *valid_input, *sensitive;
+    /* per row: 0 not yet checked, 1 its whole law checked and right, 2 refused (check.c); NULL
+     * until the tables are checked. Written through a const bundle: a verdict is a cache. */
+    uint8_t *row_state;
+    double verbatim_max; /* SanText(+): the stated largest verbatim rate, NaN: none stated */
     ldp_tokenizer *tokenizer;
     /* the trusted key that signed the manifest (ldp_bundle_info's key_id); has_signer is 0 for a
      * bundle adopted from the Python runtime, which verified the signature itself */
@@ -90,6 +94,12 @@ const char *ldp_dtype_code(int dtype);
  * LDP_E_NOMEM or LDP_E_RANDOM. The bundle's table and mechanism arrays must be complete and
  * checked. */
 int ldp_check_realised(const ldp_bundle *b);
+
+/* Each row of xs[0..n) checked in full before its first draw, once per bundle (check.c): every
+ * head slot and the tail against the mechanism's formula, the tail's floor and cluster bounds
+ * against every tail output, the stated largest verbatim rate. LDP_OK, LDP_E_PARAMETER_MISMATCH
+ * (a row is wrong: nothing may be drawn) or LDP_E_NOMEM. Every xs[i] in [0, n_rows). */
+int ldp_check_rows_of(const ldp_bundle *b, const int32_t *xs, size_t n);
 
 /* TEM's draws (tem.py TEMSanitizer._draw, in the same order of random draws): a far-branch
  * trial per token that has far outputs, then rounds of uniform candidates for the far tokens and

@@ -308,6 +308,10 @@ static int sample(ldp_sanitizer *s, const int32_t *xs, int32_t *ys, size_t n) {
     size_t failed_at = 0;
     int rc = stream(s, &g);
     if (rc != LDP_OK) return rc;
+    /* nothing is drawn from a row whose whole law was not checked: a bad row refuses the call
+     * before any draw, so a document that needs it releases nothing */
+    rc = ldp_check_rows_of(s->bundle, xs, n);
+    if (rc != LDP_OK) return rc;
     /* TEM draws on the engine with its own branches; CusText(+) is the engine itself */
     if (s->bundle->mechanism == LDP_MECH_TEM) return ldp_tem_sample_many(g, s->bundle, xs, ys, n);
     rc = ldp_santext_sample_many(g, &s->bundle->table, xs, ys, n, &failed_at);

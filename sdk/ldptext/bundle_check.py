@@ -42,13 +42,17 @@ from .errors import BundleError, ParameterMismatchError, SignatureError
 __all__ = ["check_parameters", "sign_bundle"]
 
 
-def check_parameters(bundle: Bundle) -> None:
+def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
     """Refuse a bundle whose manifest parameters disagree with its arrays.
 
     Parameters
     ----------
     bundle : Bundle
         A bundle whose structure and hashes were verified (trust need not be decided).
+    every_row : bool
+        Also check every input row's whole output law (:func:`ldptext.row_guard.check_all_rows`; in
+        libldptext on every core when the extension is built): what ``bundle sign`` and ``bundle
+        verify --full`` run, so that a table wrong on one row only is never signed.
 
     Raises
     ------
@@ -58,24 +62,28 @@ def check_parameters(bundle: Bundle) -> None:
     """
     mechanism = _registry.get(bundle.mechanism)  # read_bundle refuses unknown mechanisms
     if mechanism.family == "santext":
-        _check_santext(bundle)
+        _check_santext(bundle, every_row)
     elif mechanism.family == "dpbart":
         _check_dpbart(bundle)
     else:  # every other token mechanism: its runtime's own check (TEM, CusText(+), CMP, Mahalanobis)
         from .token_runtime import check_parameters as check_comparison
 
-        check_comparison(bundle)
+        check_comparison(bundle, every_row=every_row)
 
 
-def _check_santext(bundle: Bundle) -> None:
+def _check_santext(bundle: Bundle, every_row: bool = False) -> None:
+    from .library import available
+    from .row_guard import check_all_rows
     from .santext import Sanitizer
     from .santext_check import check_realised, fixed_rows
     from .verbatim import VerbatimRate, check_stated_maximum
 
     try:
         # construction runs the load-time check (ldptext.santext_check) on its own sample
-        # a weak bundle is consistent or not like any other: its label is checked, not refused
-        san = Sanitizer(bundle, backend="fallback", allow_weak_privacy=True)
+        # a weak bundle is consistent or not like any other: its label is checked, not refused;
+        # every row: in libldptext, on every core, where it is built
+        san = Sanitizer(bundle, backend="auto" if every_row and available() else "fallback",
+                        allow_weak_privacy=True)
     except ParameterMismatchError:
         raise
     except BundleError as e:
@@ -89,6 +97,8 @@ def _check_santext(bundle: Bundle) -> None:
     stated = VerbatimRate.from_manifest(san.manifest["privacy"].get("verbatim"))
     if stated is not None:
         check_stated_maximum(san.tables, san.epsilon, stated, rows)
+    if every_row:
+        check_all_rows(san)
 
 
 def _check_dpbart(bundle: Bundle) -> None:
@@ -138,14 +148,14 @@ def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None =
     Content is verified against the manifest first. A bundle whose existing signature does not
     verify is refused unless ``force``: re-signing would otherwise launder a tampered file. Then, with
     or without ``force``, the manifest's privacy parameters must be what the arrays realise
-    (:func:`check_parameters`; ``ParameterMismatchError`` otherwise): a signature
-    never vouches for an ε the tables do not implement.
+    (:func:`check_parameters`, every row's whole law included; ``ParameterMismatchError``
+    otherwise): a signature never vouches for an ε the tables do not implement.
     """
     bundle, info = _bundle.open_unverified(path)
     if info.signed and not info.valid and not force:
         raise SignatureError("bundle's existing signature does not verify; refusing to re-sign "
                              "(pass force=True if you rebuilt it yourself)")
-    check_parameters(bundle)
+    check_parameters(bundle, every_row=True)
     manifest = {k: v for k, v in bundle.manifest.items()
                 if k not in ("format", "format_version", "mechanism", "arrays")}
     arrays = {n: np.array(a) for n, a in bundle.arrays.items() if not n.startswith(_bundle.BLOB_PREFIX)}

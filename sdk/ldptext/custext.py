@@ -46,6 +46,7 @@ from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
+from .row_guard import law_matches
 from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_worst_case, sampled_rows
 
@@ -215,13 +216,29 @@ class CusTextSanitizer(TokenRuntime):
         vectors = t.emb_scale.astype(np.float64)[:, None] * t.emb_q.astype(np.float64)
         live = np.flatnonzero(self.valid_input & (g >= 0))
         rows = sampled_rows(live, np.linalg.norm(vectors, axis=1))
-        realised = self.log_probabilities(rows)
+        if not self._row_laws_ok(rows).all():
+            raise ParameterMismatchError(
+                f"manifest epsilon {eps:.10g} ({self.similarity} similarity) is not what the tables "
+                f"realise (log-probabilities over a sampled row's output set)")
+
+    def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
+        """Per row: its whole law over its output set is the exponential mechanism exp(ε·u/2) at the
+        stated ε and similarity (u min-max normalised over the set) within twice the stated
+        tolerance (:mod:`ldptext.row_guard`); a CusText+ stop word (kept, never drawn) passes."""
+        t, g, eps = self.tables, self.group_id, self.epsilon
+        rows = np.asarray(rows, dtype=np.int64)
+        ok = np.ones(rows.size, dtype=bool)
+        live = np.flatnonzero(g[rows] >= 0)
+        if live.size == 0:
+            return ok
+        realised = self.log_probabilities(rows[live])
         tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps)
         is_output = np.zeros(t.n_rows, dtype=bool)
         is_output[t.outputs] = True
-        for i, x in enumerate(rows):
+        for i, x in zip(live, rows[live]):
             members = np.flatnonzero((g == g[x]) & is_output)
-            a, b = vectors[x], vectors[members]
+            a = t.emb_scale[x].astype(np.float64) * t.emb_q[x].astype(np.float64)
+            b = t.emb_scale[members].astype(np.float64)[:, None] * t.emb_q[members].astype(np.float64)
             if self.similarity == "euclidean":
                 score = -np.sqrt(((b - a) ** 2).sum(axis=1))
             else:
@@ -229,13 +246,11 @@ class CusTextSanitizer(TokenRuntime):
                 score = (b @ a) / np.where(norms > 0, norms, 1.0)
             span = float(score.max() - score.min())
             u = np.ones(members.size) if span <= 0 else np.clip((score - score.min()) / span, 0.0, 1.0)
-            w = eps / 2.0 * u
-            formula = w - (w.max() + math.log(float(np.exp(w - w.max()).sum())))
-            got = realised[i, members]
-            if not np.isfinite(got).all() or float(np.abs(got - formula).max()) > tol:
-                raise ParameterMismatchError(
-                    f"manifest epsilon {eps:.10g} ({self.similarity} similarity) is not what the tables "
-                    f"realise (log-probabilities over a sampled row's output set)")
+            row = realised[np.searchsorted(live, i)]
+            # the set's law, and nothing outside the set
+            ok[i] = bool(law_matches(row[members][None, :], (eps / 2.0 * u)[None, :], tol)[0]) \
+                and np.isclose(np.exp(row[members]).sum(), 1.0, rtol=0, atol=1e-9)
+        return ok
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:
         return self._rng.santext_sample(self._table, flat.astype(np.int32))

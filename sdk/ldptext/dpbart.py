@@ -54,7 +54,7 @@ from . import decoding as _decoding
 from . import noise as _noise
 from . import runtime as _runtime
 from .dpbart_schema import GRAPHS, MECHANISM, DPBartConfig, encoder_row
-from .errors import BundleFormatError, InputError, ParameterError, WeakPrivacyError
+from .errors import BundleFormatError, InputError, ParameterError, ParameterMismatchError, WeakPrivacyError
 from .rng import Generator
 from .tokenization import TextTokenizer
 
@@ -361,6 +361,30 @@ class Rewriter(_runtime.Closable):
         self._capacity = cfg.capacity
         self._dec_inputs = [i.name for i in self._dec.get_inputs()]
         self.n = _noise.effective_dim(self.seq_len, self.hidden, len(self._pruned))
+
+    def _open_checks(self) -> None:
+        """The graphs against the stated shapes, at every construction (what ``bundle verify`` and
+        ``bundle sign`` check): the encoder on one input of length L returns (1, L, d), and one
+        decoder step runs on that output. A bundle with a wrong L or d, or swapped graphs, is refused
+        here with a bundle error, not at its first document with a raw ONNX Runtime one."""
+        try:
+            ids, mask = self.encoder_inputs([[]])
+            z = self._enc.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        except Exception as e:  # ONNX Runtime raises its own types
+            raise ParameterMismatchError(f"the encoder graph does not run on an input of length "
+                                         f"L={self.seq_len}: {type(e).__name__}") from None
+        if tuple(np.shape(z)) != (1, self.seq_len, self.hidden):
+            raise ParameterMismatchError(f"the encoder graph returns shape {tuple(np.shape(z))}, but the "
+                                         f"manifest states L={self.seq_len}, d={self.hidden}")
+        try:
+            step, _ = self._decoder_state(np.asarray(z, dtype=np.float32), copies=1)
+            logits = np.asarray(step(np.array([self._start], dtype=np.int64)))
+        except Exception as e:
+            raise ParameterMismatchError(f"the decoder graphs do not run on the encoder's output: "
+                                         f"{type(e).__name__}") from None
+        if logits.ndim < 2 or logits.shape[0] != 1 or logits.shape[-1] < 2:
+            raise ParameterMismatchError(f"the decoder step returns shape {logits.shape}, not one row of "
+                                         f"next-token scores")
 
     # ------------------------------------------------------------------ loading
     @classmethod

@@ -207,6 +207,10 @@ def library_error(e: Exception, *, batch: bool) -> Exception:
     Exception
     """
     code, message, doc, token = (int(e.args[0]), str(e.args[1]), int(e.args[2]), int(e.args[3]))
+    if code == LDP_E_PARAMETER_MISMATCH:  # a row checked before its first draw is wrong
+        from .row_guard import ROW_REFUSAL
+
+        return ParameterMismatchError(ROW_REFUSAL)
     if code == LDP_E_INPUT_ID and batch:
         return InputError(f"document {doc}: token {token} is not a valid input of this bundle (a "
                           f"special token of its tokenizer, e.g. written literally in the text)", document=doc)

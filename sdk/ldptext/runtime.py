@@ -77,7 +77,27 @@ class Runtime(Protocol):
         ...
 
 
-class Closable:
+class _CheckedOnOpen(type):
+    """The one door of every runtime: constructing one runs its mechanism's checks.
+
+    ``cls(bundle, ...)`` runs ``__init__`` and then ``_open_checks()`` (the stated parameters against
+    what the arrays realise, the graphs against the stated shapes, the adoption of libldptext), so
+    that no code path — ``load``, ``load_token_runtime``, the CLI, Spark executors, evaluation —
+    can hold a runtime around a bundle whose statements were not checked. A check that fails closes
+    the half-built runtime and raises.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        try:
+            obj._open_checks()
+        except BaseException:
+            obj.close()
+            raise
+        return obj
+
+
+class Closable(metaclass=_CheckedOnOpen):
     """``close()`` and the context-manager protocol, shared by :class:`ldptext.Sanitizer` and
     :class:`ldptext.Rewriter`.
 
@@ -98,6 +118,10 @@ class Closable:
     #: instance attributes that ``close()`` drops (set by each subclass)
     _RELEASED: tuple[str, ...] = ()
     _closed: bool = False
+
+    def _open_checks(self) -> None:
+        """Every check of the mechanism that ``__init__`` did not run itself (see
+        :class:`_CheckedOnOpen`); raises a ``BundleError`` subclass."""
 
     @property
     def closed(self) -> bool:
@@ -330,7 +354,29 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
     # the verbatim rate is stated and checked for SanText(+) bundles
     extra = {"allow_weak_privacy": allow_weak_privacy} if mechanism.family == "santext" else {}
-    return mechanism.runtime_class()(bundle, seed=seed, **extra)
+    return construct_checked(mechanism.runtime_class(), bundle, seed=seed, **extra)
+
+
+def construct_checked(cls: type, bundle: Bundle, **kwargs: Any) -> Any:
+    """``cls(bundle, **kwargs)`` with every check of its mechanism run: the one door.
+
+    A runtime of the :class:`Closable` family runs its checks by being constructed
+    (:class:`_CheckedOnOpen`); a plugin's runtime outside it has its ``check_parameters()`` run here,
+    so that no caller holds either kind around an unchecked bundle.
+
+    Raises
+    ------
+    BundleError
+        A check failed (the half-built runtime is closed).
+    """
+    runtime = cls(bundle, **kwargs)
+    if not isinstance(type(runtime), _CheckedOnOpen) and hasattr(runtime, "check_parameters"):
+        try:
+            runtime.check_parameters()
+        except BaseException:
+            runtime.close()
+            raise
+    return runtime
 
 
 def row_ids(xs: Any, n_rows: int) -> np.ndarray:

@@ -67,8 +67,10 @@ from . import registry as _registry
 from . import runtime as _runtime
 from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource
+from .engine_rows import engine_distance_rows, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError
 from .report import PrivacyReport
+from .row_guard import engine_tail_ok, law_matches
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of, unique_rows
 from .santext_check import DMAX_ROWS, check_realised, load_rows
@@ -323,6 +325,10 @@ class Sanitizer(TokenRuntime):
                                       allow_unsigned=allow_unsigned, expect=expect)
         return cls(bundle, seed=seed, backend=backend, ledger=ledger, allow_weak_privacy=allow_weak_privacy)
 
+    def _open_checks(self) -> None:
+        """Nothing more: ``__init__`` checks the tables, the stated parameters and the verbatim rate
+        itself, and libldptext adopts the bundle there (it checks it again)."""
+
     def _check_parameters(self) -> None:
         """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""
         if not (math.isfinite(self.epsilon) and self.epsilon > 0):
@@ -437,6 +443,32 @@ class Sanitizer(TokenRuntime):
         """One draw per id of ``flat`` (int64, every id a valid input: checked by the caller) on the
         C extension's or numpy's sampler (libldptext's draws: ``TokenRuntime._release``)."""
         return self._rng.santext_sample(self._table, flat.astype(np.int32))
+
+    def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
+        """Per row: its whole law is SanText's at the stated ε (:mod:`ldptext.row_guard`).
+
+        Every output's realised probability (the engine's, before SanText+'s 1 − p keep) against
+        exp(−ε·d(x, y)/2) / Z(x) within twice the stated tolerance; every tail output's second trial
+        possible (the floor and cluster bounds hold); for a sensitive row that is an output, P(x → x)
+        at most the stated largest verbatim rate.
+        """
+        t = self.tables
+        rows = np.asarray(rows, dtype=np.int64)
+        outs = t.outputs.astype(np.int64)
+        d = engine_distance_rows(t, rows, outs)
+        w = -self.epsilon / 2.0 * d
+        realised = engine_log_probabilities(t, rows, engine_epsilon=self.epsilon, p=1.0)[:, outs]
+        ok = law_matches(realised, w, 2.0 * self.tolerance + 1e-12 * (1.0 + self.epsilon * self.d_max))
+        ok &= engine_tail_ok(t, rows, engine_epsilon=self.epsilon, d=d)
+        stated = VerbatimRate.from_manifest(self.manifest["privacy"].get("verbatim"))
+        if stated is not None and rows.size:
+            pos = np.minimum(np.searchsorted(outs, rows), outs.size - 1)
+            own = (outs[pos] == rows) & t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)
+            mx = w.max(axis=1)
+            rate = np.exp(w[np.arange(rows.size), pos] - mx) / np.exp(w - mx[:, None]).sum(axis=1)
+            limit = stated.maximum + 1e-9 * max(1.0, stated.maximum) + 1e-12
+            ok &= ~own | (rate <= limit)
+        return ok
 
     def check_parameters(self) -> None:
         """The load-time check again (:mod:`ldptext.santext_check`, on a fresh random sample of rows)."""

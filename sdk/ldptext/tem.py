@@ -47,6 +47,7 @@ from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
+from .row_guard import engine_tail_ok, law_matches
 from .santext import metric_id
 from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case, sampled_rows
@@ -222,12 +223,7 @@ class TEMSanitizer(TokenRuntime):
         if (far != self.bot_count[rows]).any():
             raise ParameterMismatchError(f"manifest gamma {gamma:.10g} is not what array 'bot_count' realises "
                                          f"(|far set| differs)")
-        w = -eps * np.minimum(d, gamma) / 2.0
-        mx = w.max(axis=1, keepdims=True)
-        formula = w - (mx + np.log(np.exp(w - mx).sum(axis=1, keepdims=True)))
-        realised = self.log_probabilities(rows)[:, outs]
-        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps * min(gamma, self.d_max))
-        if not np.isfinite(realised).all() or float(np.abs(realised - formula).max()) > tol:
+        if not self._row_laws_ok(rows).all():
             # the tables' own ε: the slope of the realised log-probabilities of near head outputs
             full = self.log_probabilities(rows)
             num = den = 0.0
@@ -244,6 +240,19 @@ class TEMSanitizer(TokenRuntime):
                 f"(realised epsilon {fit}: log-probabilities of sampled rows' head outputs)")
         check_stated_d_max(vectors, valid, self.d_max)
         check_stated_worst_case(self.manifest, worst_case_epsilon(eps, gamma, self.d_max))
+
+    def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
+        """Per row: its whole law is TEM's at the stated ε and γ (:mod:`ldptext.row_guard`): |L̄_x|
+        is ``bot_count[x]``, every output's realised probability is exp(−ε·min(d, γ)/2) / Z(x)
+        within twice the stated tolerance, and every tail output's engine trial is possible."""
+        t, eps, gamma = self.tables, self.epsilon, self.gamma
+        rows = np.asarray(rows, dtype=np.int64)
+        outs = t.outputs.astype(np.int64)
+        d = engine_distance_rows(t, rows, outs)
+        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps * min(gamma, self.d_max))
+        ok = law_matches(self.log_probabilities(rows)[:, outs], -eps * np.minimum(d, gamma) / 2.0, tol)
+        ok &= (d > gamma).sum(axis=1) == self.bot_count[rows]
+        return ok & engine_tail_ok(t, rows, engine_epsilon=eps, d=d)
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:
         t, rng, gamma = self.tables, self._rng, self.gamma

@@ -30,6 +30,7 @@ import numpy as np
 
 from . import library as _library
 from . import registry as _registry
+from . import row_guard as _rowguard
 from . import runtime as _runtime
 from .bundle import Bundle, BundleSource
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
@@ -52,13 +53,15 @@ CHECK_ROWS = 16
 _REPORTS_KEPT = 256
 
 
-def check_parameters(bundle: Bundle) -> None:
+def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
     """Refuse a comparison-mechanism bundle whose manifest parameters are not what its arrays realise.
 
     Parameters
     ----------
     bundle : Bundle
         Structure and hashes verified (trust need not be decided: ``ldptext bundle sign``).
+    every_row : bool
+        Also check every input row's whole law (:func:`ldptext.row_guard.check_all_rows`).
 
     Raises
     ------
@@ -70,14 +73,19 @@ def check_parameters(bundle: Bundle) -> None:
     """
     cls = _registry.get(bundle.mechanism).runtime_class()
     try:
-        san = cls(bundle, backend="fallback")
+        # construction runs check_parameters (the one door); every row: in libldptext where built
+        san = _runtime.construct_checked(cls, bundle,
+                                         backend="auto" if every_row and _library.available() else "fallback")
+    except ParameterMismatchError:
+        raise
     except BundleError as e:
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: {e}") from None
     except ValueError:  # the sampler's own parameter check
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of "
                                      f"range") from None
     try:
-        san.check_parameters()
+        if every_row:
+            _rowguard.check_all_rows(san)
     finally:
         san.close()
 
@@ -266,16 +274,15 @@ class TokenRuntime(_runtime.Closable):
         """
         bundle = _runtime.open_bundle(path, mechanisms=cls.MECHANISMS, trusted_keys=trusted_keys,
                                       allow_unsigned=allow_unsigned, expect=expect)
-        san = cls(bundle, seed=seed, backend=backend, ledger=ledger)
-        try:
-            # the stated parameters against what the arrays realise, at every load: a trusted
-            # signer's wrong number must not pass a device (the check `bundle sign` runs)
-            san.check_parameters()
-            san._adopt_library(bundle)
-        except BaseException:
-            san.close()
-            raise
-        return san
+        # construction runs check_parameters and adopts libldptext (_open_checks)
+        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
+
+    def _open_checks(self) -> None:
+        """The stated parameters against what the arrays realise, at every construction: a trusted
+        signer's wrong number must not pass a device (the check `bundle sign` runs); then
+        libldptext adopts the bundle and checks it again itself."""
+        self.check_parameters()
+        self._adopt_library(self._bundle)
 
     #: whether libldptext runs this runtime's mechanism (TEM and CusText: yes; CMP: no)
     _ON_LIBRARY = False
@@ -298,10 +305,29 @@ class TokenRuntime(_runtime.Closable):
         return "libldptext" if self._library is not None else self._rng.backend
 
     def _release(self, flat: np.ndarray) -> np.ndarray:
-        """One draw per id of ``flat`` (valid inputs), in libldptext when adopted."""
+        """One draw per id of ``flat`` (valid inputs), in libldptext when adopted (which checks each
+        row before its first draw itself); elsewhere each row's whole law is checked here first
+        (:class:`ldptext.row_guard.RowGuard`)."""
         if self._sanitizers is not None:
             return self._sanitizers.sample(flat)
+        guard = self._row_guard
+        if guard is not None:
+            guard.require(flat)
         return self._draw(flat)
+
+    @property
+    def _row_guard(self) -> "_rowguard.RowGuard | None":
+        """The rows whose whole law was checked (made on first use; ``None`` for a mechanism whose law
+        is not a table per row, CMP)."""
+        guard = self.__dict__.get("_guard")
+        if guard is None and type(self)._row_laws_ok is not TokenRuntime._row_laws_ok:
+            guard = self.__dict__["_guard"] = _rowguard.RowGuard(self.n_rows, self._row_laws_ok)
+        return guard
+
+    def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of ``rows``: its whole output law is what the mechanism's formula gives at the
+        stated parameters (a subclass whose law is a table per row overrides it)."""
+        return np.ones(np.asarray(rows).size, dtype=bool)
 
     # -- what a subclass supplies -------------------------------------------------------------
     @property
@@ -528,7 +554,7 @@ class TokenRuntime(_runtime.Closable):
             raise InputError(f"document {doc}: token {position - int(ends[doc] - lengths[doc])} is not a "
                              f"valid input of this bundle (a special token of its tokenizer, e.g. "
                              f"written literally in the text)", document=int(doc))
-        out = self._draw(flat) if flat.size else np.empty(0, dtype=np.int64)
+        out = self._release(flat) if flat.size else np.empty(0, dtype=np.int64)
         pieces = np.split(out, np.cumsum(lengths)[:-1]) if encoded else []
         decoded = self.tokenizer.decode_batch(pieces) if pieces else []
         return self._released(decoded, lengths)

@@ -81,25 +81,36 @@ void bw_tiny_tables(bw_tables *t, int plus) {
         if (x < BW_V - 1 && (!plus || x >= 2)) t->outputs[n++] = x;
     }
     t->n_outputs = n;
+    /* The whole law of every row is SanText's, as libldptext checks before a row's first draw:
+     * each head slot proposes M_h = 2^29 (its column's rest goes to the tail slot, which holds
+     * M_T = 3 2^32 - 2 M_h), each tail output M_T / T. Head exponents eps/2 d(x, y) - c (c their
+     * least, so the row minimum is 0), the tail's exponent 4 (float32 values: the compact bundle is
+     * the same), and the floor chosen so that the tail's constant is the head's:
+     * eps/2 floor = c + 4 - ln(M_T / (T M_h)). Every tail output's trial exponent
+     * eps/2 d - c + ln(M_T / (T M_h)) is then >= 0 (the nearest tail output is at most eps/2 0.75
+     * nearer than the nearer head output, ln(M_T / (T M_h)) >= ln(22 / 5)); the
+     * head holds 1/12 of the proposal mass, so the lookahead's rule finds head-likely rows. */
     for (x = 0; x < BW_V; x++) {
+        const uint32_t head_mass = 1u << 29;
+        const double tail_mass = 3.0 * 4294967296.0 - 2.0 * (double)head_mass, tail_n = n - BW_K;
         int a = t->outputs[x % n], b = t->outputs[(x + 1) % n];
+        double c = INFINITY;
         t->head_ids[x][0] = a < b ? a : b;
         t->head_ids[x][1] = a < b ? b : a;
-        for (j = 0; j <= BW_K; j++) {
-            t->alias_threshold[x][j] = 0xFFFFFFFFu; /* uniform proposal: full columns */
-            t->alias_index[x][j] = (uint16_t)j;
+        for (j = 0; j < BW_K; j++) {
+            t->alias_threshold[x][j] = head_mass;
+            t->alias_index[x][j] = BW_K;
         }
-        {
-            /* head exponents eps/2 * d(x, y) (uniform proposal), the tail's 0.25, row minimum 0 */
-            double lo;
-            for (j = 0; j < BW_K; j++)
-                t->accept_gamma[x][j] = t->epsilon / 2 * 0.125 *
-                                        fabs((double)codes[x][0] - codes[t->head_ids[x][j]][0]);
-            t->accept_gamma[x][BW_K] = 0.25;
-            for (lo = INFINITY, j = 0; j <= BW_K; j++) lo = fmin(lo, t->accept_gamma[x][j]);
-            for (j = 0; j <= BW_K; j++) t->accept_gamma[x][j] -= lo;
+        t->alias_threshold[x][BW_K] = 0xFFFFFFFFu; /* full column */
+        t->alias_index[x][BW_K] = BW_K;
+        for (j = 0; j < BW_K; j++) {
+            t->accept_gamma[x][j] = t->epsilon / 2 * 0.125 *
+                                    fabs((double)codes[x][0] - codes[t->head_ids[x][j]][0]);
+            c = fmin(c, t->accept_gamma[x][j]);
         }
-        t->tail_floor[x] = 0.0;
+        for (j = 0; j < BW_K; j++) t->accept_gamma[x][j] -= c;
+        t->accept_gamma[x][BW_K] = 4.0;
+        t->tail_floor[x] = (c + 4.0 - log(tail_mass / (tail_n * (double)head_mass))) / (t->epsilon / 2);
     }
     off = (size_t)snprintf(t->tokenizer_json, sizeof t->tokenizer_json,
                            "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,"

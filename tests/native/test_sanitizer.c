@@ -552,12 +552,64 @@ static void test_fraction_trial_follows_the_digits(void) {
 }
 #endif
 
+/* Every row is checked in full before its first draw (lib/check.c): a table wrong on one row only
+ * passes the open's sampled check (the row's head has one slot left, which the ratio check cannot
+ * read; or only its tail is wrong, which it does not read), yet no call ever draws from it: the
+ * call that needs it returns LDP_E_PARAMETER_MISMATCH with nothing written, its text releases
+ * nothing, and ldp_bundle_check_rows names it. */
+static void one_slot_row(bw_tables *t) { /* row 3 proposes its first head slot only */
+    int j;
+    for (j = 0; j <= BW_K; j++) {
+        t->alias_threshold[3][j] = j == 0 ? 0xFFFFFFFFu : 0u;
+        t->alias_index[3][j] = 0;
+    }
+}
+static void floor_raised(bw_tables *t) { t->tail_floor[3] += 1.0; } /* its tail made e^(eps/2) heavier */
+static void tail_gamma_raised(bw_tables *t) { t->accept_gamma[3][BW_K] += 2.0; } /* its tail lighter */
+
+static void test_every_row_is_checked_before_its_first_draw(void) {
+    void (*const tweaks[3])(bw_tables *) = {one_slot_row, floor_raised, tail_gamma_raised};
+    int i, plus;
+    for (plus = 0; plus <= 1; plus++) {
+        ldp_bundle *b = open_tiny(plus, NULL);
+        int64_t bad = 7;
+        REQUIRE(b != NULL);
+        CHECK_RC(ldp_bundle_check_rows(b, 0, BW_V, &bad), LDP_OK);
+        CHECK(bad == -1);
+        CHECK_RC(ldp_bundle_check_rows(b, -1, 1, NULL), LDP_E_ARG);
+        ldp_bundle_close(b);
+        for (i = 0; i < 3; i++) {
+            ldp_sanitizer *s = NULL;
+            const int32_t good[2] = {2, 5}, with_bad[3] = {2, 3, 5};
+            int32_t ys[3] = {-1, -1, -1};
+            char *out = NULL;
+            size_t len = 0;
+            b = open_tiny(plus, tweaks[i]);
+            REQUIRE(b != NULL); /* the sampled check at open passes it */
+            REQUIRE(ldp_sanitizer_new_seeded(b, 1, &s) == LDP_OK);
+            CHECK_RC(ldp_sample_ids(s, good, ys, 2), LDP_OK);
+            ys[0] = ys[1] = -1;
+            CHECK_RC(ldp_sample_ids(s, with_bad, ys, 3), LDP_E_PARAMETER_MISMATCH);
+            CHECK(ys[0] == -1 && ys[1] == -1 && ys[2] == -1); /* nothing drawn, nothing written */
+            CHECK_RC(ldp_sanitize(s, "gamma delta", 11, &out, &len, NULL), LDP_E_PARAMETER_MISMATCH);
+            CHECK(out == NULL);
+            CHECK_RC(ldp_sample_ids(s, with_bad + 1, ys, 1), LDP_E_PARAMETER_MISMATCH); /* kept */
+            bad = 0;
+            CHECK_RC(ldp_bundle_check_rows(b, 0, BW_V, &bad), LDP_E_PARAMETER_MISMATCH);
+            CHECK(bad == 3);
+            ldp_sanitizer_free(s);
+            ldp_bundle_close(b);
+        }
+    }
+}
+
 int main(void) {
     bw_test_keys(PK, SK, 0);
     RUN(test_sampled_distribution_is_the_exact_one);
     RUN(test_head_drawn_by_mass_where_the_tail_dominates);
     RUN(test_long_calls_keep_each_position_s_law);
     RUN(test_look_ahead_changes_no_draw);
+    RUN(test_every_row_is_checked_before_its_first_draw);
     RUN(test_seeded_streams_are_reproducible_and_marked);
     RUN(test_os_seeded_streams_differ);
     RUN(test_forked_child_never_continues_the_parent_stream);
