@@ -272,17 +272,29 @@ int ldp_santext_table_check(const ldp_santext_table *t) {
     return slots_bad(t) ? LDP_SAMPLE_ERR_INVARIANT : LDP_SAMPLE_OK;
 }
 
-double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
-    /* d^2 = s_a^2 |q_a|^2 + s_b^2 |q_b|^2 - 2 s_a s_b <q_a, q_b>. The integer dot product is exact
-     * (|q| <= 127, so |dot| < 2^31 for dim < 133,000); s_a * s_b and s_a^2 are exact in double
-     * (float32 mantissas), leaving three roundings in the combination. |q_b|^2 is read from
-     * emb_sqnorm (checked against the codes at load); the sampler prefetches it with b's codes. */
+/* d^2 = s_a^2 |q_a|^2 + s_b^2 |q_b|^2 - 2 s_a s_b <q_a, q_b>, as ldp_distance squares it. The
+ * integer dot product is exact (|q| <= 127, so |dot| < 2^31 for dim < 133,000); s_a * s_b and
+ * s_a^2 are exact in double (float32 mantissas), leaving three roundings in the combination.
+ * |q_b|^2 is read from emb_sqnorm (checked against the codes at load); the sampler prefetches it
+ * with b's codes. */
+LDP_ALWAYS_INLINE double distance_sq(const ldp_santext_table *t, int32_t a, int32_t b) {
     const int8_t *qa = t->emb_q + (size_t)a * (size_t)t->dim;
     const int8_t *qb = t->emb_q + (size_t)b * (size_t)t->dim;
     const double sa = (double)t->emb_scale[a], sb = (double)t->emb_scale[b];
     const int32_t dot = int8_dot(qa, qb, t->dim);
-    const double d2 = (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)t->emb_sqnorm[b] -
-                      2.0 * (sa * sb) * (double)dot;
+    return (sa * sa) * (double)t->emb_sqnorm[a] + (sb * sb) * (double)t->emb_sqnorm[b] -
+           2.0 * (sa * sb) * (double)dot;
+}
+
+double ldp_distance_sq(const ldp_santext_table *t, int32_t a, int32_t b) { return distance_sq(t, a, b); }
+
+void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out) {
+    int32_t i;
+    for (i = 0; i < t->n_outputs; i++) out[i] = distance_sq(t, x, t->outputs[i]);
+}
+
+double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
+    const double d2 = distance_sq(t, a, b);
     return d2 > 0.0 ? sqrt(d2) : 0.0;
 }
 

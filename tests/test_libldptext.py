@@ -68,10 +68,20 @@ class Report(ctypes.Structure):
                 ("p", ctypes.c_double), ("n_tokens", ctypes.c_size_t),
                 ("mechanism", ctypes.c_int), ("seeded", ctypes.c_int),
                 ("d_max", ctypes.c_double), ("tolerance", ctypes.c_double),
-                ("worst_case_epsilon", ctypes.c_double)]
+                ("worst_case_epsilon", ctypes.c_double),
+                ("verbatim_median", ctypes.c_double), ("verbatim_max", ctypes.c_double),
+                ("weak_privacy", ctypes.c_int)]
 
     def __init__(self) -> None:
         super().__init__(size=ctypes.sizeof(Report))
+
+
+class Expect(ctypes.Structure):
+    """ldp_expect (layout 2: the weak-privacy opt-in)."""
+    _fields_ = [("size", ctypes.c_size_t), ("mechanisms", ctypes.c_uint),
+                ("epsilon_min", ctypes.c_double), ("epsilon_max", ctypes.c_double),
+                ("bundle_id", ctypes.c_char_p), ("min_format_version", ctypes.c_int64),
+                ("allow_weak_privacy", ctypes.c_int)]
 
 
 class LibLdptext:
@@ -83,6 +93,10 @@ class LibLdptext:
         lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, sz, ctypes.POINTER(vp)]
         lib.ldp_bundle_open_memory.argtypes = [ctypes.c_char_p, sz, ctypes.c_void_p, sz,
                                                ctypes.POINTER(vp)]
+        lib.ldp_bundle_open_expect.argtypes = [ctypes.c_char_p, ctypes.c_void_p, sz, ctypes.POINTER(Expect),
+                                               ctypes.POINTER(vp)]
+        lib.ldp_bundle_open_memory_expect.argtypes = [ctypes.c_char_p, sz, ctypes.c_void_p, sz,
+                                                      ctypes.POINTER(Expect), ctypes.POINTER(vp)]
         lib.ldp_bundle_close.argtypes = [vp]
         lib.ldp_sanitizer_new.argtypes = [vp, ctypes.POINTER(vp)]
         lib.ldp_sanitizer_new_seeded.argtypes = [vp, ctypes.c_uint64, ctypes.POINTER(vp)]
@@ -112,11 +126,22 @@ class LibLdptext:
     def strerror(self, rc: int) -> str:
         return self.lib.ldp_strerror(rc).decode()
 
-    def open(self, source: Path | bytes, keys: list[bytes]) -> tuple[int, ctypes.c_void_p]:
-        """(rc, bundle handle); source is a path or the bundle's bytes."""
+    def open(self, source: Path | bytes, keys: list[bytes], *, allow_weak: bool = True) -> tuple[int, ctypes.c_void_p]:
+        """(rc, bundle handle); source is a path or the bundle's bytes. ``allow_weak``: open a
+        near-identity bundle (ldp_expect.allow_weak_privacy), as the Python tests' loads do
+        (conftest.load_seeded); False: the plain ldp_bundle_open / _memory, which refuse it."""
         handle = ctypes.c_void_p()
         kb = self._keys(keys)
-        if isinstance(source, (bytes, bytearray)):
+        memory = isinstance(source, (bytes, bytearray))
+        if allow_weak:
+            e = Expect(size=ctypes.sizeof(Expect), allow_weak_privacy=1)
+            if memory:
+                rc = self.lib.ldp_bundle_open_memory_expect(bytes(source), len(source), kb, len(keys),
+                                                            ctypes.byref(e), ctypes.byref(handle))
+            else:
+                rc = self.lib.ldp_bundle_open_expect(str(source).encode(), kb, len(keys), ctypes.byref(e),
+                                                     ctypes.byref(handle))
+        elif memory:
             rc = self.lib.ldp_bundle_open_memory(bytes(source), len(source), kb, len(keys),
                                                  ctypes.byref(handle))
         else:
@@ -424,12 +449,17 @@ def advised_kib():
         elif line.startswith("VmFlags:") and "hg" in line.split()[1:]:
             total += size
     return total
+class Expect(ctypes.Structure):  # ldp_expect, with the weak-privacy opt-in (a test bundle at large eps)
+    _fields_ = [("size", ctypes.c_size_t), ("mechanisms", ctypes.c_uint), ("epsilon_min", ctypes.c_double),
+                ("epsilon_max", ctypes.c_double), ("bundle_id", ctypes.c_char_p),
+                ("min_format_version", ctypes.c_int64), ("allow_weak_privacy", ctypes.c_int)]
 lib = ctypes.CDLL(sys.argv[1])
-lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
-                                ctypes.POINTER(ctypes.c_void_p)]
+lib.ldp_bundle_open_expect.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.POINTER(Expect), ctypes.POINTER(ctypes.c_void_p)]
 key = (ctypes.c_uint8 * 32).from_buffer_copy(bytes.fromhex(sys.argv[3]))
 before, b = advised_kib(), ctypes.c_void_p()
-assert lib.ldp_bundle_open(sys.argv[2].encode(), key, 1, ctypes.byref(b)) == 0
+e = Expect(size=ctypes.sizeof(Expect), allow_weak_privacy=1)
+assert lib.ldp_bundle_open_expect(sys.argv[2].encode(), key, 1, ctypes.byref(e), ctypes.byref(b)) == 0
 print(advised_kib() - before)
 """
 
@@ -615,7 +645,11 @@ def python_bundle_facts(path: Path, key: bytes) -> dict:
         warnings.simplefilter("ignore")
         san = Sanitizer(bundle, backend="fallback")
     report = san.privacy_report(1)
-    return {"format_version": san.manifest["format_version"], "mechanism": san.mechanism,
+    stated = san.manifest["privacy"].get("verbatim")  # what ldp_bundle_info states: the statement
+    return {"verbatim_median": stated["median"] if stated else None,
+            "verbatim_max": stated["max"] if stated else None,
+            "weak_privacy": bool(stated) and report.weak_privacy,
+            "format_version": san.manifest["format_version"], "mechanism": san.mechanism,
             "epsilon": san.epsilon, "epsilon0": san.epsilon0, "p": san.p, "d_max": san.d_max,
             "tolerance": san.tolerance, "ledger_unit": san.ledger_unit,
             "worst_case_token_epsilon": san.worst_case_token_epsilon,

@@ -31,7 +31,8 @@ SANTEXT, SANTEXT_PLUS = 1 << 1, 1 << 2
 class Expect(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("mechanisms", ctypes.c_uint),
                 ("epsilon_min", ctypes.c_double), ("epsilon_max", ctypes.c_double),
-                ("bundle_id", ctypes.c_char_p), ("min_format_version", ctypes.c_int64)]
+                ("bundle_id", ctypes.c_char_p), ("min_format_version", ctypes.c_int64),
+                ("allow_weak_privacy", ctypes.c_int)]
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def bundles(tmp_path_factory):
 
 
 def c_open(lib, path, **pins) -> int:
-    fields = {"size": ctypes.sizeof(Expect)}
+    fields = {"size": ctypes.sizeof(Expect), "allow_weak_privacy": 1}  # as python_refuses' load
     fields.update({k: (v.encode() if isinstance(v, str) else v) for k, v in pins.items()})
     e = Expect(**fields)
     keys = (ctypes.c_uint8 * 32).from_buffer_copy(RAW)
@@ -85,9 +86,13 @@ def test_the_example_pins_epsilon(bundles):
                              input="alpha beta gamma\n", capture_output=True, text=True)
     assert refused.returncode == 1 and refused.stdout == ""
     assert "epsilon is outside the range the application requires" in refused.stderr
-    # unpinned, the same program accepts the same bundle: the pin made the difference
-    assert subprocess.run([str(EXAMPLE), str(bundles[10.0]), pub], input="alpha\n", text=True,
-                          capture_output=True).returncode == 0
+    # unpinned, the same program accepts the same bundle (near identity at eps = 10: with the
+    # opt-in, without which it says so): the pin made the difference
+    assert subprocess.run([str(EXAMPLE), "--allow-weak-privacy", str(bundles[10.0]), pub], input="alpha\n",
+                          text=True, capture_output=True).returncode == 0
+    weak = subprocess.run([str(EXAMPLE), str(bundles[10.0]), pub], input="alpha\n", text=True,
+                          capture_output=True)
+    assert weak.returncode == 1 and weak.stdout == "" and "close to the input" in weak.stderr
 
 
 @pytest.mark.parametrize("pins, code", [

@@ -121,20 +121,25 @@ E_PARAMETER_MISMATCH = -100
 
 
 def c_open(path) -> int:
-    """ldp_bundle_open with the test key trusted; the return code (the bundle is closed again)."""
+    """ldp_bundle_open_expect with the test key trusted and the weak-privacy opt-in; the return code
+    (the bundle is closed again)."""
     import ctypes
     from cryptography.hazmat.primitives import serialization
 
     if not LIB_PATH.exists():
         pytest.skip("libldptext not built (make -C native)")
+    from test_libldptext import Expect
+
     lib = ctypes.CDLL(str(LIB_PATH))
-    lib.ldp_bundle_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
-                                    ctypes.POINTER(ctypes.c_void_p)]
+    lib.ldp_bundle_open_expect.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                           ctypes.POINTER(Expect), ctypes.POINTER(ctypes.c_void_p)]
     lib.ldp_bundle_close.argtypes = [ctypes.c_void_p]
     raw = PUB.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     keys = (ctypes.c_uint8 * 32).from_buffer_copy(raw)
     out = ctypes.c_void_p()
-    rc = lib.ldp_bundle_open(str(path).encode(), ctypes.byref(keys), 1, ctypes.byref(out))
+    # the eps = 10 test bundles are near identity: opted into, as the Python loads here are
+    e = Expect(size=ctypes.sizeof(Expect), allow_weak_privacy=1)
+    rc = lib.ldp_bundle_open_expect(str(path).encode(), ctypes.byref(keys), 1, ctypes.byref(e), ctypes.byref(out))
     lib.ldp_bundle_close(out)
     return rc
 

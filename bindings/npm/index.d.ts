@@ -25,6 +25,9 @@ export interface OpenOptions {
   seed?: number | bigint | string | null;
   /** the application's pins on the publisher's bundles */
   expect?: Expectation | null;
+  /** accept a near-identity bundle (median sensitive word released unchanged w.p. >= 0.9); refused
+   * otherwise with LDP_E_WEAK_PRIVACY. Python's allow_weak_privacy=True. */
+  allowWeakPrivacy?: boolean;
   /** the .wasm bytes, when the app loads them itself (first open only) */
   wasmBinary?: ArrayBuffer | Uint8Array;
   /** where the .wasm is served, when not next to the module (first open only) */

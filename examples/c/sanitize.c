@@ -1,12 +1,13 @@
 /* Sanitize text line by line with libldptext: stdin (one document per line) -> stdout.
  *
  *   make -C native
- *   native/build/sanitize [--report] [--epsilon-max E] [--bundle-id ID] BUNDLE.ldpb TRUSTED.pub
- *                         [MORE.pub ...] < in.txt > out.txt
+ *   native/build/sanitize [--report] [--epsilon-max E] [--bundle-id ID] [--allow-weak-privacy]
+ *                         BUNDLE.ldpb TRUSTED.pub [MORE.pub ...] < in.txt > out.txt
  *
  * --epsilon-max and --bundle-id are pins (ldp_expect): a bundle of the same trusted publisher with
  * a larger epsilon, or another bundle than the pinned one, is refused. An app pins what it promises
- * its users.
+ * its users. A near-identity bundle (its median sensitive word released unchanged with probability
+ * >= 0.9) is refused unless --allow-weak-privacy.
  *
  * Each TRUSTED.pub is a public key file as `ldptext keys generate` writes it (the base64 of the
  * raw 32-byte Ed25519 key, one line); the bundle must be signed by one of them. Every output line
@@ -87,6 +88,8 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(argv[i], "--bundle-id") == 0 && i + 1 < argc) {
             expect.bundle_id = argv[++i];
+        } else if (strcmp(argv[i], "--allow-weak-privacy") == 0) {
+            expect.allow_weak_privacy = 1; /* accept a near-identity bundle (reports say so) */
         } else if (path == NULL) {
             path = argv[i];
         } else if (read_key_file(argv[i], keys[n_keys]) == 0) {
@@ -98,8 +101,8 @@ int main(int argc, char **argv) {
         }
     }
     if (path == NULL || n_keys == 0) {
-        fprintf(stderr, "usage: %s [--report] [--epsilon-max E] [--bundle-id ID] BUNDLE TRUSTED.pub "
-                "[MORE.pub ...] < in > out\n", argv[0]);
+        fprintf(stderr, "usage: %s [--report] [--epsilon-max E] [--bundle-id ID] [--allow-weak-privacy] "
+                "BUNDLE TRUSTED.pub [MORE.pub ...] < in > out\n", argv[0]);
         free(keys);
         return 1;
     }

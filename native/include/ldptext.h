@@ -132,9 +132,19 @@ typedef struct {
     double d_max, tolerance;
     /* layout 3 */
     double worst_case_epsilon;
+    /* layout 4: the stated verbatim rate P(M(x) = x) over the sensitive inputs (its largest value
+     * checked on every row before the row's first draw, its median against the rows checked at
+     * open; NaN where a bundle states none), and weak_privacy = 1 for a near-identity bundle
+     * (median >= LDP_NEAR_IDENTITY_MEDIAN), opened only with ldp_expect.allow_weak_privacy */
+    double verbatim_median, verbatim_max;
+    int weak_privacy;
 } ldp_report;
 #define LDP_REPORT_V1_SIZE (offsetof(ldp_report, seeded) + sizeof(int))
-#define LDP_REPORT_INIT {sizeof(ldp_report), 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define LDP_REPORT_INIT {sizeof(ldp_report), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+/* A stated median verbatim rate at or above this marks a near-identity bundle (the Python SDK's
+ * ldptext.verbatim.NEAR_IDENTITY_MEDIAN): every open refuses it with LDP_E_WEAK_PRIVACY unless the
+ * application opts in, and every report of it says weak_privacy. */
+#define LDP_NEAR_IDENTITY_MEDIAN 0.9
 
 /* Return codes: LDP_OK, or one negative code per failure. */
 enum {
@@ -213,13 +223,17 @@ enum {
     LDP_E_TABLE_KEEP = -97,          /* keep_row set for SanText, or for a sensitive/invalid row */
     LDP_E_TABLE_DIMS = -98,          /* dimensions outside what the sampler supports */
     LDP_E_TABLE_CLUSTER = -99,       /* tail cluster count outside [1, 256] or a cluster id >= it */
-    LDP_E_PARAMETER_MISMATCH = -100, /* a stated parameter (eps, eps0, p, D_max) is not what the
-                                        tables realise: the signer's numbers are wrong */
+    LDP_E_PARAMETER_MISMATCH = -100, /* a stated parameter (eps, eps0, p, D_max, the verbatim
+                                        rate) is not what the tables realise, or a row's law is not
+                                        the mechanism's: the signer's numbers are wrong */
     /* the application's pins (ldp_expect), checked after verification */
     LDP_E_EXPECT_MECHANISM = -101,   /* the bundle's mechanism is not one the application pinned */
     LDP_E_EXPECT_FORMAT = -102,      /* the bundle's format version is below the pinned minimum */
     LDP_E_EXPECT_BUNDLE_ID = -103,   /* the bundle is not the pinned bundle id */
     LDP_E_EXPECT_EPSILON = -104,     /* the bundle's epsilon is outside the pinned range */
+    LDP_E_WEAK_PRIVACY = -105,       /* near identity: the bundle's median sensitive word is released
+                                        unchanged with probability >= 0.9, and the application did
+                                        not opt in (ldp_expect.allow_weak_privacy) */
     /* tokenizer */
     LDP_E_TOKENIZER_JSON = -110,     /* tokenizer.json is not valid UTF-8 JSON */
     LDP_E_TOKENIZER = -111,          /* tokenizer.json is malformed (missing or mistyped fields) */
@@ -237,7 +251,9 @@ enum {
  * names the failed check. The file is memory-mapped: keep it unmodified while open (bundles are
  * written by atomic rename, which never changes an open file). The sampler reads its own copy of
  * the embedding codes, rows on cache lines, and the mapping's pages of them are released, so the
- * resident size stays about the file's. */
+ * resident size stays about the file's. A near-identity bundle (LDP_NEAR_IDENTITY_MEDIAN) is
+ * refused with LDP_E_WEAK_PRIVACY: open it with ldp_bundle_open_expect and
+ * ldp_expect.allow_weak_privacy = 1 to accept it. */
 LDP_API int ldp_bundle_open(const char *path, const uint8_t (*trusted_keys)[32], size_t n_keys,
                             ldp_bundle **out);
 /* The same for a bundle already in memory (copied: data may be released after the call; the
@@ -260,6 +276,9 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
  *   ledger_unit      the unit ledger charges are made in: "metric:<16 hex>" (santext.py
  *                    metric_id; SanText and TEM over one metric share it) or, for CusText,
  *                    "partition:<16 hex>" (custext.py partition_id)
+ *   verbatim_max, verbatim_median   the stated verbatim rate P(M(x) = x) over the sensitive
+ *                    inputs (checked: ldp_report), null where none is stated
+ *   weak_privacy     true for a near-identity bundle (opened only with the application's opt-in)
  *   worst_case_token_epsilon   SanText: epsilon * d_max; TEM: epsilon * min(gamma, d_max);
  *                    SanText+ and CusText(+): null, and
  *   worst_case_note  what the worst case is, or why there is none
@@ -296,22 +315,30 @@ typedef struct {
     double epsilon_min, epsilon_max;
     const char *bundle_id;
     int64_t min_format_version;
+    /* layout 2: 1 accepts a near-identity bundle (LDP_NEAR_IDENTITY_MEDIAN; refused otherwise with
+     * LDP_E_WEAK_PRIVACY, by every open); its reports then say weak_privacy */
+    int allow_weak_privacy;
 } ldp_expect;
 #define LDP_EXPECT_SANTEXT (1u << LDP_MECH_SANTEXT)
 #define LDP_EXPECT_SANTEXT_PLUS (1u << LDP_MECH_SANTEXT_PLUS)
 #define LDP_EXPECT_TEM (1u << LDP_MECH_TEM)
 #define LDP_EXPECT_CUSTEXT (1u << LDP_MECH_CUSTEXT)
 #define LDP_EXPECT_CUSTEXT_PLUS (1u << LDP_MECH_CUSTEXT_PLUS)
-#define LDP_EXPECT_INIT {sizeof(ldp_expect), 0u, 0.0, 0.0, NULL, 0}
+#define LDP_EXPECT_INIT {sizeof(ldp_expect), 0u, 0.0, 0.0, NULL, 0, 0}
 /* Checks a verified bundle against the pins, in the Python order (mechanism, format version,
  * bundle id, epsilon): LDP_OK or the LDP_E_EXPECT_* code of the first unmet pin; LDP_E_ARG for a
  * malformed expectation (size too small, unknown mechanism bits, a bound not positive and finite,
  * min > max, a bundle id that is not 64 lowercase hex digits, a negative version). */
 LDP_API int ldp_bundle_expect(const ldp_bundle *bundle, const ldp_expect *expect);
 /* ldp_bundle_open, then ldp_bundle_expect: *out is set only when both pass (the bundle is closed
- * otherwise). expect may be NULL (no pins). */
+ * otherwise). expect may be NULL (no pins). expect->allow_weak_privacy = 1 (layout 2) is the one
+ * way to open a near-identity bundle. */
 LDP_API int ldp_bundle_open_expect(const char *path, const uint8_t (*trusted_keys)[32],
                                    size_t n_keys, const ldp_expect *expect, ldp_bundle **out);
+/* The same for a bundle held in memory (ldp_bundle_open_memory's private copy). */
+LDP_API int ldp_bundle_open_memory_expect(const uint8_t *data, size_t len,
+                                          const uint8_t (*trusted_keys)[32], size_t n_keys,
+                                          const ldp_expect *expect, ldp_bundle **out);
 
 /* A sanitizer over a verified bundle, keyed from the operating system's CSPRNG; rekeys itself
  * after a fork. One per thread. */

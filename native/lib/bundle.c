@@ -662,12 +662,18 @@ static int read_params(ldp_bundle *b) {
     }
     /* SanText(+): the stated largest verbatim rate, checked on every row before its first draw
      * (check.c check_engine_row); NaN where a bundle older than it states none */
-    b->verbatim_max = NAN;
+    b->verbatim_max = b->verbatim_median = NAN;
     if (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS) {
         const ldp_json *verbatim = ldp_json_get(privacy, "verbatim");
-        if (verbatim != NULL && !number_at(ldp_json_get(verbatim, "max"), &b->verbatim_max))
+        if (verbatim != NULL && (!number_at(ldp_json_get(verbatim, "max"), &b->verbatim_max) ||
+                                 !number_at(ldp_json_get(verbatim, "median"), &b->verbatim_median)))
             return LDP_E_PARAMS;
+        /* verbatim.py VerbatimRate.from_manifest: a probability summary */
+        if (verbatim != NULL && !(b->verbatim_median >= 0.0 && b->verbatim_median <= b->verbatim_max &&
+                                  b->verbatim_max <= 1.0))
+            return LDP_E_PARAMETER_MISMATCH;
     }
+    b->weak_privacy = b->verbatim_median >= LDP_NEAR_IDENTITY_MEDIAN;
     b->gamma = b->beta = NAN;
     if (b->mechanism == LDP_MECH_TEM &&
         (!number_at(ldp_json_get(params, "gamma"), &b->gamma) ||
@@ -1053,9 +1059,13 @@ static int check_and_load(ldp_bundle *b) {
     return rc != LDP_OK ? rc : job.rc;
 }
 
-static int finish_open(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys) {
+/* Every check, then the weak-privacy rule (verbatim.py refuse_near_identity): a near-identity
+ * bundle opens only where the application opted in. */
+static int finish_open(ldp_bundle *b, const uint8_t (*keys)[32], size_t n_keys, int allow_weak) {
     int rc = verify_container(b, keys, n_keys);
-    return rc == LDP_OK ? check_and_load(b) : rc;
+    if (rc == LDP_OK) rc = check_and_load(b);
+    if (rc == LDP_OK && b->weak_privacy && !allow_weak) rc = LDP_E_WEAK_PRIVACY;
+    return rc;
 }
 
 void ldp_bundle_close(ldp_bundle *b) {
@@ -1100,11 +1110,11 @@ int ldp_bundle_open_memory(const uint8_t *data, size_t len, const uint8_t (*keys
     copy = (uint8_t *)malloc(len ? len : 1);
     if (copy == NULL) return LDP_E_NOMEM;
     if (len) memcpy(copy, data, len);
-    return ldp_bundle_open_owned(copy, len, keys, n_keys, out);
+    return ldp_bundle_open_owned(copy, len, keys, n_keys, 0, out);
 }
 
 int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], size_t n_keys,
-                          ldp_bundle **out) {
+                          int allow_weak_privacy, ldp_bundle **out) {
     ldp_bundle *b = NULL;
     int rc = start(keys, n_keys, out, &b);
     if (rc == LDP_OK && data == NULL) {
@@ -1118,7 +1128,7 @@ int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], 
     b->owned = data;
     b->data = b->owned;
     b->size = len;
-    rc = finish_open(b, keys, n_keys);
+    rc = finish_open(b, keys, n_keys, allow_weak_privacy);
     if (rc != LDP_OK) {
         ldp_bundle_close(b); /* frees data */
         return rc;
@@ -1128,6 +1138,11 @@ int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], 
 }
 
 int ldp_bundle_open(const char *path, const uint8_t (*keys)[32], size_t n_keys, ldp_bundle **out) {
+    return ldp_bundle_open_path(path, keys, n_keys, 0, out);
+}
+
+int ldp_bundle_open_path(const char *path, const uint8_t (*keys)[32], size_t n_keys,
+                         int allow_weak_privacy, ldp_bundle **out) {
     ldp_bundle *b = NULL;
     int rc = start(keys, n_keys, out, &b);
     if (rc != LDP_OK) return rc;
@@ -1200,7 +1215,7 @@ int ldp_bundle_open(const char *path, const uint8_t (*keys)[32], size_t n_keys, 
         b->size = (size_t)size;
     }
 #endif
-    rc = finish_open(b, keys, n_keys);
+    rc = finish_open(b, keys, n_keys, allow_weak_privacy);
     if (rc != LDP_OK) {
         ldp_bundle_close(b);
         return rc;
@@ -1504,6 +1519,11 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     put_optional(&out, "p", b->p); /* null where none is stated (SanText, TEM, CusText) */
     if (custext) put_string(&out, "similarity", b->cosine ? "cosine" : "euclidean");
     put_number(&out, "tolerance", b->tolerance);
+    /* the stated verbatim rate (null where none is stated) and the near-identity flag */
+    put_optional(&out, "verbatim_max", b->verbatim_max);
+    put_optional(&out, "verbatim_median", b->verbatim_median);
+    put_key(&out, "weak_privacy");
+    ldp_buf_puts(&out, b->weak_privacy ? "true" : "false");
     put_string(&out, "worst_case_note", worst_case_note(b));
     if (isinf(worst)) put_null(&out, "worst_case_token_epsilon");
     else put_number(&out, "worst_case_token_epsilon", worst);

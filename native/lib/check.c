@@ -73,20 +73,22 @@ static size_t fixed_rows(const ldp_bundle *b, int32_t *rows, size_t n_valid) {
     return n;
 }
 
-/* A valid row drawn uniformly (by rejection over [0, V)) from OS randomness; -1 if that fails. */
-static int32_t random_valid_row(const ldp_bundle *b) {
+/* A valid row (sensitive: also not kept in the clear) drawn uniformly, by rejection over [0, V),
+ * from OS randomness; -1 if that fails after `tries` draws (or the OS generator fails). */
+static int32_t random_row(const ldp_bundle *b, int sensitive, int tries) {
     const ldp_santext_table *t = &b->table;
-    int tries;
-    for (tries = 0; tries < 4096; tries++) {
+    for (; tries > 0; tries--) {
         uint64_t r;
         if (ldp_os_random((uint8_t *)&r, sizeof r) != 0) return -1;
         /* the bias of a modulo over 2^64 is below 2^-32 for V < 2^31: irrelevant to which rows a
          * check reads */
         r %= (uint64_t)t->n_rows;
-        if (b->valid_input[r]) return (int32_t)r;
+        if (b->valid_input[r] && !(sensitive && t->keep_row[r])) return (int32_t)r;
     }
     return -1;
 }
+
+static int32_t random_valid_row(const ldp_bundle *b) { return random_row(b, 0, 4096); }
 
 static int check_d_max(const ldp_bundle *b, int32_t x) {
     const ldp_santext_table *t = &b->table;
@@ -174,6 +176,80 @@ static int check_head_ratios(const ldp_bundle *b, const int32_t *rows, size_t n,
     return checked > 0 ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
 }
 
+/* ---- the stated median verbatim rate --------------------------------------------------------
+ * The stated median m of P(M(x) = x) over the sensitive inputs says that a uniformly random
+ * sensitive input is above it with probability at most 1/2. Of the rows drawn at random at open, the
+ * sensitive ones are such inputs: if at least k(n) of n are above m, with P(Bin(n, 1/2) >= k) <=
+ * 1e-11, the statement is refused (an honest bundle is refused that way at most once in 10^11
+ * opens). A row's rate is decided by bounds from its head where they suffice (above: the tail's
+ * terms are at most e^(-eps/2 (floor - d(x, x))) each; not above: the head's terms alone), else
+ * computed over the outputs, at most MEDIAN_EXACT_ROWS times; an undecided row counts as not
+ * above, which can only make a refusal rarer. So a gross misstatement (a true median of 0.9999
+ * stated as 0.5, whose rows the bounds decide) cannot pass. verbatim.py check_stated_median is the
+ * same test. The rows are MEDIAN_ROWS sensitive inputs drawn uniformly at each open. */
+#define MEDIAN_REFUSAL 1e-11
+#define MEDIAN_EXACT_ROWS 8
+#define MEDIAN_ROWS 64 /* sensitive rows drawn at each open: refused from 58 of 64 above */
+
+/* The smallest k with P(Bin(n, 1/2) >= k) <= MEDIAN_REFUSAL; n + 1 when even k = n is likelier. */
+static size_t binomial_threshold(size_t n) {
+    double term = ldexp(1.0, -(int)n), tail = 0.0; /* C(n, i) / 2^n, from i = n down */
+    size_t i;
+    for (i = n + 1; i-- > 0;) {
+        tail += term;
+        if (tail > MEDIAN_REFUSAL) return i + 1;
+        term = term * (double)i / (double)(n - i + 1);
+    }
+    return 0;
+}
+
+/* 1 if the sensitive row x's verbatim rate is above level, 0 if it is not or is left undecided
+ * (*exact: computations over the outputs still allowed). */
+static int rate_above(const ldp_bundle *b, int32_t x, double level, int *exact) {
+    const ldp_santext_table *t = &b->table;
+    const size_t k = (size_t)t->head_size, head_at = (size_t)x * k;
+    const double half = t->half_epsilon, own = ldp_distance(t, x, x);
+    double head_sum = 0.0, sum = 0.0;
+    int in_head = 0, lo = 0, hi = t->n_outputs;
+    size_t j;
+    int32_t i;
+    while (lo < hi) { /* x an output? (outputs ascending) */
+        const int mid = lo + (hi - lo) / 2;
+        if (t->outputs[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == t->n_outputs || t->outputs[lo] != x) return 0; /* never released unchanged */
+    for (j = 0; j < k; j++) {
+        const int32_t y = ldp_head_id(t, head_at + j);
+        in_head |= y == x;
+        head_sum += exp(-half * (ldp_distance(t, x, y) - own));
+    }
+    if (!in_head) head_sum += 1.0;
+    if (1.0 / head_sum <= level) return 0;
+    if (1.0 / (head_sum + (double)(t->n_outputs - (int32_t)k) * exp(-half * fmax(t->tail_floor[x] - own, 0.0))) >
+        level)
+        return 1;
+    if (*exact <= 0) return 0;
+    (*exact)--;
+    for (i = 0; i < t->n_outputs; i++) sum += exp(-half * (ldp_distance(t, x, t->outputs[i]) - own));
+    return 1.0 / sum > level;
+}
+
+/* LDP_OK, or LDP_E_PARAMETER_MISMATCH when too many random sensitive rows lie above the stated
+ * median (LDP_E_RANDOM if the OS generator fails). */
+static int check_stated_median(const ldp_bundle *b) {
+    size_t i, n = 0, above = 0;
+    int exact = MEDIAN_EXACT_ROWS;
+    if (isnan(b->verbatim_median)) return LDP_OK;
+    for (i = 0; i < MEDIAN_ROWS; i++) {
+        int32_t x = random_row(b, 1, 65536);
+        if (x < 0) break; /* no sensitive row: nothing is released unchanged by the rule */
+        n++;
+        above += (size_t)rate_above(b, x, b->verbatim_median, &exact);
+    }
+    return n > 0 && above >= binomial_threshold(n) ? LDP_E_PARAMETER_MISMATCH : LDP_OK;
+}
+
 static int check_santext(const ldp_bundle *b) {
     int32_t rows[FIXED_ROWS + RANDOM_ROWS];
     long n;
@@ -188,6 +264,7 @@ static int check_santext(const ldp_bundle *b) {
     /* D_max from the largest-norm row and the first random one */
     if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
+    if (check_stated_median(b) != LDP_OK) return LDP_E_PARAMETER_MISMATCH;
     /* |log P_realised - log P_formula| <= tolerance per probability (the manifest's statement), so
      * a difference of two by twice that, plus the float rounding of eps * d / 2 */
     return check_head_ratios(b, rows, (size_t)n,
@@ -389,7 +466,7 @@ int ldp_check_realised(const ldp_bundle *b) {
  * from the formula is at most the stated largest verbatim rate. One pass over O; the rate's sum
  * over O only when the head's own bound (the head's terms alone give P(x -> x) at most
  * e^(-eps d(x,x)/2) / sum over the head) does not already show it. 1 right, -1 refused. */
-static int check_engine_row(const ldp_bundle *b, int32_t x, double tol) {
+static int check_engine_row(const ldp_bundle *b, int32_t x, double tol, double *nearest, double *dist2) {
     const ldp_santext_table *t = &b->table;
     const size_t k = (size_t)t->head_size, slots = k + 1, head_at = (size_t)x * k;
     const double half = t->half_epsilon, floor_x = t->tail_floor[x];
@@ -427,21 +504,46 @@ static int check_engine_row(const ldp_bundle *b, int32_t x, double tol) {
             head_sum += exp(-half * (ldp_distance(t, x, ldp_head_id(t, head_at + j)) - own));
         sum_tail = 1.0 / head_sum > b->verbatim_max;
     }
-    for (i = 0; i < t->n_outputs; i++) { /* the tail's trials (and the rate's tail terms, if needed) */
+    /* The tail's second trial: its exponent grows with d (every step of ldp_tail_exponent is a
+     * monotone rounding), so in each cluster the nearest tail output has the smallest; find it by
+     * the squared distance (sqrt is monotone), then take the exponent of each cluster's nearest
+     * exactly as the sampler computes it. nearest: C (squared distance, output) pairs. */
+    for (j = 0; j < (size_t)t->n_clusters; j++) nearest[2 * j] = INFINITY, nearest[2 * j + 1] = -1.0;
+    ldp_distance_sq_outputs(t, x, dist2);
+    for (i = 0; i < t->n_outputs; i++) {
         const int32_t y = t->outputs[i];
-        double d;
+        const double d2 = dist2[i];
         while (h < k && ldp_head_id(t, head_at + h) < y) h++;
         if (h < k && ldp_head_id(t, head_at + h) == y) continue;
-        d = ldp_distance(t, x, y);
-        if (!(ldp_tail_exponent(t, x, y, d) >= 0.0)) return -1;
-        if (sum_tail) sum += exp(-half * (d - own));
+        if (d2 < nearest[2 * t->tail_cluster[y]]) {
+            nearest[2 * t->tail_cluster[y]] = d2;
+            nearest[2 * t->tail_cluster[y] + 1] = (double)y;
+        }
+        if (sum_tail) sum += exp(-half * ((d2 > 0.0 ? sqrt(d2) : 0.0) - own));
+    }
+    for (j = 0; j < (size_t)t->n_clusters; j++) {
+        const double d2 = nearest[2 * j];
+        if (nearest[2 * j + 1] < 0.0) continue; /* no tail output in this cluster */
+        if (!(ldp_tail_exponent(t, x, (int32_t)nearest[2 * j + 1], d2 > 0.0 ? sqrt(d2) : 0.0) >= 0.0))
+            return -1;
     }
     if (sum_tail && 1.0 / (head_sum + sum) > b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12)
         return -1;
     return 1;
 }
 
-/* Row x's whole check for its mechanism: 1 right (or not an input: never drawn), -1 refused. */
+/* Scratch for check_one_row: max(K, C) pairs of doubles (CusText's weights and similarities; the
+ * tail's nearest output per cluster), then n_outputs doubles (the squared distances of a row). */
+static size_t row_scratch_pairs(const ldp_bundle *b) {
+    const size_t k = (size_t)b->table.head_size, c = (size_t)b->table.n_clusters;
+    return k > c ? k : c;
+}
+static double *row_scratch(const ldp_bundle *b) {
+    return (double *)malloc((2u * row_scratch_pairs(b) + (size_t)b->table.n_outputs) * sizeof(double));
+}
+
+/* Row x's whole check for its mechanism: 1 right (or not an input: never drawn), -1 refused.
+ * scratch: row_scratch's. */
 static int check_one_row(const ldp_bundle *b, int32_t x, double *scratch) {
     double tol;
     if (!b->valid_input[x]) return 1;
@@ -452,18 +554,15 @@ static int check_one_row(const ldp_bundle *b, int32_t x, double *scratch) {
         return check_custext_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon), scratch) < 0 ? -1 : 1;
     case LDP_MECH_TEM:
         tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max);
-        if (check_engine_row(b, x, tol) < 0) return -1;
+        if (check_engine_row(b, x, tol, scratch, scratch + 2 * row_scratch_pairs(b)) < 0) return -1;
         tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
         return check_tem_far(b, x, tol) == LDP_OK ? 1 : -1;
     default:
-        return check_engine_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+        return check_engine_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), scratch,
+                                scratch + 2 * row_scratch_pairs(b));
     }
 }
 
-/* Scratch for check_one_row: 2 K doubles (CusText's weights and similarities). */
-static double *row_scratch(const ldp_bundle *b) {
-    return (double *)malloc(2u * (size_t)b->table.head_size * sizeof(double));
-}
 
 /* Check row x unless its verdict is known; LDP_OK or LDP_E_PARAMETER_MISMATCH. *scratch is
  * allocated on first need (the caller frees it). */

@@ -74,11 +74,16 @@ const char *ldp_strerror(int rc) {
     case LDP_E_TABLE_CLUSTER: return "tail cluster ids are out of range";
     case LDP_E_PARAMETER_MISMATCH:
         return "a stated parameter (epsilon, epsilon0, p, D_max, TEM's gamma / beta, CusText's "
-               "similarity or group sizes) is not what the tables realise";
+               "similarity or group sizes, the verbatim rate) is not what the tables realise, or a "
+               "row's output law is not its mechanism's";
     case LDP_E_EXPECT_MECHANISM: return "the bundle's mechanism is not the one the application requires";
     case LDP_E_EXPECT_FORMAT: return "the bundle's format version is older than the application requires";
     case LDP_E_EXPECT_BUNDLE_ID: return "the bundle is not the bundle id the application pinned";
     case LDP_E_EXPECT_EPSILON: return "the bundle's epsilon is outside the range the application requires";
+    case LDP_E_WEAK_PRIVACY:
+        return "epsilon is so large that the output is close to the input: the median sensitive word is "
+               "released unchanged with probability >= 0.9; use a smaller epsilon, or opt in "
+               "(allow_weak_privacy) to accept it (every report will say so)";
     case LDP_E_TOKENIZER_JSON: return "bundle tokenizer.json is not valid UTF-8 JSON";
     case LDP_E_TOKENIZER: return "bundle tokenizer.json is malformed";
     case LDP_E_TOKENIZER_UNSUPPORTED: return "bundle tokenizer.json uses a component libldptext does not implement";

@@ -3,12 +3,14 @@
  * who made a bundle, the pins say which of that publisher's bundles this app accepts. */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ldp_internal.h"
 
-/* the first layout: every field through min_format_version */
+/* the first layout: every field through min_format_version; the second adds allow_weak_privacy */
 #define EXPECT_V1_SIZE (offsetof(ldp_expect, min_format_version) + sizeof(int64_t))
+#define EXPECT_V2_SIZE (offsetof(ldp_expect, allow_weak_privacy) + sizeof(int))
 
 static int lower_hex64(const char *s) {
     size_t i;
@@ -50,6 +52,24 @@ int ldp_bundle_expect(const ldp_bundle *b, const ldp_expect *e) {
     return LDP_OK;
 }
 
+/* expect->allow_weak_privacy where the caller's layout has it */
+static int allows_weak(const ldp_expect *e) {
+    return e != NULL && e->size >= EXPECT_V2_SIZE && e->allow_weak_privacy != 0;
+}
+
+/* The pins of a bundle just opened (with the opt-in, so that a pin's refusal comes first, as in
+ * Python), then the weak-privacy rule; closes it on failure. */
+static int finish(ldp_bundle *b, int rc, const ldp_expect *e, ldp_bundle **out) {
+    if (rc == LDP_OK && e != NULL) rc = ldp_bundle_expect(b, e);
+    if (rc == LDP_OK && b->weak_privacy && !allows_weak(e)) rc = LDP_E_WEAK_PRIVACY;
+    if (rc != LDP_OK) {
+        ldp_bundle_close(b);
+        return rc;
+    }
+    *out = b;
+    return LDP_OK;
+}
+
 int ldp_bundle_open_expect(const char *path, const uint8_t (*keys)[32], size_t n_keys,
                            const ldp_expect *e, ldp_bundle **out) {
     ldp_bundle *b = NULL;
@@ -57,12 +77,22 @@ int ldp_bundle_open_expect(const char *path, const uint8_t (*keys)[32], size_t n
     if (out == NULL) return LDP_E_ARG;
     *out = NULL;
     if (e != NULL && !well_formed(e)) return LDP_E_ARG;
-    rc = ldp_bundle_open(path, keys, n_keys, &b);
-    if (rc == LDP_OK && e != NULL) rc = ldp_bundle_expect(b, e);
-    if (rc != LDP_OK) {
-        ldp_bundle_close(b);
-        return rc;
-    }
-    *out = b;
-    return LDP_OK;
+    rc = ldp_bundle_open_path(path, keys, n_keys, 1, &b); /* before finish reads b */
+    return finish(b, rc, e, out);
+}
+
+int ldp_bundle_open_memory_expect(const uint8_t *data, size_t len, const uint8_t (*keys)[32],
+                                  size_t n_keys, const ldp_expect *e, ldp_bundle **out) {
+    ldp_bundle *b = NULL;
+    uint8_t *copy;
+    int rc;
+    if (out == NULL) return LDP_E_ARG;
+    *out = NULL;
+    if ((e != NULL && !well_formed(e)) || (data == NULL && len > 0) || (keys == NULL && n_keys > 0))
+        return LDP_E_ARG;
+    copy = (uint8_t *)malloc(len ? len : 1); /* a private copy, as ldp_bundle_open_memory's */
+    if (copy == NULL) return LDP_E_NOMEM;
+    if (len) memcpy(copy, data, len);
+    rc = ldp_bundle_open_owned(copy, len, keys, n_keys, 1, &b); /* before finish reads b */
+    return finish(b, rc, e, out);
 }

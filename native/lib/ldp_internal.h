@@ -69,7 +69,10 @@ struct ldp_bundle {
     /* per row: 0 not yet checked, 1 its whole law checked and right, 2 refused (check.c); NULL
      * until the tables are checked. Written through a const bundle: a verdict is a cache. */
     uint8_t *row_state;
-    double verbatim_max; /* SanText(+): the stated largest verbatim rate, NaN: none stated */
+    /* SanText(+): the stated largest and median verbatim rates (NaN: none stated), and whether the
+     * median makes the bundle near identity (LDP_NEAR_IDENTITY_MEDIAN) */
+    double verbatim_max, verbatim_median;
+    int weak_privacy;
     ldp_tokenizer *tokenizer;
     /* the trusted key that signed the manifest (ldp_bundle_info's key_id); has_signer is 0 for a
      * bundle adopted from the Python runtime, which verified the signature itself */
@@ -82,7 +85,10 @@ struct ldp_bundle {
  * error. For a host whose own copy is already private (the web wrapper's buffer in the wasm
  * heap), so that the bundle is resident once. */
 int ldp_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32], size_t n_keys,
-                          ldp_bundle **out);
+                          int allow_weak_privacy, ldp_bundle **out);
+/* ldp_bundle_open with the weak-privacy opt-in (ldp_bundle_open_expect's). */
+int ldp_bundle_open_path(const char *path, const uint8_t (*keys)[32], size_t n_keys,
+                         int allow_weak_privacy, ldp_bundle **out);
 
 /* The first array named `name`, or NULL. */
 const ldp_array *ldp_bundle_array(const ldp_bundle *b, const char *name);

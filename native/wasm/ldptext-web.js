@@ -112,6 +112,7 @@ export const LDP_E_EXPECT_MECHANISM = -101;
 export const LDP_E_EXPECT_FORMAT = -102;
 export const LDP_E_EXPECT_BUNDLE_ID = -103;
 export const LDP_E_EXPECT_EPSILON = -104;
+export const LDP_E_WEAK_PRIVACY = -105;
 export const LDP_E_TOKENIZER_JSON = -110;
 export const LDP_E_TOKENIZER = -111;
 export const LDP_E_TOKENIZER_UNSUPPORTED = -112;
@@ -132,9 +133,6 @@ const MECHANISM_BITS = { // LDP_EXPECT_SANTEXT, _SANTEXT_PLUS, _TEM, _CUSTEXT, _
   santext: 1 << 1, 'santext+': 1 << 2, tem: 1 << 3, custext: 1 << 4, 'custext+': 1 << 5,
 };
 const PIN_KEYS = ['mechanism', 'epsilon_min', 'epsilon_max', 'bundle_id', 'min_format_version'];
-/* Python's ldptext.verbatim.NEAR_IDENTITY_MEDIAN: a stated median verbatim rate at or above it marks
- * a near-identity bundle (built only with --allow-weak-privacy): every report says weak_privacy. */
-const NEAR_IDENTITY_MEDIAN = 0.9;
 
 /** An error of the C library (`code`: its LDP_E_* value, `message`: ldp_strerror) or of this module. */
 export class LdpTextError extends Error {
@@ -396,9 +394,13 @@ export class LdpText {
    * @param {ArrayBuffer|Uint8Array} bundle the .ldpb bytes (copied: may be reused afterwards)
    * @param {Array<Uint8Array|string>} trustedKeys the publisher's Ed25519 public keys (raw 32 bytes
    *   or base64); the bundle must be signed by one of them (an empty list refuses every bundle)
-   * @param {{seed?: number|bigint, expect?: object, wasmBinary?: Uint8Array, locateFile?: Function}} [options]
+   * @param {{seed?: number|bigint, expect?: object, allowWeakPrivacy?: boolean, wasmBinary?: Uint8Array,
+   *   locateFile?: Function}} [options]
    *   seed: TESTS ONLY, a reproducible and NOT private sanitizer (the same seed as Python's
    *   `Sanitizer.load(..., seed=...)` gives the same output)
+   *   allowWeakPrivacy: accept a near-identity bundle (its median sensitive word released unchanged
+   *   with probability >= 0.9; Python's `allow_weak_privacy=True`); refused otherwise with
+   *   LDP_E_WEAK_PRIVACY, and every report of it says weak_privacy
    *   expect: the application's pins, Python's `expect=` (BundleExpectation) with the same keys and
    *   meaning, checked after verification: mechanism ('santext', 'santext+', 'tem', 'custext',
    *   'custext+' or a list of names; 'cmp', 'mahalanobis' and 'dpbart' name bundles that never
@@ -436,12 +438,14 @@ export class LdpText {
       if (!scratch || !data || !keyBuf) throw new LdpTextError(-2, 'out of memory');
       mod.HEAPU8.set(own, data);
       keys.forEach((k, i) => mod.HEAPU8.set(k, keyBuf + 32 * i));
-      const opened = mod._ldp_wasm_bundle_open_owned(data, own.length, keyBuf, keys.length, scratch);
+      // opened with the opt-in, so that a pin refuses first (Python's order); then the rule itself
+      const opened = mod._ldp_wasm_bundle_open_owned(data, own.length, keyBuf, keys.length, 1, scratch);
       data = 0; // the library's now (or freed by it on an error)
       check(mod, opened);
       bundlePtr = mod.HEAPU32[scratch >> 2];
       info = bundleInfo(mod, bundlePtr, scratch);
       if (pins !== null) checkExpectation(mod, bundlePtr, pins, info); // before any sanitizer exists
+      if (info.weak_privacy && options.allowWeakPrivacy !== true) check(mod, LDP_E_WEAK_PRIVACY);
       if (seed === null) {
         check(mod, mod._ldp_sanitizer_new(bundlePtr, scratch));
       } else {
@@ -592,8 +596,8 @@ export class LdpText {
     };
     if (SANTEXT_FAMILY.includes(mechanism)) { // Python's PrivacyReport, field for field
       const { n_tokens, ...rest } = common;
-      // the stated verbatim rate (Python: ldptext.verbatim; checked by Python at build and sign)
-      const verbatim = (this.manifest.privacy && this.manifest.privacy.verbatim) || null;
+      // the stated verbatim rate and the near-identity flag, as the library checked and decided them
+      const info = this.info;
       return {
         mechanism,
         notion: mechanism === 'santext+' ? 'UMLDP' : 'MLDP',
@@ -603,9 +607,9 @@ export class LdpText {
         d_max: f64(L.dMax),
         n_tokens,
         ...rest,
-        verbatim_median: verbatim ? verbatim.median : null,
-        verbatim_max: verbatim ? verbatim.max : null,
-        weak_privacy: verbatim ? verbatim.median >= NEAR_IDENTITY_MEDIAN : false,
+        verbatim_median: info.verbatim_median,
+        verbatim_max: info.verbatim_max,
+        weak_privacy: info.weak_privacy,
       };
     }
     // Python's MechanismReport (TEM, CusText(+)) without its prose fields neighbouring, metric and

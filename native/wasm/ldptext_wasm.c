@@ -67,8 +67,9 @@ LDP_API int ldp_wasm_bundle_expect(const ldp_bundle *bundle, unsigned mechanisms
 
 /* ldp_bundle_open_memory on a buffer JavaScript allocated with malloc and filled, which the bundle
  * takes instead of copying (freed at ldp_bundle_close, or here on an error): the bundle is then
- * resident once in the wasm heap rather than twice. JavaScript must not touch `data` afterwards. */
+ * resident once in the wasm heap rather than twice. JavaScript must not touch `data` afterwards.
+ * allow_weak_privacy: the application's opt-in to a near-identity bundle (ldp_expect's). */
 LDP_API int ldp_wasm_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32],
-                                       size_t n_keys, ldp_bundle **out) {
-    return ldp_bundle_open_owned(data, len, keys, n_keys, out);
+                                       size_t n_keys, int allow_weak_privacy, ldp_bundle **out) {
+    return ldp_bundle_open_owned(data, len, keys, n_keys, allow_weak_privacy, out);
 }

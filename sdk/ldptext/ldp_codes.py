@@ -74,6 +74,7 @@ LDP_E_EXPECT_MECHANISM = -101
 LDP_E_EXPECT_FORMAT = -102
 LDP_E_EXPECT_BUNDLE_ID = -103
 LDP_E_EXPECT_EPSILON = -104
+LDP_E_WEAK_PRIVACY = -105
 LDP_E_TOKENIZER_JSON = -110
 LDP_E_TOKENIZER = -111
 LDP_E_TOKENIZER_UNSUPPORTED = -112
@@ -154,6 +155,7 @@ CODES = {
     'LDP_E_EXPECT_FORMAT': -102,
     'LDP_E_EXPECT_BUNDLE_ID': -103,
     'LDP_E_EXPECT_EPSILON': -104,
+    'LDP_E_WEAK_PRIVACY': -105,
     'LDP_E_TOKENIZER_JSON': -110,
     'LDP_E_TOKENIZER': -111,
     'LDP_E_TOKENIZER_UNSUPPORTED': -112,
@@ -235,6 +237,7 @@ GROUPS = {
     -102: "the application's pins (ldp_expect), checked after verification",
     -103: "the application's pins (ldp_expect), checked after verification",
     -104: "the application's pins (ldp_expect), checked after verification",
+    -105: "the application's pins (ldp_expect), checked after verification",
     -110: 'tokenizer',
     -111: 'tokenizer',
     -112: 'tokenizer',

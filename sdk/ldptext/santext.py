@@ -75,7 +75,8 @@ from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of, unique_rows
 from .santext_check import DMAX_ROWS, check_realised, load_rows
 from .token_runtime import TokenRuntime
-from .verbatim import (VerbatimRate, check_stated_maximum, refuse_near_identity, verbatim_probabilities)
+from .verbatim import (VerbatimRate, check_stated_maximum, check_stated_median, random_sensitive_rows,
+                       refuse_near_identity, verbatim_probabilities)
 from .tokenization import TextTokenizer
 
 try:
@@ -229,6 +230,8 @@ class Sanitizer(TokenRuntime):
         self.ledger_unit: str = "metric:" + metric_id(self.manifest)
         # the native backend's libldptext view of the bundle is built while Python checks the tables
         adoption = _library.Adoption(bundle) if backend in ("auto", "native") and _native is not None else None
+        # libldptext checks the stated median itself when it adopts the bundle (native/lib/check.c)
+        self._median_checked_in_library = adoption is not None
         try:
             self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
             self._check_tables_match_parameters()
@@ -368,6 +371,8 @@ class Sanitizer(TokenRuntime):
         stated = VerbatimRate.from_manifest(self.manifest["privacy"].get("verbatim"))
         if stated is not None:
             check_stated_maximum(t, self.epsilon, stated, rows[:DMAX_ROWS])
+            if not self._median_checked_in_library:  # the numpy fallback: the same test here
+                check_stated_median(t, self.epsilon, stated, random_sensitive_rows(t))
             return stated
         xs = unique_rows(rows)  # (np.intersect1d with sensitive_inputs, without numpy.ma)
         xs = xs[t.valid_input[xs].astype(bool) & ~t.keep_row[xs].astype(bool)]

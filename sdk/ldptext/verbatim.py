@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from .engine_rows import engine_dots
+from .engine_rows import engine_distance_rows, engine_dots
 from .errors import ParameterMismatchError, WeakPrivacyError
 from .santext_tables import SanTextTables, unique_rows
 
 __all__ = ["NEAR_IDENTITY_MEDIAN", "VerbatimRate", "WeakPrivacyError", "verbatim_probabilities",
-           "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum"]
+           "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum",
+           "check_stated_median", "median_threshold", "random_sensitive_rows"]
 
 #: A median verbatim rate over the sensitive inputs at or above this refuses the bundle (nine
 #: sensitive words in ten released unchanged: the output is close to the input).
@@ -201,3 +203,79 @@ def check_stated_maximum(t: SanTextTables, epsilon: float, stated: VerbatimRate,
     if worst > stated.maximum + 1e-9 * max(1.0, math.fabs(stated.maximum)) + 1e-12:
         raise ParameterMismatchError(f"manifest states a largest verbatim rate of {stated.maximum:.6g}, "
                                      f"but a checked input is released unchanged with probability {worst:.6g}")
+
+
+#: An honest bundle's stated median is refused at most this often per load (check_stated_median).
+MEDIAN_REFUSAL = 1e-11
+#: Rows whose rate check_stated_median computes over every output when its bounds do not decide.
+MEDIAN_EXACT_ROWS = 8
+#: Sensitive inputs drawn at each load for check_stated_median (refused from 58 of 64 above).
+MEDIAN_ROWS = 64
+
+
+def median_threshold(n: int) -> int:
+    """The smallest k with P(Bin(n, 1/2) >= k) <= :data:`MEDIAN_REFUSAL` (n + 1 when none)."""
+    tail = 0.0
+    for i in range(n, -1, -1):
+        tail += math.comb(n, i) / 2.0 ** n
+        if tail > MEDIAN_REFUSAL:
+            return i + 1
+    return 0
+
+
+def random_sensitive_rows(t: SanTextTables, n: int = MEDIAN_ROWS) -> np.ndarray:
+    """``n`` sensitive inputs drawn uniformly with replacement from OS entropy (not a release: the
+    draw only chooses which rows a check reads); empty when there are none."""
+    rows = sensitive_inputs(t)
+    if rows.size == 0:
+        return rows
+    return rows[np.array([secrets.randbelow(rows.size) for _ in range(n)], dtype=np.int64)]
+
+
+def check_stated_median(t: SanTextTables, epsilon: float, stated: VerbatimRate, random_rows: np.ndarray) -> None:
+    """Refuse a stated median verbatim rate that sensitive rows drawn at random at load contradict.
+
+    A uniformly random sensitive input lies above the true median with probability at most 1/2, so
+    of n random sensitive rows at least :func:`median_threshold` (n) lie above a true median with
+    probability at most :data:`MEDIAN_REFUSAL`. A row's rate is decided by bounds from its head
+    where they suffice (not above: the head's terms alone; above: every tail term is at most
+    e^(−ε/2·(floor − d(x, x)))), else computed over the outputs for at most
+    :data:`MEDIAN_EXACT_ROWS` rows; an undecided row counts as not above (a refusal only gets
+    rarer). libldptext's ``check_stated_median`` (``native/lib/check.c``) is the same test.
+
+    Parameters
+    ----------
+    t : SanTextTables
+    epsilon : float
+    stated : VerbatimRate
+    random_rows : np.ndarray of int
+        Sensitive inputs drawn uniformly at random at this load (:func:`random_sensitive_rows`).
+
+    Raises
+    ------
+    ParameterMismatchError
+        Too many of the random sensitive rows lie above the stated median.
+    """
+    rows = np.asarray(random_rows, dtype=np.int64)
+    rows = rows[t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)]
+    if rows.size == 0:
+        return
+    level, half, k = stated.median, float(epsilon) / 2.0, t.head_size
+    outs = t.outputs.astype(np.int64)
+    pos = np.minimum(np.searchsorted(outs, rows), outs.size - 1)
+    is_out = outs[pos] == rows
+    head = t.stored("head_ids")[rows].astype(np.int64)
+    own = engine_distance_rows(t, rows, rows)[np.arange(rows.size), np.arange(rows.size)]
+    d = engine_distance_rows(t, rows, np.unique(head))
+    cols = np.searchsorted(np.unique(head), head)
+    head_sum = np.exp(-half * (d[np.arange(rows.size)[:, None], cols] - own[:, None])).sum(axis=1)
+    head_sum += ~(head == rows[:, None]).any(axis=1)  # the numerator's own term, if x is not in its head
+    tail = (outs.size - k) * np.exp(-half * np.maximum(t.tail_floor[rows] - own, 0.0))
+    above = is_out & (1.0 / (head_sum + tail) > level)
+    undecided = np.flatnonzero(is_out & ~above & (1.0 / head_sum > level))[:MEDIAN_EXACT_ROWS]
+    if undecided.size:
+        above[undecided] = verbatim_probabilities(t, epsilon, rows[undecided], threads=1) > level
+    if int(above.sum()) >= median_threshold(int(rows.size)):
+        raise ParameterMismatchError(
+            f"manifest states a median verbatim rate of {stated.median:.6g}, but {int(above.sum())} of "
+            f"{rows.size} sensitive inputs drawn at random are released unchanged more often")

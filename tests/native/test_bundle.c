@@ -720,7 +720,7 @@ static void test_owned_bundle_is_read_in_place(void) {
     copy = (uint8_t *)malloc(len);
     REQUIRE(copy != NULL);
     memcpy(copy, data, len);
-    CHECK_RC(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, &b), LDP_OK);
+    CHECK_RC(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, 0, &b), LDP_OK);
     REQUIRE(b != NULL);
     CHECK(b->data == copy && b->owned == copy);
     CHECK_RC(ldp_bundle_open_memory(data, len, (const uint8_t (*)[32])PK, 1, &m), LDP_OK);
@@ -731,9 +731,9 @@ static void test_owned_bundle_is_read_in_place(void) {
     memcpy(copy, data, len);
     copy[len - 1] ^= 1; /* an array's bytes no longer match its hash */
     b = (ldp_bundle *)1;
-    CHECK(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, &b) != LDP_OK);
+    CHECK(ldp_bundle_open_owned(copy, len, (const uint8_t (*)[32])PK, 1, 0, &b) != LDP_OK);
     CHECK(b == NULL);
-    CHECK_RC(ldp_bundle_open_owned(NULL, 0, (const uint8_t (*)[32])PK, 1, &b), LDP_E_ARG);
+    CHECK_RC(ldp_bundle_open_owned(NULL, 0, (const uint8_t (*)[32])PK, 1, 0, &b), LDP_E_ARG);
     free(data);
 }
 
@@ -778,7 +778,7 @@ static void test_bundle_info(void) {
         CHECK_RC(ldp_bundle_info(b, &json), LDP_OK);
         REQUIRE(json != NULL);
         CHECK(ldp_json_parse(json, strlen(json), &doc, &info) == LDP_JSON_OK);
-        REQUIRE(info != NULL && info->type == LDP_JSON_OBJECT && info->n == 13);
+        REQUIRE(info != NULL && info->type == LDP_JSON_OBJECT && info->n == 16);
         v = ldp_json_get(info, "mechanism");
         CHECK(v != NULL && strcmp(v->str, plus ? "santext+" : "santext") == 0);
         v = ldp_json_get(info, "epsilon");
@@ -789,6 +789,10 @@ static void test_bundle_info(void) {
         CHECK(ldp_json_get(info, "worst_case_token_epsilon")->type ==
               (plus ? LDP_JSON_NULL : LDP_JSON_FLOAT));
         hex_digest(PK, 32, key_id, 16); /* keys.py key_id */
+        /* the tiny bundles state no verbatim rate: nulls, and not near identity */
+        CHECK(ldp_json_get(info, "verbatim_median")->type == LDP_JSON_NULL);
+        CHECK(ldp_json_get(info, "verbatim_max")->type == LDP_JSON_NULL);
+        CHECK(ldp_json_get(info, "weak_privacy")->type == LDP_JSON_FALSE);
         v = ldp_json_get(info, "key_id");
         CHECK(v != NULL && v->type == LDP_JSON_STRING && strcmp(v->str, key_id) == 0);
         v = ldp_json_get(info, "ledger_unit");

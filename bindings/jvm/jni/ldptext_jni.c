@@ -95,7 +95,8 @@ JNIEXPORT jstring JNICALL Java_org_ldptext_LdpText_strerror0(JNIEnv *env, jclass
 }
 
 JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass cls, jbyteArray path,
-                                                           jbyteArray keys, jint n_keys) {
+                                                           jbyteArray keys, jint n_keys,
+                                                           jboolean allow_weak) {
     uint8_t (*k)[32];
     char *p;
     jsize len;
@@ -118,7 +119,9 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass c
     if (p[len - 1] != '\0' || memchr(p, '\0', (size_t)len - 1) != NULL) {
         rc = LDP_E_ARG; /* a path with a NUL inside would name another file */
     } else {
-        rc = ldp_bundle_open(p, (const uint8_t (*)[32])k, (size_t)n_keys, &b);
+        ldp_expect e = LDP_EXPECT_INIT; /* no pins: the opt-in alone */
+        e.allow_weak_privacy = allow_weak == JNI_TRUE;
+        rc = ldp_bundle_open_expect(p, (const uint8_t (*)[32])k, (size_t)n_keys, &e, &b);
     }
     free(p);
     free(k);
@@ -130,9 +133,11 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass c
 }
 
 JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openMemory0(JNIEnv *env, jclass cls, jbyteArray data,
-                                                             jbyteArray keys, jint n_keys) {
+                                                             jbyteArray keys, jint n_keys,
+                                                             jboolean allow_weak) {
     uint8_t (*k)[32];
     jbyte *bytes;
+    ldp_expect e = LDP_EXPECT_INIT; /* no pins: the opt-in alone */
     ldp_bundle *b = NULL;
     int rc;
     (void)cls;
@@ -148,8 +153,9 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openMemory0(JNIEnv *env, jclass
         free(k);
         return 0; /* OutOfMemoryError pending */
     }
-    rc = ldp_bundle_open_memory((const uint8_t *)bytes, (size_t)(*env)->GetArrayLength(env, data),
-                                (const uint8_t (*)[32])k, (size_t)n_keys, &b);
+    e.allow_weak_privacy = allow_weak == JNI_TRUE;
+    rc = ldp_bundle_open_memory_expect((const uint8_t *)bytes, (size_t)(*env)->GetArrayLength(env, data),
+                                       (const uint8_t (*)[32])k, (size_t)n_keys, &e, &b);
     (*env)->ReleaseByteArrayElements(env, data, bytes, JNI_ABORT);
     free(k);
     if (rc != LDP_OK) {

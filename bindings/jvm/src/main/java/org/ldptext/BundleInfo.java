@@ -24,6 +24,9 @@ public final class BundleInfo {
     private final String worstCaseNote;
     private final String bundleId;
     private final String keyId;
+    private final Double verbatimMedian;
+    private final Double verbatimMax;
+    private final boolean weakPrivacy;
 
     BundleInfo(String json) {
         this.json = json;
@@ -48,11 +51,26 @@ public final class BundleInfo {
         worstCaseNote = (String) m.get("worst_case_note");
         bundleId = (String) m.get("bundle_id");
         keyId = (String) m.get("key_id");
+        verbatimMedian = dbl(m.get("verbatim_median"));
+        verbatimMax = dbl(m.get("verbatim_max"));
+        weakPrivacy = Boolean.TRUE.equals(m.get("weak_privacy"));
     }
 
     private static Double dbl(Object o) {
         return o == null ? null : Double.valueOf(((Number) o).doubleValue());
     }
+
+    /** @return the stated median of P(M(x) = x) over the sensitive inputs (checked), or null */
+    public Double verbatimMedian() { return verbatimMedian; }
+
+    /** @return the stated largest P(M(x) = x) over the sensitive inputs (checked on every row), or null */
+    public Double verbatimMax() { return verbatimMax; }
+
+    /**
+     * @return true for a near-identity bundle (the median sensitive word released unchanged with
+     *     probability at least 0.9): opened only through {@link LdpText#openAllowingWeakPrivacy}
+     */
+    public boolean weakPrivacy() { return weakPrivacy; }
 
     /** @return the whole ldp_bundle_info JSON object (with the verified manifest under "manifest") */
     public String json() { return json; }

@@ -81,7 +81,17 @@ public final class LdpText implements AutoCloseable {
      *     (LDP_E_BAD_SIGNATURE), -68 (LDP_E_ARRAY_HASH), -20 (LDP_E_FILE_NOT_FOUND)
      */
     public static LdpText open(Path bundle, byte[]... trustedKeys) throws LdpTextException {
-        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length), null);
+        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, false), null);
+    }
+
+    /**
+     * {@link #open(Path, byte[]...)} that also accepts a near-identity bundle (its median sensitive
+     * word released unchanged with probability at least 0.9; the Python SDK's
+     * {@code allow_weak_privacy=True}), which {@code open} refuses with code -105
+     * (LDP_E_WEAK_PRIVACY). Every report of it says {@link Report#weakPrivacy()}.
+     */
+    public static LdpText openAllowingWeakPrivacy(Path bundle, byte[]... trustedKeys) throws LdpTextException {
+        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, true), null);
     }
 
     /**
@@ -95,7 +105,7 @@ public final class LdpText implements AutoCloseable {
      */
     public static LdpText open(byte[] bundle, byte[]... trustedKeys) throws LdpTextException {
         if (bundle == null) throw new NullPointerException("bundle");
-        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length), null);
+        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length, false), null);
     }
 
     /**
@@ -106,14 +116,15 @@ public final class LdpText implements AutoCloseable {
      */
     public static LdpText openSeededForTests(Path bundle, long seed, byte[]... trustedKeys) throws LdpTextException {
         warnSeeded();
-        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length), Long.valueOf(seed));
+        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, false),
+                Long.valueOf(seed));
     }
 
     /** TESTS ONLY: {@link #openSeededForTests(Path, long, byte[]...)} on a bundle in memory. */
     public static LdpText openSeededForTests(byte[] bundle, long seed, byte[]... trustedKeys) throws LdpTextException {
         if (bundle == null) throw new NullPointerException("bundle");
         warnSeeded();
-        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length), Long.valueOf(seed));
+        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length, false), Long.valueOf(seed));
     }
 
     private static void warnSeeded() {
@@ -243,9 +254,11 @@ public final class LdpText implements AutoCloseable {
 
     static native String strerror0(int code);
 
-    private static native long openPath0(byte[] pathNul, byte[] keys, int nKeys) throws LdpTextException;
+    private static native long openPath0(byte[] pathNul, byte[] keys, int nKeys, boolean allowWeak)
+            throws LdpTextException;
 
-    private static native long openMemory0(byte[] data, byte[] keys, int nKeys) throws LdpTextException;
+    private static native long openMemory0(byte[] data, byte[] keys, int nKeys, boolean allowWeak)
+            throws LdpTextException;
 
     private static native void closeBundle0(long bundle);
 

@@ -84,10 +84,14 @@ public final class Report {
     /** @return what the worst case is, or why there is none */
     public String worstCaseNote() { return bundle.worstCaseNote(); }
 
+    /** @return true when the bundle is near identity (see {@link BundleInfo#weakPrivacy()}) */
+    public boolean weakPrivacy() { return bundle.weakPrivacy(); }
+
     @Override
     public String toString() {
         return mechanism + ": epsilon=" + epsilon + " per token, epsilon0=" + epsilon0 + ", p=" + p + ", "
                 + tokens + " tokens, worst case " + (Double.isInfinite(worstCaseEpsilon) ? "none" : worstCaseEpsilon)
-                + (seeded ? "; SEEDED: reproducible, NOT private" : "");
+                + (seeded ? "; SEEDED: reproducible, NOT private" : "")
+                + (bundle.weakPrivacy() ? "; WEAK PRIVACY: the output is close to the input" : "");
     }
 }
