@@ -286,8 +286,6 @@ LDP_ALWAYS_INLINE double distance_sq(const ldp_santext_table *t, int32_t a, int3
            2.0 * (sa * sb) * (double)dot;
 }
 
-double ldp_distance_sq(const ldp_santext_table *t, int32_t a, int32_t b) { return distance_sq(t, a, b); }
-
 void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out) {
     int32_t i;
     for (i = 0; i < t->n_outputs; i++) out[i] = distance_sq(t, x, t->outputs[i]);

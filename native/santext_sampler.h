@@ -159,10 +159,9 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n);
  * |d^2 - true d^2| <= 8 * 2^-53 * (|a|^2 + |b|^2) (precompute's tail floors leave that margin). */
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
 /* The squared distance ldp_distance takes the root of (it may be <= 0 by rounding, where the
- * distance is 0): ldp_distance(t, a, b) == sqrt(ldp_distance_sq(t, a, b)) where positive. */
-double ldp_distance_sq(const ldp_santext_table *t, int32_t a, int32_t b);
-/* ldp_distance_sq from row x to every output, out[i] for outputs[i] (one pass, inlined: the row
- * check's kernel, lib/check.c). */
+ * distance is 0), from row x to every output: out[i] for outputs[i], so that ldp_distance(t, x,
+ * outputs[i]) == sqrt(out[i]) where positive (one inlined pass: the row check's kernel,
+ * lib/check.c). */
 void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out);
 /* The exponent of the second tail trial of tail candidate y of row x at distance d, exactly as the
  * sampler computes it: eps/2 (d - tail_floor[x]) - LOG[cluster_gamma[x][c(y)]] + accept_gamma[x][K].

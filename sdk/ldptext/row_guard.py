@@ -11,7 +11,7 @@ samplers that run outside the library (numpy, and the extension's own sampler), 
 every row of a bundle in ``ldptext bundle sign`` and ``bundle verify --full``.
 
 What a row's law is checked against is its mechanism's (each runtime's ``_row_laws_ok``); for the
-rows on the SanText engine, :func:`engine_rows_ok` adds what the law alone cannot show: every tail
+rows on the SanText engine, :func:`engine_tail_ok` adds what the law alone cannot show: every tail
 output's second-trial exponent is >= 0 as the sampler computes it (the tail floor and the cluster
 bounds are lower bounds), so that no draw can fail half-way through a document.
 """
