@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKERS = ("zqxsecret", "qvmarker", "kjwhidden")
 TYPED = {"message": "zqxsecret w3 qvmarker w7, w9", "subject": "kjwhidden w12", "note": "qvmarker w1 zqxsecret"}
 WORD = re.compile(r"^w\d+$")
+CASES_PAGE = Path(__file__).resolve().parent / "extension" / "cases.html"
 
 
 def _tool(names: list[str], why: str) -> str:
@@ -200,17 +201,29 @@ FORM_PAGE = """<!doctype html><meta charset="utf-8"><title>test form</title>
 
 
 class Site:
+    """The loopback server: ``/form`` (FORM_PAGE), ``/cases`` (tests/extension/cases.html); it records
+    every request (``requests``: method, path with query, body) and the bodies of POSTs (``posts``)."""
+
     def __init__(self) -> None:
         site = self
         self.posts: list[bytes] = []
+        self.requests: list[tuple[str, str, bytes]] = []
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                self._send(FORM_PAGE.encode())
+                site.requests.append(("GET", self.path, b""))
+                if self.path.startswith("/submit/"):
+                    self._send(b"<!doctype html><p id='done'>received</p>")
+                elif self.path == "/cases":
+                    self._send(CASES_PAGE.read_bytes())
+                else:
+                    self._send(FORM_PAGE.encode())
 
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
-                site.posts.append(self.rfile.read(n))
+                body = self.rfile.read(n)
+                site.requests.append(("POST", self.path, body))
+                site.posts.append(body)
                 self._send(b"<!doctype html><p id='done'>received</p>")
 
             def _send(self, body: bytes) -> None:
@@ -227,6 +240,22 @@ class Site:
         self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
+    def received(self, case: str) -> list[dict]:
+        """The fields of every request made to /submit/<case> (a POST's body or a GET's query)."""
+        out = []
+        for method, path, body in list(self.requests):
+            url = urllib.parse.urlsplit(path)
+            if url.path == f"/submit/{case}":
+                data = body.decode() if method == "POST" else url.query
+                out.append({k: v[0] for k, v in urllib.parse.parse_qs(data, keep_blank_values=True).items()})
+        return out
+
+    def assert_no_marker(self) -> None:
+        """No request of any kind, to any path, carried a typed marker."""
+        leaked = [f"{method} {urllib.parse.urlsplit(path).path}" for method, path, body in list(self.requests)
+                  if any(m in path or m.encode() in body for m in MARKERS)]
+        assert not leaked, f"a typed marker reached the server: {leaked}"
+
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -241,7 +270,7 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def extension(chromium, tmp_path_factory, ldptext_home) -> dict:
     """make extension with a tiny SanText+ bundle and the test run's developer key; a copy with one
-    flipped byte in its bundle."""
+    flipped byte in its bundle; a copy without its bundle."""
     _tool(["emcc"], "make extension builds the wasm module (Debian: emscripten)")
     _tool(["node", "nodejs"], "emscripten runs under node (Debian: nodejs)")
     d = tmp_path_factory.mktemp("extension")
@@ -256,7 +285,10 @@ def extension(chromium, tmp_path_factory, ldptext_home) -> dict:
     data = bytearray((bad / "bundle.ldpb").read_bytes())
     data[len(data) // 2] ^= 0x01
     (bad / "bundle.ldpb").write_bytes(bytes(data))
-    return {"good": out, "bad": bad}
+    missing = d / "no-bundle"
+    shutil.copytree(out, missing)
+    (missing / "bundle.ldpb").unlink()
+    return {"good": out, "bad": bad, "no-bundle": missing}
 
 
 def test_extension_manifest_sends_nothing(extension):
@@ -373,6 +405,10 @@ def test_guarded_submit_sends_only_sanitized_text(chromium, extension):
         assert "Last release" in popup["facts"]
         assert "number of words" in popup["not_protected"] and "1 − p = 0.7" in popup["not_protected"]
         assert "sends nothing" in popup["protected"]
+        # which fields are sanitized, which are sent as typed and why
+        assert "text, search and tel fields" in popup["protected"] and "shadow roots" in popup["protected"]
+        for left in ("password", "e-mail and URL", "number, date and time", "hidden fields", "Editable regions"):
+            assert left in popup["not_protected"], left
     finally:
         b.close()
         site.close()
@@ -415,6 +451,28 @@ def test_tampered_bundle_blocks_the_submit_with_a_message(chromium, extension):
     assert time.monotonic() - start < 90
 
 
+def test_a_missing_bundle_blocks_the_submit_and_says_so(chromium, extension):
+    """An extension without its bundle (a broken build): the guarded submit is blocked with a message
+    that names the missing file and what to do, not a bare network error; the popup says the same."""
+    site = Site()
+    b, ext_id, _ = _start(chromium, extension["no-bundle"], site)
+    try:
+        s = _open_form(b, site)
+        _type(b, s, "message", TYPED["message"])
+        _click(b, s, "send")
+        text = b.wait_for(s, "document.getElementById('ldptext-blocked')?.textContent")
+        assert "blocked this form" in text and "bundle.ldpb) is missing from the extension" in text, text
+        assert "make extension" in text and "Failed to fetch" not in text, text
+        time.sleep(1)
+        assert site.posts == [], "the form was sent"
+        site.assert_no_marker()
+        popup = _popup(b, ext_id)
+        assert "NOT available" in popup["status"] and "is missing from the extension" in popup["status"]
+    finally:
+        b.close()
+        site.close()
+
+
 def test_a_site_not_allowed_is_not_guarded(chromium, extension):
     """The control: the same typing and click on a page the user did not allow reach the server as
     typed (so the guard above, not the harness, is what sanitized them)."""
@@ -433,3 +491,190 @@ def test_a_site_not_allowed_is_not_guarded(chromium, extension):
     finally:
         b.close()
         site.close()
+
+
+# ---- every way the cases page (tests/extension/cases.html) sends typed text ----------------------------
+
+# text typed into each case's field: unknown words (the markers) and words of the bundle
+CASE_TEXT = "zqxsecret w3 qvmarker w7"
+# submitted by a form (a click, or the page's own form.submit()) or by the page's own submit handler,
+# on a guarded page
+GUARD_CASES = ["readonly-after-typing", "disabled-then-enabled", "type-tel", "fetch-in-handler",
+               "synthetic-submit-event", "form-submit-method", "shadow-open", "shadow-declarative", "shadow-closed-xhr",
+               "shadow-form-submit-method", "shadow-nested-get", "iframe-about-blank", "iframe-srcdoc",
+               "iframe-made-later", "iframe-sandboxed"]
+# in a frame of an opaque origin (sandboxed): the page's script cannot reach it, the harness finds the
+# field and the button over the DevTools protocol (DOM), by the frame's element id
+OPAQUE_CASES = {"iframe-sandboxed": "iframe-sandboxed-frame"}
+# editors the page sends from its own copy of the text: sanitized on demand, before the page sends
+EDITOR_CASES = ["editor-model", "editor-frame"]
+
+
+@pytest.fixture(scope="module")
+def guarded(chromium, extension):
+    """One browser with the good extension and a site that is allowed (each test opens its own tab)."""
+    site = Site()
+    b, ext_id, sw = _start(chromium, extension["good"], site)
+    yield b, site, ext_id, sw
+    b.close()
+    site.close()
+
+
+def _open_cases(b: Browser, site: Site) -> str:
+    tid = b.call("Target.createTarget", {"url": site.origin + "/cases"})["targetId"]
+    s = b.attach(tid)
+    b.call("Page.enable", {}, s)
+    b.call("Page.bringToFront", {}, s)
+    b.wait_for(s, "document.readyState === 'complete' && window.ldpReady === true")
+    return s
+
+
+def _find(node: dict, pred) -> dict | None:
+    if pred(node):
+        return node
+    for child in node.get("children", []) + node.get("shadowRoots", []) + (
+            [node["contentDocument"]] if "contentDocument" in node else []):
+        hit = _find(child, pred)
+        if hit:
+            return hit
+    return None
+
+
+def _opaque_frame(b: Browser, s: str, case: str) -> dict:
+    """The field and the button of the case's frame of an opaque origin (by the frame element's id):
+    the frame's own DevTools session (a sandboxed frame runs in a process of its own), their node ids
+    there, and where the frame's content starts on the page."""
+    def attr(node, name):
+        a = node.get("attributes", [])
+        return dict(zip(a[::2], a[1::2])).get(name)
+
+    root = b.call("DOM.getDocument", {"depth": -1, "pierce": True}, s)["root"]
+    el = _find(root, lambda n: n.get("localName") == "iframe" and attr(n, "id") == OPAQUE_CASES[case])
+    assert el, f"no frame for {case}"
+    quad = b.call("DOM.getBoxModel", {"nodeId": el["nodeId"]}, s)["model"]["content"]
+    doc, fs = el.get("contentDocument"), s
+    if doc is None:  # out of process: its own target, whose id is the frame's id
+        b.wait_target(lambda t: t["targetId"] == el["frameId"])
+        fs = b.attach(el["frameId"])
+        doc = b.call("DOM.getDocument", {"depth": -1, "pierce": True}, fs)["root"]
+    field = _find(doc, lambda n: n.get("localName") in ("textarea", "input"))
+    button = _find(doc, lambda n: n.get("localName") == "button")
+    return {"session": fs, "field": field["nodeId"], "button": button["nodeId"],
+            "offset": (quad[0], quad[1]) if fs != s else (0, 0)}
+
+
+def _case_text(b: Browser, s: str, case: str) -> str:
+    if case in OPAQUE_CASES:
+        f = _opaque_frame(b, s, case)
+        obj = b.call("DOM.resolveNode", {"nodeId": f["field"]}, f["session"])["object"]["objectId"]
+        return b.call("Runtime.callFunctionOn", {"objectId": obj, "returnByValue": True,
+                                                 "functionDeclaration": "function () { return this.value; }"},
+                      f["session"])["result"]["value"]
+    return b.evaluate(s, f"(() => {{ const f = ldpCases[{json.dumps(case)}].field(); "
+                         "return f.isContentEditable ? f.innerText : f.value; })()")
+
+
+def _type_case(b: Browser, s: str, case: str, text: str) -> None:
+    if case in OPAQUE_CASES:
+        f = _opaque_frame(b, s, case)
+        b.call("DOM.focus", {"nodeId": f["field"]}, f["session"])
+    else:
+        b.evaluate(s, f"ldpCases[{json.dumps(case)}].field().focus(), true")
+    b.call("Input.insertText", {"text": text}, s)
+    assert _case_text(b, s, case) == text, "the harness could not type into the case's field"
+
+
+def _click_case(b: Browser, s: str, case: str) -> None:
+    if case in OPAQUE_CASES:
+        f = _opaque_frame(b, s, case)
+        quad = b.call("DOM.getBoxModel", {"nodeId": f["button"]}, f["session"])["model"]["content"]
+        x, y = f["offset"][0] + sum(quad[0::2]) / 4, f["offset"][1] + sum(quad[1::2]) / 4
+    else:
+        x, y = b.evaluate(s, f"ldpCases[{json.dumps(case)}].point()")
+    for kind in ("mousePressed", "mouseReleased"):
+        b.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}, s)
+
+
+def _await_case(site: Site, case: str, timeout: float = 15) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while not site.received(case) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)  # a second request would be here by now
+    return site.received(case)
+
+
+@pytest.mark.parametrize("case", GUARD_CASES)
+def test_every_case_of_a_guarded_page_sends_only_sanitized_text(guarded, case):
+    """Typed into the case's field and sent with a mouse click: the server receives the case's text
+    sanitized, once, and no request anywhere carries the marker."""
+    b, site, _, _ = guarded
+    site.requests.clear()
+    s = _open_cases(b, site)
+    try:
+        _type_case(b, s, case, CASE_TEXT)
+        _click_case(b, s, case)
+        got = _await_case(site, case)
+        site.assert_no_marker()
+        assert len(got) == 1, f"{case}: the server received {len(got)} submissions"
+        _sanitized(got[0]["message"], CASE_TEXT)
+    finally:
+        b.call("Target.closeTarget", {"targetId": b.call("Target.getTargetInfo", {}, s)["targetInfo"]["targetId"]})
+
+
+def test_a_sanitized_text_the_form_refuses_is_not_sent(guarded):
+    """A field whose pattern the sanitized text breaks (typed: letters; sanitized: w3 w7): the browser
+    will not send the form, and the page says why; nothing reaches the server."""
+    b, site, _, _ = guarded
+    site.requests.clear()
+    case = "pattern-refuses-sanitized"
+    s = _open_cases(b, site)
+    try:
+        _type_case(b, s, case, "zqxsecret qvmarker")
+        _click_case(b, s, case)
+        text = b.wait_for(s, "document.getElementById('ldptext-blocked')?.textContent")
+        assert "does not meet a rule of this form" in text and "nothing was sent" in text, text
+        _sanitized(_case_text(b, s, case), "zqxsecret qvmarker")
+        time.sleep(1)
+        site.assert_no_marker()
+        assert site.received(case) == []
+    finally:
+        b.call("Target.closeTarget", {"targetId": b.call("Target.getTargetInfo", {}, s)["targetInfo"]["targetId"]})
+
+
+def _sanitize_tab(b: Browser, sw: str, ext_id: str, via: str):
+    """The on-demand action for the active tab: as the keyboard shortcut asks the worker, or as the
+    popup's button asks it (a message naming the tab). Neither names a frame."""
+    tab = b.evaluate(sw, "chrome.tabs.query({active: true, lastFocusedWindow: true}).then(([t]) => t.id)")
+    if via == "shortcut":
+        return b.evaluate(sw, f"self.ldptextSanitizeFocused({tab})")
+    tid = b.call("Target.createTarget", {"url": f"chrome-extension://{ext_id}/popup.html", "background": True})
+    ps = b.attach(tid["targetId"])
+    try:
+        b.wait_for(ps, "typeof chrome === 'object' && !!chrome.runtime")
+        return b.evaluate(ps, f"chrome.runtime.sendMessage({{type: 'sanitize-focused-tab', tabId: {tab}}})")
+    finally:
+        b.call("Target.closeTarget", {"targetId": tid["targetId"]})
+
+
+@pytest.mark.parametrize("via", ["shortcut", "popup"])
+@pytest.mark.parametrize("case", EDITOR_CASES)
+def test_an_editor_sanitized_on_demand_sends_only_sanitized_text(guarded, case, via):
+    """An editor that keeps its own copy of the text (or lives in a frame): the on-demand action, as
+    the keyboard shortcut or the popup's button asks for it (for the tab, not a frame), replaces the
+    text so that the editor's own copy is the sanitized text; what the page then sends carries no
+    marker."""
+    b, site, ext_id, sw = guarded
+    site.requests.clear()
+    s = _open_cases(b, site)
+    try:
+        _type_case(b, s, case, CASE_TEXT)
+        reply = _sanitize_tab(b, sw, ext_id, via)
+        assert reply and reply["ok"], reply
+        _sanitized(_case_text(b, s, case), CASE_TEXT)
+        _click_case(b, s, case)
+        got = _await_case(site, case)
+        site.assert_no_marker()
+        assert len(got) == 1, f"{case}: the server received {len(got)} submissions"
+        _sanitized(got[0]["message"], CASE_TEXT)
+    finally:
+        b.call("Target.closeTarget", {"targetId": b.call("Target.getTargetInfo", {}, s)["targetInfo"]["targetId"]})

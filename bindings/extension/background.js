@@ -25,11 +25,27 @@ function errorOf(e) {
   return { code: e && typeof e.code === 'number' ? e.code : null, message: String((e && e.message) || e) };
 }
 
+/* One of the extension's own files, or an error that says which is missing (a fetch of a missing
+ * extension file fails with a bare "Failed to fetch"). */
+async function ownFile(name, what) {
+  let response;
+  try {
+    response = await fetch(chrome.runtime.getURL(name));
+  } catch (e) {
+    response = null;
+  }
+  if (!response || !response.ok) {
+    throw new Error(`${what} (${name}) is missing from the extension: build it again (make extension) and `
+      + 'reload it at chrome://extensions');
+  }
+  return new Uint8Array(await response.arrayBuffer());
+}
+
 async function openEngine() {
   try {
-    const response = await fetch(chrome.runtime.getURL(BUNDLE_FILE));
-    if (!response.ok) throw new Error(`the bundle shipped with the extension is missing (HTTP ${response.status})`);
-    const san = await LdpText.open(new Uint8Array(await response.arrayBuffer()), PUBLISHER_KEYS);
+    const bundle = await ownFile(BUNDLE_FILE, 'the bundle');
+    const wasmBinary = await ownFile('ldptext.wasm', 'the WebAssembly module');
+    const san = await LdpText.open(bundle, PUBLISHER_KEYS, { wasmBinary });
     const { report } = san.sanitize(''); // the report's fields for zero tokens: what the popup shows
     const facts = { ...report, bundle_id: san.info.bundle_id, key_id: san.info.key_id,
       worst_case_note: san.worstCaseNote };
@@ -80,17 +96,52 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     status().then(sendResponse);
     return true;
   }
+  const probe = msg.type === 'focus-candidate' && probes.get(msg.probe);
+  if (probe && sender.tab && sender.tab.id === probe.tabId) {
+    probe.candidates.push({ frameId: sender.frameId, hasFocus: msg.hasFocus === true,
+      focusedAt: Number(msg.focusedAt) || 0 });
+    return false;
+  }
+  if (msg.type === 'sanitize-focused-tab' && Number.isInteger(msg.tabId)) { // the popup's button
+    sanitizeFocused(msg.tabId).then(sendResponse);
+    return true;
+  }
   return false;
 });
 
-/* The user actions: the context menu on an editable field, the keyboard shortcut, the popup's
- * button. Each asks the tab's content script to sanitize its focused field in place. */
-async function sanitizeFocused(tabId, frameId) {
-  const options = frameId === undefined ? {} : { frameId };
+/* The user actions: the context menu on an editable field (it names the frame), the keyboard
+ * shortcut and the popup's button (they name the tab). Each asks a content script to sanitize its
+ * focused field in place. For a tab, every frame is asked which of them holds a focused field
+ * (each frame answers by its own message, as only one reply to a message to a tab comes back):
+ * the one that has the focus, or else the one that had it last (the popup takes it from the page). */
+const probes = new Map(); // probe id -> {tabId, candidates: the frames that answered}
+
+async function focusedFrame(tabId) {
+  const probe = `${Date.now()}-${Math.random()}`;
+  const candidates = [];
+  probes.set(probe, { tabId, candidates });
   try {
-    return await chrome.tabs.sendMessage(tabId, { type: 'sanitize-focused' }, options);
+    await chrome.tabs.sendMessage(tabId, { type: 'focus-probe', probe }).catch(() => {});
+    const deadline = Date.now() + 300;
+    while (Date.now() < deadline && !candidates.some((c) => c.hasFocus)) {
+      await new Promise((resolve) => { setTimeout(resolve, 20); });
+    }
+  } finally {
+    probes.delete(probe);
+  }
+  if (!candidates.length) return null;
+  const focused = candidates.find((c) => c.hasFocus);
+  return (focused || candidates.reduce((a, c) => (c.focusedAt > a.focusedAt ? c : a))).frameId;
+}
+
+async function sanitizeFocused(tabId, frameId) {
+  const none = { ok: false, error: { code: null, message: 'no text field to sanitize in this tab' } };
+  try {
+    const frame = frameId === undefined ? await focusedFrame(tabId) : frameId;
+    if (frame === null) return none;
+    return (await chrome.tabs.sendMessage(tabId, { type: 'sanitize-focused' }, { frameId: frame })) || none;
   } catch (e) {
-    return { ok: false, error: { code: null, message: 'no text field to sanitize in this tab' } };
+    return none;
   }
 }
 self.ldptextSanitizeFocused = sanitizeFocused; // the same path, for tests driving the worker

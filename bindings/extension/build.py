@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SOURCES = ["manifest.json", "background.js", "content.js", "popup.html", "popup.js", "popup.css"]
+SOURCES = ["manifest.json", "background.js", "content.js", "page-hooks.js", "popup.html", "popup.js", "popup.css"]
 WASM = ["ldptext.js", "ldptext.wasm", "ldptext-web.js"]
 BUNDLE_NAME = "bundle.ldpb"
 

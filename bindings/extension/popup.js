@@ -48,8 +48,12 @@ function render(facts, lastRelease) {
       + `exp(ε·d(x, x′)), ε = ${fmt(r.epsilon)}, d their distance in the bundle's embedding.`
       : `Each token: ${r.notion}, ε = ${fmt(r.epsilon)} per token.`,
     'Your text is sanitized on this device; the extension itself sends nothing anywhere.',
-    'On a guarded site, a form is not submitted unless its text fields were sanitized: if the bundle '
-      + 'does not verify or the engine cannot load, the submit is blocked.',
+    'On a guarded site: the text of a form\'s text areas and text, search and tel fields (read-only and '
+      + 'disabled ones too), in the page, its frames and its shadow roots, when the form is sent by a click, '
+      + 'Enter, or the page\'s own script (requestSubmit(), submit(), or its submit handler sending the form '
+      + 'with fetch or XMLHttpRequest).',
+    'A guarded form is not sent unless those fields were sanitized: if the bundle does not verify or the '
+      + 'engine cannot load, the submit is blocked.',
   ];
   if (plus) prot.splice(1, 0, 'Sensitive words (names, places, numbers, health words) are always re-drawn.');
   list('protected', prot);
@@ -61,8 +65,14 @@ function render(facts, lastRelease) {
     not.push(`Non-sensitive words (function words, punctuation) are released unchanged with probability `
       + `1 − p = ${fmt(r.kept_in_clear_probability)}.`);
   }
+  not.push('Fields sent as typed, by design: password (the site must get it exactly); e-mail and URL (the '
+    + 'browser checks their form, and a sanitized address is no address); number, date and time, range and '
+    + 'colour (the browser accepts only their format); hidden fields (set by the page, not typed); files; '
+    + 'controls a page draws itself (form-associated custom elements).');
+  not.push('Editable regions (rich-text editors) are not part of a form: sanitize them yourself (the button '
+    + 'above, Alt+Shift+S or right-click) before you send.');
   not.push('What the page\'s own scripts read while you type, or send by themselves (not by submitting the '
-    + 'form), and fields other than text fields and text areas (hidden, password, e-mail, files).');
+    + 'form).');
   not.push('Sites you have not allowed: there, only the fields you sanitize yourself are.');
   list('not-protected', not);
   $('report').hidden = false;
@@ -106,10 +116,10 @@ async function main() {
   $('sanitize').addEventListener('click', async () => {
     if (!tab || tab.id === undefined) return;
     let reply;
-    try {
-      reply = await chrome.tabs.sendMessage(tab.id, { type: 'sanitize-focused' }, { frameId: 0 });
+    try { // the worker finds the frame that holds the field (the page's, or one of its frames')
+      reply = await chrome.runtime.sendMessage({ type: 'sanitize-focused-tab', tabId: tab.id });
     } catch (e) {
-      reply = { ok: false, error: { message: 'no text field to sanitize in this tab' } };
+      reply = { ok: false, error: { message: 'the extension\'s privacy engine did not answer' } };
     }
     $('action-result').textContent = reply && reply.ok
       ? `Sanitized in place: ${reply.report.n_tokens} tokens, charge ${fmt(reply.report.document_epsilon)}.`
