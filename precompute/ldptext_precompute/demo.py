@@ -38,6 +38,9 @@ def register(sub: Any) -> None:
                    help="function-words (default), frequency:W, or a FILE with one word per line")
     p.add_argument("--p", type=float, default=0.3,
                    help="SanText+: probability a non-sensitive word is also sampled (default: 0.3)")
+    from ldptext_precompute.santext.cli import add_verbatim_options
+
+    add_verbatim_options(p)
     p.add_argument("--input", default=str(DEFAULT_SAMPLE),
                    help="text file, one document per line (default: the packaged sample)")
     p.set_defaults(func=run)
@@ -72,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     if args.mechanism == "santext+":
         split = args.non_sensitive.replace(":", "").replace("/", "_")
         tag += f"-{split}-p{args.p:g}"
+    from ldptext_precompute.santext.build import resolve_verbatim_cap
+
+    cap = resolve_verbatim_cap(args.verbatim_cap, False)
+    # the cap and the identifier rule change the tables: a bundle cached without them is not reused
+    tag += f"-cap{'none' if cap is None else f'{cap:g}'}" + ("-idout" if args.identifier_outputs else "-noid")
     bundle = cache / f"demo-{tag}.ldpb"
     if not bundle.exists():
         from ldptext_precompute.santext.build import build_santext_bundle
@@ -81,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         vocab_size = None if args.embeddings == "minilm-wordpiece" else args.vocab_size
         build_santext_bundle(bundle, embeddings=args.embeddings, epsilon=args.epsilon,
                              mechanism=args.mechanism, vocab_size=vocab_size, p=args.p,
-                             non_sensitive=args.non_sensitive,
+                             non_sensitive=args.non_sensitive, verbatim_cap=cap,
+                             identifier_outputs=args.identifier_outputs,
                              cache_dir=cache / "neighbours", progress=True)
         print(f"built in {time.perf_counter() - t0:.1f} s", flush=True)
     # The demo signed its bundle with this machine's developer key, so it trusts that key for this one
@@ -93,11 +102,15 @@ def run(args: argparse.Namespace) -> int:
     san = Sanitizer.load(bundle, trusted_keys=[dev] if dev is not None else None)
     print(f"loaded {bundle} in {1000 * (time.perf_counter() - t0):.0f} ms "
           f"(signed by this machine's developer key {san.key_id}, trusted for the demo only)\n")
+    rate = san.verbatim
+    capped = (f"at most {rate.cap:g} (the bundle's cap)" if rate is not None and rate.cap is not None
+              else "no stated cap")
     if san.mechanism == "santext+":
         n_kept = int(san.tables.keep_row.sum())
         print(f"SanText+: {n_kept} non-sensitive words ({san.manifest['params'].get('non_sensitive')}) are "
               f"kept unchanged with probability {1 - san.p:.1f}; every other word is replaced by a "
-              f"sample. See README, 'What is and is not protected'.\n")
+              f"sample, which is the word itself with probability {capped}. See README, 'What is and "
+              f"is not protected'.\n")
     lines = [line for line in Path(args.input).read_text(encoding="utf-8").splitlines() if line.strip()]
     for original, result in zip(lines, san.sanitize_batch(lines)):
         print(f"original : {original}")

@@ -31,9 +31,10 @@ from .engine_rows import engine_distance_rows, engine_dots
 from .errors import ParameterMismatchError, WeakPrivacyError
 from .santext_tables import SanTextTables, unique_rows
 
-__all__ = ["NEAR_IDENTITY_MEDIAN", "VerbatimRate", "WeakPrivacyError", "verbatim_probabilities",
+__all__ = ["NEAR_IDENTITY_MEDIAN", "TAIL_LEVELS", "TAIL_QUANTILES", "VerbatimRate", "format_probability",
+           "quantile_rank", "WeakPrivacyError", "verbatim_probabilities",
            "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum",
-           "check_stated_median", "median_threshold", "random_sensitive_rows"]
+           "check_stated_median", "median_threshold", "random_sensitive_rows", "relative_weights"]
 
 #: A median verbatim rate over the sensitive inputs at or above this refuses the bundle (nine
 #: sensitive words in ten released unchanged: the output is close to the input).
@@ -41,6 +42,31 @@ NEAR_IDENTITY_MEDIAN = 0.9
 
 #: Rows per block of the exact computation (a block holds rows × |O| float64 values).
 _BLOCK = 256
+
+
+#: The two levels whose counts a manifest states (``above_0_5``, ``above_0_9``): the number of
+#: sensitive inputs released unchanged with probability at least each.
+TAIL_LEVELS = (0.5, 0.9)
+#: The percentiles a manifest states (``p90``, ``p99``), as fractions.
+TAIL_QUANTILES = (0.9, 0.99)
+
+
+def quantile_rank(q: float, n: int) -> int:
+    """The 1-based rank of the ``q`` quantile of ``n`` sorted values: the smallest value with at
+    least q·n values at or below it (numpy's ``inverted_cdf``), so a stated percentile is always one
+    of the rates, and the counts above it follow from the rank alone."""
+    return min(n, max(1, math.ceil(q * n - 1e-9)))
+
+
+def format_probability(v: float) -> str:
+    """A probability with enough digits that a value below 1 never reads as 1 (0.99998, not 1).
+
+    Three significant digits, and for a value in [0.99, 1) as many decimals as 1 − v needs for two
+    significant digits of its own."""
+    if 0.99 <= v < 1.0:
+        decimals = min(17, max(3, 1 - math.floor(math.log10(1.0 - v))))
+        return f"{v:.{decimals}f}".rstrip("0")
+    return f"{v:.3g}"
 
 
 @dataclass(frozen=True)
@@ -53,39 +79,148 @@ class VerbatimRate:
         Largest and median P(M(x) = x) over the sensitive inputs.
     inputs : int
         Number of sensitive inputs they are taken over.
+    cap : float or None
+        The cap τ the build enforced (every sensitive input's rate ≤ τ); ``None``: no cap (or a
+        bundle older than the field).
+    p90, p99 : float or None
+        The 90th and 99th percentiles (:func:`quantile_rank`: each is one of the rates); ``None`` in
+        a bundle older than the fields.
+    above_0_5, above_0_9 : int or None
+        How many sensitive inputs are released unchanged with probability ≥ 0.5 and ≥ 0.9.
     """
 
     maximum: float
     median: float
     inputs: int
+    cap: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    above_0_5: int | None = None
+    above_0_9: int | None = None
 
     @property
     def near_identity(self) -> bool:
         """True when the median is at least :data:`NEAR_IDENTITY_MEDIAN`."""
         return self.median >= NEAR_IDENTITY_MEDIAN
 
+    @property
+    def has_tail(self) -> bool:
+        """Whether the tail statistics (percentiles and counts) are stated."""
+        return self.p90 is not None
+
+    @classmethod
+    def of(cls, rates: np.ndarray, cap: float | None = None) -> "VerbatimRate":
+        """The summary of the rates of every sensitive input (build time).
+
+        Parameters
+        ----------
+        rates : np.ndarray of float64
+            P(M(x) = x) of every sensitive input.
+        cap : float or None
+            The cap the build enforced (stated, not applied here).
+        """
+        v = np.sort(np.asarray(rates, dtype=np.float64))
+        n = int(v.size)
+        if n == 0:
+            return cls(0.0, 0.0, 0, cap, 0.0, 0.0, 0, 0)
+        p90, p99 = (float(v[quantile_rank(q, n) - 1]) for q in TAIL_QUANTILES)
+        counts = [int(n - np.searchsorted(v, level, side="left")) for level in TAIL_LEVELS]
+        return cls(float(v[-1]), float(np.median(v)), n, cap, p90, p99, counts[0], counts[1])
+
     def as_manifest(self) -> dict:
         """The manifest's ``privacy.verbatim`` section."""
-        return {"max": self.maximum, "median": self.median, "inputs": self.inputs,
-                "near_identity_median": NEAR_IDENTITY_MEDIAN}
+        out = {"max": self.maximum, "median": self.median, "inputs": self.inputs,
+               "near_identity_median": NEAR_IDENTITY_MEDIAN, "cap": self.cap}
+        if self.has_tail:
+            out.update(p90=self.p90, p99=self.p99, above_0_5=self.above_0_5, above_0_9=self.above_0_9)
+        return out
 
     @classmethod
     def from_manifest(cls, section: object) -> "VerbatimRate | None":
-        """Read ``privacy.verbatim`` (``None`` when absent: a bundle older than the field)."""
+        """Read ``privacy.verbatim`` (``None`` when absent: a bundle older than the field; the cap and
+        the tail statistics are ``None`` in a bundle older than they are).
+
+        Raises
+        ------
+        ParameterMismatchError
+            The section is malformed, or its numbers contradict one another: not probabilities, a
+            largest rate above the stated cap, percentiles out of order, or counts that the
+            percentiles and the largest rate rule out.
+        """
         if section is None:
             return None
         try:
-            rate = cls(float(section["max"]), float(section["median"]), int(section["inputs"]))
-        except (KeyError, TypeError, ValueError):
+            cap = section.get("cap")
+            tail = [section.get(k) for k in ("p90", "p99", "above_0_5", "above_0_9")]
+            if any(x is None for x in tail) and any(x is not None for x in tail):
+                raise ValueError("partial tail")
+            rate = cls(_number(section["max"]), _number(section["median"]), _count(section["inputs"]),
+                       None if cap is None else _number(cap),
+                       *(None if x is None else _number(x) for x in tail[:2]),
+                       *(None if x is None else _count(x) for x in tail[2:]))
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise ParameterMismatchError("manifest privacy.verbatim is malformed") from None
         if not (0.0 <= rate.median <= rate.maximum <= 1.0) or rate.inputs < 0:
             raise ParameterMismatchError("manifest privacy.verbatim is not a probability summary")
+        if rate.cap is not None:
+            if not 0.0 < rate.cap <= 1.0:
+                raise ParameterMismatchError("manifest privacy.verbatim.cap is not in (0, 1]")
+            if rate.maximum > rate.cap:
+                raise ParameterMismatchError(
+                    f"manifest states a largest verbatim rate of {rate.maximum!r} above its own cap "
+                    f"{rate.cap!r}")
+        if rate.has_tail:
+            rate._check_tail()
         return rate
+
+    def _check_tail(self) -> None:
+        """Refuse tail statistics that contradict each other or the largest rate and the median.
+
+        With p_q the value of rank r_q = :func:`quantile_rank` (q, n) among the n sorted rates, at
+        least n − r_q + 1 rates are ≥ p_q and at most n − r_q are > p_q; a count above a level is
+        bounded accordingly. The largest rate is one of the rates: a level at or below it has a count
+        of at least 1, a level above it a count of 0."""
+        n = self.inputs
+        if not (self.median <= self.p90 <= self.p99 <= self.maximum):
+            raise ParameterMismatchError("manifest privacy.verbatim: percentiles are not ordered "
+                                         "(median <= p90 <= p99 <= max)")
+        counts = (self.above_0_5, self.above_0_9)
+        if not (0 <= counts[1] <= counts[0] <= n):
+            raise ParameterMismatchError("manifest privacy.verbatim: counts are not ordered "
+                                         "(0 <= above_0_9 <= above_0_5 <= inputs)")
+        if n == 0:
+            if self.maximum or self.p90 or self.p99 or counts[0]:
+                raise ParameterMismatchError("manifest privacy.verbatim: statistics of no input")
+            return
+        for level, count in zip(TAIL_LEVELS, counts):
+            if (count >= 1) != (self.maximum >= level):
+                raise ParameterMismatchError(f"manifest privacy.verbatim: {count} inputs stated at or above "
+                                             f"{level:g} but a largest rate of {self.maximum!r}")
+            for q, value in zip(TAIL_QUANTILES, (self.p90, self.p99)):
+                r = quantile_rank(q, n)
+                if (value >= level and count < n - r + 1) or (value < level and count > n - r):
+                    raise ParameterMismatchError(
+                        f"manifest privacy.verbatim: the count at or above {level:g} contradicts the "
+                        f"stated {round(q * 100)}th percentile")
 
     def describe(self) -> str:
         """One phrase for reports and ``bundle inspect``."""
         return (f"sensitive words released unchanged with probability {self.median:.3g} (median) "
-                f"to {self.maximum:.3g} (largest) over {self.inputs} inputs")
+                f"to {format_probability(self.maximum)} (largest) over {self.inputs} inputs")
+
+
+def _number(x: object) -> float:
+    """A finite JSON number (not a bool, not a string)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise ValueError("not a finite number")
+    return float(x)
+
+
+def _count(x: object) -> int:
+    """A JSON integer ≥ 0 (an integral float such as 3.0 is accepted)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != int(x) or x < 0:
+        raise ValueError("not a count")
+    return int(x)
 
 
 def sensitive_inputs(t: SanTextTables) -> np.ndarray:
@@ -94,28 +229,64 @@ def sensitive_inputs(t: SanTextTables) -> np.ndarray:
     return np.flatnonzero(t.valid_input.astype(bool) & ~t.keep_row.astype(bool))
 
 
-def _block(t: SanTextTables, xs: np.ndarray, half: float, outs: np.ndarray, out_scale: np.ndarray,
-           out_sq: np.ndarray, out_pos: np.ndarray) -> np.ndarray:
+def _weights(t: SanTextTables, xs: np.ndarray, half: float, cols: np.ndarray, col_scale: np.ndarray,
+             col_sq: np.ndarray) -> np.ndarray:
+    """exp(−ε/2·d(x, y)) for x of ``xs`` and y of ``cols`` (col_scale, col_sq: the columns' scales
+    and squared norms, in float64)."""
     # d² = s_x²|q_x|² + s_y²|q_y|² − 2 s_x s_y <q_x, q_y> in float64 from an exact integer dot
-    # product, in place: a block is the only rows × |O| array alive (the outputs' codes are widened
-    # a chunk at a time; each dot product is an exact integer, so chunking changes no value)
-    acc = engine_dots(t, xs, outs)
+    # product, in place: a block is the only rows × |cols| array alive (the columns' codes are
+    # widened a chunk at a time; each dot product is an exact integer, so chunking changes no value)
+    acc = engine_dots(t, xs, cols)
     sx = t.emb_scale[xs].astype(np.float64)
     nx = sx * sx * t.emb_sqnorm[xs].astype(np.float64)
     acc *= (-2.0 * sx)[:, None]
-    acc *= out_scale[None, :]
+    acc *= col_scale[None, :]
     acc += nx[:, None]
-    acc += out_sq[None, :]
+    acc += col_sq[None, :]
     np.maximum(acc, 0.0, out=acc)
     np.sqrt(acc, out=acc)
     acc *= -half
     np.exp(acc, out=acc)
+    return acc
+
+
+def _block(t: SanTextTables, xs: np.ndarray, half: float, outs: np.ndarray, out_scale: np.ndarray,
+           out_sq: np.ndarray, out_pos: np.ndarray) -> np.ndarray:
+    acc = _weights(t, xs, half, outs, out_scale, out_sq)
     # the numerator from the same entry as the sum's own term (d(x, x) is 0 up to rounding)
     pos = out_pos[xs]
     own = acc[np.arange(xs.size), np.maximum(pos, 0)]
     with np.errstate(invalid="ignore", divide="ignore"):  # a non-output row may underflow to 0/0
         rate = own / acc.sum(axis=1)
     return np.where(pos >= 0, rate, 0.0)
+
+
+def relative_weights(t: SanTextTables, epsilon: float, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """exp(−ε·(d(x, y) − d(x, x))/2) for x of ``rows`` and y of ``cols``: the terms whose sum over the
+    outputs is 1 / P(M(x) = x), in the arithmetic of :func:`verbatim_probabilities` (bit for bit).
+
+    Parameters
+    ----------
+    t : SanTextTables
+        The metric embedding (or any object with its ``emb_q``, ``emb_scale``, ``emb_sqnorm``).
+    epsilon : float
+    rows, cols : np.ndarray of int
+
+    Returns
+    -------
+    np.ndarray of float64, shape (len(rows), len(cols))
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    half = float(epsilon) / 2.0
+
+    def scale_sq(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sc = t.emb_scale[ids].astype(np.float64)
+        return sc, sc * sc * t.emb_sqnorm[ids].astype(np.float64)
+
+    w = _weights(t, rows, half, cols, *scale_sq(cols))
+    own = np.diagonal(_weights(t, rows, half, rows, *scale_sq(rows)))
+    return w / own[:, None]
 
 
 def verbatim_probabilities(t: SanTextTables, epsilon: float, rows: np.ndarray, *,
@@ -157,18 +328,35 @@ def verbatim_probabilities(t: SanTextTables, epsilon: float, rows: np.ndarray, *
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def verbatim_rate(t: SanTextTables, epsilon: float, *, threads: int | None = None) -> VerbatimRate:
+def verbatim_rate(t: SanTextTables, epsilon: float, *, threads: int | None = None,
+                  cap: float | None = None) -> VerbatimRate:
     """The verbatim rate over every sensitive input of the tables (build time: |inputs| × |O| work).
+
+    Parameters
+    ----------
+    t : SanTextTables
+    epsilon : float
+    threads : int, optional
+    cap : float or None
+        The cap the build enforced, stated with the summary (a rate above it is refused here).
 
     Returns
     -------
     VerbatimRate
+        Largest, median, 90th and 99th percentiles, and the counts at or above 0.5 and 0.9.
+
+    Raises
+    ------
+    ParameterMismatchError
+        ``cap`` is given and a sensitive input's rate exceeds it (the build's removal was wrong).
     """
     rows = sensitive_inputs(t)
-    if rows.size == 0:
-        return VerbatimRate(0.0, 0.0, 0)
-    v = verbatim_probabilities(t, epsilon, rows, threads=threads)
-    return VerbatimRate(float(v.max()), float(np.median(v)), int(rows.size))
+    v = verbatim_probabilities(t, epsilon, rows, threads=threads) if rows.size else np.empty(0)
+    rate = VerbatimRate.of(v, cap)
+    if cap is not None and rate.maximum > cap:
+        raise ParameterMismatchError(f"a sensitive input is released unchanged with probability "
+                                     f"{rate.maximum!r}, above the cap {cap!r}")
+    return rate
 
 
 def refuse_near_identity(rate: VerbatimRate, *, allow: bool, flag: str) -> None:

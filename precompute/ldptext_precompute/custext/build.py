@@ -26,6 +26,7 @@ from ldptext import registry
 from ldptext.custext import STATED_MAX_TOLERANCE
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
+from ldptext.verbatim import VerbatimRate
 
 from ..metricdp import common as _common
 from ..metricdp import faiss_search as _faiss
@@ -34,7 +35,8 @@ from ..progress import track
 from ..santext import build as _st
 from ..santext import embeddings as _emb
 
-__all__ = ["MECHANISMS", "SIMILARITIES", "output_sets", "row_log_weights", "build_custext_bundle"]
+__all__ = ["MECHANISMS", "SIMILARITIES", "output_sets", "row_log_weights", "custext_verbatim",
+           "build_custext_bundle"]
 
 MECHANISMS = registry.names(family="custext")
 SIMILARITIES = ("euclidean", "cosine")
@@ -172,6 +174,29 @@ def row_log_weights(vectors: np.ndarray, rows: np.ndarray, members: np.ndarray, 
     return log_w, epsilon / 2.0 * e_u
 
 
+def custext_verbatim(head_ids: np.ndarray, log_w: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """CusText's verbatim rate P(M(x) = x) = e^{ε·u(x, x)/2} / Σ_{y ∈ Y_x} e^{ε·u(x, y)/2} for each
+    row of ``rows`` (0 when x is not in its own output set), from the rows' log-weights.
+
+    Parameters
+    ----------
+    head_ids : np.ndarray of int, shape (V, S)
+        Each row's output set (padding slots carry weight −inf).
+    log_w : np.ndarray of float64, shape (V, S)
+    rows : np.ndarray of int
+        The sampled inputs (not CusText+'s stop words, released unchanged with probability 1).
+
+    Returns
+    -------
+    np.ndarray of float64, shape (len(rows),)
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    w = log_w[rows]
+    w = np.exp(w - w.max(axis=1, keepdims=True))
+    own = np.where(head_ids[rows] == rows[:, None], w, 0.0).sum(axis=1)
+    return own / w.sum(axis=1)
+
+
 def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                          mechanism: str = "custext", k: int = 20, similarity: str = "euclidean",
                          non_sensitive: str | Path | None = None, vocab_size: int | None = None,
@@ -300,6 +325,7 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     if not (math.isfinite(tolerance) and tolerance <= STATED_MAX_TOLERANCE):
         raise ParameterError(f"numeric tolerance {tolerance:.2e} exceeds the stated maximum "
                              f"{STATED_MAX_TOLERANCE:g}; use a smaller epsilon")
+    verbatim = VerbatimRate.of(custext_verbatim(head_ids, log_w, np.flatnonzero(emb.valid_input & ~keep)))
     params = dict(epsilon=epsilon, k=k, similarity=similarity, head_size=head,
                   p=0.0 if mechanism == "custext+" else None)
     if mechanism == "custext+":
@@ -310,7 +336,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                      neighbouring="any two inputs with the same output set",
                      revealed="the output set (group) of every input token",
                      groups=int(sizes.size), smallest_group=int(sizes.min()), largest_group=head,
-                     metric="similarity over the bundle's int8-quantized embeddings"),
+                     metric="similarity over the bundle's int8-quantized embeddings",
+                     verbatim=verbatim.as_manifest()),
         vocab=dict(size=n_rows, dim=int(emb.vectors.shape[1]), outputs=int(outputs.size),
                    kept_in_clear=int(keep.sum()), kind=emb.kind),
         sources=dict(embeddings=emb.source, stop_words=domain.frequency_source),

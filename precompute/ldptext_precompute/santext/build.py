@@ -53,6 +53,7 @@ from ldptext.santext import notion as santext_notion
 from . import embeddings as _emb
 from . import frequency as _freq
 from . import function_words as _fw
+from . import identifiers as _ids
 from .clusters import default_clusters
 from .knn import DEFAULT_HEAD_SIZE, Neighbours, cached_neighbours
 
@@ -63,6 +64,13 @@ GAMMA32_MAX_ROUNDING = 1e-12
 MECHANISMS = registry.names(family="santext")
 #: The default non-sensitive set of SanText+ (:mod:`ldptext_precompute.santext.function_words`).
 FUNCTION_WORDS = "function-words"
+#: The default cap τ on P(M(x) = x) of every sensitive input (``--verbatim-cap``).
+DEFAULT_VERBATIM_CAP = 0.5
+#: A build's default cap: :data:`DEFAULT_VERBATIM_CAP`, or none with ``allow_weak_privacy``.
+DEFAULT = "default"
+#: Outputs whose rate is above τ·(1 − this) leave the output domain: the margin covers the float64
+#: difference between this computation and the final one over the tables (a few units of 2^-53).
+CAP_MARGIN = 1e-9
 
 
 def quantize_int8(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -315,6 +323,208 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None = None
                        non_sensitive=spec)
 
 
+class RemovedOutputs(NamedTuple):
+    """Valid inputs a build left out of the output domain (never released; still sanitized)."""
+
+    identifiers: int  # identifier-shaped tokens (:mod:`ldptext_precompute.santext.identifiers`)
+    above_cap: int    # outputs whose verbatim rate was above the cap (:func:`capped_outputs`)
+    rule: str | None  # the identifier rule applied (None: identifiers kept as outputs)
+
+    def as_manifest(self) -> dict[str, Any]:
+        """The manifest's ``privacy.not_outputs`` section."""
+        return {"identifiers": self.identifiers, "above_verbatim_cap": self.above_cap,
+                "identifier_rule": self.rule,
+                "meaning": "valid inputs that are not outputs: never released, sanitized from their own row"}
+
+
+def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarray, emb_scale: np.ndarray,
+                      *, epsilon: float, cap: float | None, identifiers: bool = True,
+                      allow_weak_privacy: bool = True) -> tuple[DomainSplit, RemovedOutputs]:
+    """The output domain after the identifier rule and the verbatim cap (in that order).
+
+    Parameters
+    ----------
+    emb : Embeddings
+    domain : DomainSplit
+        :func:`split_domain`'s.
+    emb_q, emb_scale : np.ndarray
+        The metric embedding.
+    epsilon : float
+    cap : float or None
+        τ (:func:`capped_outputs`); ``None``: no cap.
+    identifiers : bool
+        Leave identifier-shaped tokens out of the outputs (:mod:`~ldptext_precompute.santext.identifiers`).
+    allow_weak_privacy : bool
+        With a cap: accept an ε whose rates before the cap are near identity (otherwise refused
+        here, as an uncapped build would be: the cap would leave almost no output).
+
+    Returns
+    -------
+    (DomainSplit, RemovedOutputs)
+
+    Raises
+    ------
+    ParameterError
+        No output would remain.
+    WeakPrivacyError
+        A cap is given, the rates before it are near identity and ``allow_weak_privacy`` is False.
+    """
+    n_ids = 0
+    if identifiers:
+        ids = _ids.identifier_mask(emb.vocab)
+        n_ids = int(ids[domain.outputs].sum())
+        if n_ids:
+            domain = without_outputs(domain, ids)
+    n_cap = 0
+    if cap is not None:
+        drop, before = capped_outputs(emb_q, emb_scale, domain, emb.valid_input, epsilon, cap)
+        _verbatim.refuse_near_identity(before, allow=allow_weak_privacy, flag="--allow-weak-privacy")
+        n_cap = int(drop.sum())
+        if n_cap:
+            domain = without_outputs(domain, drop)
+    return domain, RemovedOutputs(n_ids, n_cap, _ids.DESCRIPTION if identifiers else None)
+
+
+def check_verbatim_cap(cap: float | None) -> None:
+    """Refuse a verbatim cap outside (0, 1] (``None``: no cap).
+
+    Raises
+    ------
+    ParameterError
+    """
+    if cap is None:
+        return
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (0.0 < cap <= 1.0):
+        raise ParameterError("the verbatim cap must be a probability in (0, 1] (or none)")
+
+
+def resolve_verbatim_cap(cap: "float | str | None", allow_weak_privacy: bool) -> float | None:
+    """The cap a build enforces: ``"default"`` is :data:`DEFAULT_VERBATIM_CAP`, except that a build
+    allowing weak privacy (an ε at which most sensitive words may be released unchanged, which a
+    cap of 0.5 would contradict) has none unless one is given.
+
+    Parameters
+    ----------
+    cap : float, "default" or None
+    allow_weak_privacy : bool
+
+    Returns
+    -------
+    float or None
+
+    Raises
+    ------
+    ParameterError
+        A cap outside (0, 1].
+    """
+    if cap == DEFAULT:
+        cap = None if allow_weak_privacy else DEFAULT_VERBATIM_CAP
+    check_verbatim_cap(cap)
+    return None if cap is None else float(cap)
+
+
+def without_outputs(domain: DomainSplit, drop: np.ndarray) -> DomainSplit:
+    """``domain`` with the rows of ``drop`` (bool, shape (V,)) left out of the output domain.
+
+    The inputs, V_S and the kept rows are unchanged: a dropped row stays a valid input, sanitized
+    from its own row over the remaining outputs, and is never released, by any input. For every
+    input x the law is still Pr[M(x) = y] ∝ exp(−ε·d(x, y)/2) over the (smaller) output domain, so
+    the metric bound holds unchanged (its proof needs no property of the output set).
+
+    Raises
+    ------
+    ParameterError
+        No output would remain.
+    """
+    keep = ~np.asarray(drop, dtype=bool)[domain.outputs]
+    if not keep.any():
+        raise ParameterError("no output would remain: every output is identifier-shaped or released "
+                             "unchanged above the verbatim cap at this epsilon (lower epsilon, raise "
+                             "--verbatim-cap, or --verbatim-cap none)")
+    return DomainSplit(sensitive=domain.sensitive, keep_row=domain.keep_row,
+                       outputs=domain.outputs[keep], frequency_source=domain.frequency_source,
+                       non_sensitive=domain.non_sensitive)
+
+
+class _Metric(NamedTuple):
+    """The metric embedding and an output domain, as :mod:`ldptext.verbatim` reads them from tables
+    (the same arithmetic as over the built tables, before there are any)."""
+
+    emb_q: np.ndarray
+    emb_scale: np.ndarray
+    emb_sqnorm: np.ndarray
+    outputs: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.emb_q.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.emb_q.shape[1])
+
+
+#: Rows per block of :func:`capped_outputs`' update (a block holds rows × removed float64 values).
+_CAP_BLOCK = 1024
+
+
+def capped_outputs(emb_q: np.ndarray, emb_scale: np.ndarray, domain: DomainSplit,
+                   valid_input: np.ndarray, epsilon: float, cap: float
+                   ) -> tuple[np.ndarray, "_verbatim.VerbatimRate"]:
+    """The outputs to leave out so that every sensitive input's verbatim rate is at most ``cap``.
+
+    P(M(x) = x) = 1 / Σ_{y ∈ O} exp(−ε·(d(x, y) − d(x, x))/2) for a sensitive x ∈ O, and 0 for a
+    sensitive x ∉ O. Leaving x out of O makes its rate 0 and only raises the others' (their sums
+    lose a term), so the outputs above the cap are left out in rounds, each updating the other rows'
+    sums by the removed terms, until none is above: the smallest such set (a row is removed only
+    when its rate over the outputs that remain exceeds the cap). The decision uses
+    ``cap·(1 − CAP_MARGIN)``; the build recomputes every rate over its tables and refuses a rate above
+    the cap (:func:`ldptext.verbatim.verbatim_rate`).
+
+    Parameters
+    ----------
+    emb_q, emb_scale : np.ndarray
+        The metric embedding (:func:`quantize_int8`).
+    domain : DomainSplit
+        Inputs, V_S and the outputs before the cap.
+    valid_input : np.ndarray of bool, shape (V,)
+    epsilon : float
+    cap : float
+        τ in (0, 1].
+
+    Returns
+    -------
+    drop : np.ndarray of bool, shape (V,)
+        True for the outputs to leave out.
+    before : VerbatimRate
+        The rates over every sensitive input before the cap (the near-identity rule reads it).
+    """
+    from ldptext.santext_tables import row_sqnorms
+
+    v = emb_q.shape[0]
+    drop = np.zeros(v, dtype=bool)
+    metric = _Metric(emb_q, emb_scale, row_sqnorms(emb_q), domain.outputs)
+    sensitive = np.asarray(valid_input, dtype=bool) & ~domain.keep_row.astype(bool)
+    rows = domain.outputs[sensitive[domain.outputs]].astype(np.int64)  # sensitive rows that are outputs
+    rates = _verbatim.verbatim_probabilities(metric, float(epsilon), rows)
+    # every other sensitive input is not an output: rate 0
+    before = _verbatim.VerbatimRate.of(np.concatenate([rates, np.zeros(int(sensitive.sum()) - rows.size)]))
+    inv = 1.0 / rates  # Σ_y of the relative weights
+    level = 1.0 / (cap * (1.0 - CAP_MARGIN))
+    while True:
+        over = inv < level  # rate above the (margined) cap
+        if not over.any():
+            return drop, before
+        removed = rows[over]
+        drop[removed] = True
+        rows, inv = rows[~over], inv[~over]
+        if rows.size == 0:
+            return drop, before
+        for s in range(0, rows.size, _CAP_BLOCK):
+            xs = rows[s:s + _CAP_BLOCK]
+            inv[s:s + _CAP_BLOCK] -= _verbatim.relative_weights(metric, float(epsilon), xs, removed).sum(axis=1)
+
+
 class Proposal(NamedTuple):
     """The ε-dependent part of the tables (see the module docstring for the construction)."""
 
@@ -509,7 +719,8 @@ def check_tolerance(tolerance: float) -> None:
 def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: float | None,
                      emb: _emb.Embeddings, domain: DomainSplit, nb: Neighbours,
                      metric_vectors: np.ndarray, started: float, gamma_rounding: float = 0.0,
-                     verbatim: "_verbatim.VerbatimRate | None" = None) -> dict[str, Any]:
+                     verbatim: "_verbatim.VerbatimRate | None" = None,
+                     removed: "RemovedOutputs | None" = None) -> dict[str, Any]:
     """The manifest sections of a SanText(+) bundle (the bundle adds format, mechanism, arrays).
 
     Parameters
@@ -536,6 +747,8 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
     verbatim : VerbatimRate or None
         The tables' verbatim rate (:func:`ldptext.verbatim.verbatim_rate`), stated in
         ``privacy.verbatim``; a near-identity rate is also stated in ``privacy.weak_privacy``.
+    removed : RemovedOutputs or None
+        What the build left out of the output domain, stated in ``privacy.not_outputs``.
 
     Returns
     -------
@@ -562,6 +775,8 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
         privacy["verbatim"] = verbatim.as_manifest()
         if verbatim.near_identity:
             privacy["weak_privacy"] = "allowed at build: " + verbatim.describe()
+    if removed is not None:
+        privacy["not_outputs"] = removed.as_manifest()
     return dict(
         params=params,
         privacy=privacy,
@@ -620,7 +835,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                          cache_dir: str | Path | None = None, progress: bool = True,
                          loaded: "_emb.Embeddings | None" = None,
                          frequencies: np.ndarray | None = None,
-                         non_sensitive: str | Path | None = None, allow_weak_privacy: bool = False) -> Path:
+                         non_sensitive: str | Path | None = None, allow_weak_privacy: bool = False,
+                         verbatim_cap: "float | str | None" = None, identifier_outputs: bool = False) -> Path:
     """Build and sign a SanText(+) bundle.
 
     Parameters
@@ -669,6 +885,19 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     allow_weak_privacy : bool
         Accept an ε at which the median sensitive word is released unchanged with probability at
         least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN` (the bundle and every report say so).
+        With ``verbatim_cap="default"`` it also turns the default cap off.
+    verbatim_cap : float, "default" or None
+        τ in (0, 1]: every sensitive input is released unchanged with probability at most τ; an
+        output whose rate would exceed it leaves the output domain (it stays a valid input, is
+        sanitized from its own row and is never released: :func:`capped_outputs`). ``"default"``:
+        :data:`DEFAULT_VERBATIM_CAP` (none with ``allow_weak_privacy``), what ``ldptext precompute
+        santext`` and ``ldptext demo`` build with; ``None`` (this function's default, for callers
+        that compare mechanisms over one output domain): no cap. Stated in
+        ``privacy.verbatim.cap``.
+    identifier_outputs : bool
+        Keep identifier-shaped tokens (phone numbers, postal codes, long digit strings, e-mail
+        addresses, URLs: :mod:`ldptext_precompute.santext.identifiers`) as outputs. Default False:
+        they are never released (they stay valid inputs, sanitized from their own rows).
 
     Returns
     -------
@@ -678,8 +907,9 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     Raises
     ------
     ParameterError
-        A parameter is out of range (ε must be finite), the embeddings are unusable, the output
-        domain is empty, or the realised numeric tolerance would exceed the stated 1e-9.
+        A parameter is out of range (ε must be finite, the cap in (0, 1]), the embeddings are
+        unusable, the output domain is empty, or the realised numeric tolerance would exceed the
+        stated 1e-9.
     WeakPrivacyError
         The output would be close to the input (:mod:`ldptext.verbatim`) and
         ``allow_weak_privacy`` is False.
@@ -698,6 +928,7 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         p = w = non_sensitive = None
     check_parameters(epsilon, mechanism, p, w)
     check_head_size(head_size)
+    cap = resolve_verbatim_cap(verbatim_cap, allow_weak_privacy)
     if tail_clusters is not None and not 1 <= int(tail_clusters) <= MAX_CLUSTERS:
         raise ParameterError(f"--tail-clusters must be between 1 and {MAX_CLUSTERS}")
     if mechanism == "santext+":
@@ -711,6 +942,9 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                           non_sensitive=non_sensitive)
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
+    domain, removed = restricted_domain(emb, domain, emb_q, emb_scale, epsilon=float(epsilon), cap=cap,
+                                        identifiers=not identifier_outputs,
+                                        allow_weak_privacy=allow_weak_privacy)
     if tail_clusters is None:
         tail_clusters = default_clusters(int(domain.outputs.size))
     nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,
@@ -718,10 +952,10 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                            device=device, progress=progress)
     tables, rounding = santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
                                       domain=domain, nb=nb, epsilon=epsilon)
-    verbatim = _verbatim.verbatim_rate(tables, float(epsilon))
+    verbatim = _verbatim.verbatim_rate(tables, float(epsilon), cap=cap)  # refuses a rate above the cap
     manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,
                                 nb=nb, metric_vectors=metric_vectors, started=started, gamma_rounding=rounding,
-                                verbatim=verbatim)
+                                verbatim=verbatim, removed=removed)
     # after the tolerance check: a build that cannot be exact is refused for that first
     _verbatim.refuse_near_identity(verbatim, allow=allow_weak_privacy, flag="--allow-weak-privacy")
     return write_santext_bundle(out, mechanism=mechanism, tables=tables, manifest=manifest, emb=emb,

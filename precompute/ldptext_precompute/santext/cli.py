@@ -18,6 +18,37 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
+def verbatim_cap_arg(text: str) -> "float | str | None":
+    """``--verbatim-cap``: a probability in (0, 1], ``none`` for no cap, or ``default``."""
+    from .build import DEFAULT
+
+    if text.strip().lower() == "none":
+        return None
+    if text == DEFAULT:  # (argparse passes a string default through this too)
+        return DEFAULT
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a probability or 'none': {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError("the verbatim cap must be in (0, 1] (or 'none')")
+    return value
+
+
+def add_verbatim_options(p: argparse.ArgumentParser) -> None:
+    """``--verbatim-cap`` and ``--identifier-outputs`` (SanText(+) builds)."""
+    from .build import DEFAULT, DEFAULT_VERBATIM_CAP
+
+    p.add_argument("--verbatim-cap", type=verbatim_cap_arg, default=DEFAULT, metavar="TAU",
+                   help=f"every sensitive word is released unchanged with probability at most TAU (default "
+                        f"{DEFAULT_VERBATIM_CAP:g}; 'none': no cap; with --allow-weak-privacy the default is "
+                        f"none): a word that would exceed it is not an output (never released; it is still "
+                        f"sanitized from its own row); stated in the manifest and checked at load")
+    p.add_argument("--identifier-outputs", action="store_true",
+                   help="keep identifier-shaped tokens (phone numbers, postal codes, 5+ digit strings, e-mail "
+                        "addresses, URLs) as outputs; by default they are never released")
+
+
 def register(targets: Any) -> None:
     """Add the ``santext`` target to ``ldptext precompute``.
 
@@ -60,6 +91,7 @@ def register(targets: Any) -> None:
     p.add_argument("--allow-weak-privacy", action="store_true",
                    help="accept an epsilon at which the median sensitive word is released unchanged with "
                         "probability >= 0.9 (refused otherwise); the bundle and every report then say so")
+    add_verbatim_options(p)
     add_signing_options(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse ε-independent neighbour tables here")
@@ -87,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         p=args.p, w=args.w, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
         head_size=args.head_size, tail_clusters=args.tail_clusters,
         **signing_from_args(args), device=args.device, cache_dir=args.cache_dir,
-        progress=True, allow_weak_privacy=args.allow_weak_privacy)
+        progress=True, allow_weak_privacy=args.allow_weak_privacy, verbatim_cap=args.verbatim_cap,
+        identifier_outputs=args.identifier_outputs)
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0

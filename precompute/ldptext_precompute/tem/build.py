@@ -21,6 +21,7 @@ from ldptext.engine_rows import engine_distance_rows
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
 from ldptext.tem import STATED_MAX_TOLERANCE, threshold_from_beta, worst_case_epsilon
+from ldptext.verbatim import VerbatimRate
 
 from ..metricdp import common as _common
 from ..metricdp.engine import U
@@ -28,7 +29,7 @@ from ..santext import build as _st
 from ..santext import embeddings as _emb
 from ..santext.knn import cached_neighbours
 
-__all__ = ["bot_rows", "build_tem_bundle"]
+__all__ = ["bot_rows", "tem_verbatim", "check_far_probabilities", "build_tem_bundle"]
 
 
 def bot_rows(tables: SanTextTables, epsilon: float, gamma: float, *, block: int = 1024
@@ -89,6 +90,66 @@ def bot_rows(tables: SanTextTables, epsilon: float, gamma: float, *, block: int 
     return bot_gamma, bot_count, log_error
 
 
+def tem_verbatim(tables: SanTextTables, epsilon: float, gamma: float, rows: np.ndarray, *,
+                 block: int = 1024) -> np.ndarray:
+    """TEM's verbatim rate P(M(x) = x) = e^{−ε·min(d(x, x), γ)/2} / Z(x) for each row of ``rows``
+    (0 for a row that is not an output), Z(x) = Σ_{y ∈ O} e^{−ε·min(d(x, y), γ)/2}, from the
+    sampler's own distances, in float64 (terms shifted by d(x, x) so none underflows).
+
+    Parameters
+    ----------
+    tables : SanTextTables
+    epsilon, gamma : float
+    rows : np.ndarray of int
+    block : int
+
+    Returns
+    -------
+    np.ndarray of float64, shape (len(rows),)
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    outs = tables.outputs.astype(np.int64)
+    pos = np.full(tables.n_rows, -1, dtype=np.int64)
+    pos[outs] = np.arange(outs.size)
+    half = epsilon / 2.0
+    out = np.zeros(rows.size)
+    for start in range(0, rows.size, block):
+        xs = rows[start:start + block]
+        p = pos[xs]
+        d = np.minimum(engine_distance_rows(tables, xs, outs), gamma)
+        own = d[np.arange(xs.size), np.maximum(p, 0)]
+        z = np.exp(-half * (d - own[:, None])).sum(axis=1)
+        out[start:start + block] = np.where(p >= 0, 1.0 / z, 0.0)
+    return out
+
+
+def check_far_probabilities(p_bot: np.ndarray, bot_count: np.ndarray, valid: np.ndarray,
+                            beta: float | None) -> None:
+    """Refuse a β bundle in which an input would draw the far set more often than β.
+
+    The runtime refuses such a bundle at every load (:class:`ldptext.tem.TEMSanitizer`: every input
+    with a far set draws it with probability ≤ β·(1 + 1e-9)). γ from β bounds P⊥(x) by β only for
+    an input that is itself an output (its own term e⁰ = 1 is in the near mass); an input that is
+    not an output — the out-of-vocabulary row — whose near set is light or empty (large ε) draws the
+    far set with probability up to 1.
+
+    Raises
+    ------
+    ParameterError
+        With the largest such probability and what to change.
+    """
+    if beta is None:
+        return
+    rows = valid & (bot_count > 0)
+    worst = float(p_bot[rows].max()) if rows.any() else 0.0
+    if worst > beta * (1 + 1e-9):
+        n = int((rows & (p_bot > beta * (1 + 1e-9))).sum())
+        raise ParameterError(
+            f"{n} input row(s) that are not outputs (e.g. the out-of-vocabulary row) would draw the far set "
+            f"with probability up to {worst:.6g} > beta = {beta:g}, which every load refuses; use a smaller "
+            f"epsilon, a larger beta, or give --gamma directly (the bundle then states no beta)")
+
+
 def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: float,
                      beta: float | None = 0.001, gamma: float | None = None,
                      vocab_size: int | None = None, head_size: int = 64, sign_key: Any = None,
@@ -128,7 +189,8 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     Raises
     ------
     ParameterError
-        ε, β or γ out of range, or a realised tolerance above 1e-9.
+        ε, β or γ out of range, a realised tolerance above 1e-9, or (with β) an input whose far-set
+        probability would exceed β (:func:`check_far_probabilities`).
 
     Notes
     -----
@@ -170,13 +232,18 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     valid = emb.valid_input
     with np.errstate(divide="ignore"):
         p_bot = np.where(bot_count > 0, np.exp(-bot_gamma), 0.0)
+    check_far_probabilities(p_bot, bot_count, valid, beta)
+    # the verbatim rate over every input (TEM has no split: every valid input is sensitive); stated,
+    # with no cap
+    verbatim = VerbatimRate.of(tem_verbatim(tables, epsilon, gamma, np.flatnonzero(valid)))
     manifest = dict(
         params=dict(epsilon=epsilon, gamma=gamma, beta=beta, head_size=int(nb.head_ids.shape[1])),
         privacy=dict(d_max=nb.d_max, notion="metric-LDP",
                      metric="euclidean over the bundle's int8-quantized embeddings, truncated at gamma",
                      worst_case_token_epsilon=worst_case_epsilon(epsilon, gamma, nb.d_max),
                      max_bot_probability=float(p_bot[valid].max()),
-                     rows_with_far_outputs=int((bot_count[valid] > 0).sum())),
+                     rows_with_far_outputs=int((bot_count[valid] > 0).sum()),
+                     verbatim=verbatim.as_manifest()),
         vocab=dict(size=len(emb.vocab), dim=int(emb.vectors.shape[1]), outputs=int(domain.outputs.size),
                    kind=emb.kind),
         sources=dict(embeddings=emb.source),
