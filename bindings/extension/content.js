@@ -186,29 +186,28 @@
       observing = true;
     }
 
-    function hook(root) {
-      if (hooked.has(root)) return false;
-      hooked.add(root);
-      root.addEventListener('submit', onSubmit, true);
-      root.addEventListener('ldptext-form-submit', onSubmit, true);
-      root.addEventListener('ldptext-shadow-root', onAnnounce, true);
+    /* a root: our listeners on it (once), watched for hosts added to it, and the roots inside it */
+    function visit(root) {
+      if (!hooked.has(root)) {
+        hooked.add(root);
+        root.addEventListener('submit', onSubmit, true);
+        root.addEventListener('ldptext-form-submit', onSubmit, true);
+        root.addEventListener('ldptext-shadow-root', onAnnounce, true);
+      }
       observe(root);
       scan(root);
-      return true;
     }
 
-    /* every shadow root in node's tree and, in turn, in theirs */
+    /* every shadow root in node's tree (node's own included) and, in turn, in theirs */
     function scan(node) {
       if (allowed === false) return;
       if (node === document) observe(document);
       const root = node.nodeType === 1 ? shadowRootOf(node) : null;
-      if (root && !hook(root)) scan(root); // hook() scans a root it hooks
+      if (root) visit(root);
       if (!node.querySelectorAll) return;
       for (const el of node.querySelectorAll('*')) {
         const r = shadowRootOf(el);
-        if (r) {
-          if (!hook(r)) scan(r);
-        }
+        if (r) visit(r);
       }
     }
 
@@ -219,7 +218,7 @@
       const host = event.relatedTarget;
       if (!host || host.nodeType !== 1) return;
       const root = shadowRootOf(host);
-      if (root && !hook(root)) scan(root); // hooked already: the host was retargeted, look inside
+      if (root) visit(root); // hooked already: the host was retargeted to an outer one; this looks inside
     }
 
     function stop() {
