@@ -149,7 +149,7 @@ def test_precompute_non_sensitive_option(tmp_path, capsys):
         assert [san.vocab[j] for j in np.flatnonzero(san.tables.keep_row)] == kept
     out = tmp_path / "f.ldpb"
     assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2", "--head-size", "4",
-                 "--non-sensitive", "frequency:0.5", "--out", str(out)]) == 0
+                 "--verbatim-cap", "none", "--non-sensitive", "frequency:0.5", "--out", str(out)]) == 0
     assert load_seeded(out).manifest["params"]["non_sensitive"] == "frequency:0.5"
     assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2",
                  "--non-sensitive", "frequency:0.5", "--w", "0.5", "--out", str(tmp_path / "x.ldpb")]) == 2
