@@ -165,3 +165,38 @@ def test_precompute_status_lines_are_off_with_progress_false(tmp_path, monkeypat
     monkeypatch.setenv(P.ENV_INTERVAL, "0")
     build_tiny_bundle(tmp_path / "t.ldpb")  # progress=False
     assert "ldptext: " not in capsys.readouterr().err
+
+
+def test_precompute_santext_reports_its_verbatim_stages(tmp_path, monkeypatch, capsys):
+    """The verbatim cap (before the neighbours: the rates, then the rounds that remove outputs) and the
+    tables' verbatim rates (after them), each |rows| x |outputs| work, report progress like the
+    neighbour search; the stated rates are those of one call over every row."""
+    import numpy as np
+
+    from ldptext import verbatim
+    from ldptext.cli import main
+    from ldptext.santext import Sanitizer
+
+    rng = np.random.default_rng(0)
+    src = tmp_path / "tiny.glove.txt"
+    src.write_text("".join(f"w{i} " + " ".join(f"{v:.5f}" for v in rng.normal(size=8)) + "\n"
+                           for i in range(300)))
+    monkeypatch.setenv(P.ENV_INTERVAL, "0")
+    out = tmp_path / "t.ldpb"
+    # at this epsilon and cap some outputs, not all, are above the cap
+    assert main(["precompute", "santext", "--embeddings", str(src), "--epsilon", "2", "--head-size", "4",
+                 "--verbatim-cap", "0.3", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    stages = ["santext verbatim cap: rates", "santext verbatim cap: removing outputs", "santext neighbours",
+              "santext verbatim rates"]
+    for label in stages:
+        if label != "santext verbatim cap: removing outputs":  # (its total is not known in advance)
+            assert re.search(rf"^ldptext: {label}: \w+ (\d+)/\1 \(100%\), \d+s elapsed$", err, re.M), err
+        assert re.search(rf"^ldptext: {label}: done, \d+ \w+s in \d+s$", err, re.M), err
+    firsts = [err.index(f"ldptext: {label}:") for label in stages]
+    assert firsts == sorted(firsts)
+    assert "\r" not in err and "w1" not in err
+    with Sanitizer.load(out, seed=0) as san:
+        stated = san.manifest["privacy"]["verbatim"]
+        assert stated["cap"] == 0.3 and san.manifest["privacy"]["not_outputs"]["above_verbatim_cap"] > 0
+        assert stated == verbatim.verbatim_rate(san.tables, 2.0, cap=0.3).as_manifest()

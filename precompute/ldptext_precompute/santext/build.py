@@ -44,7 +44,7 @@ from ldptext import alias as _alias
 from ldptext import bundle as _bundle
 from ldptext import keys as _keys
 from ldptext import verbatim as _verbatim
-from ldptext.errors import ParameterError
+from ldptext.errors import ParameterError, ParameterMismatchError
 from ldptext.santext_tables import CLUSTER_GAMMA_UNIT, MAX_CLUSTERS, SanTextTables, gamma_float32
 
 from ldptext.santext import STATED_MAX_TOLERANCE
@@ -56,6 +56,7 @@ from . import function_words as _fw
 from . import identifiers as _ids
 from .clusters import default_clusters
 from .knn import DEFAULT_HEAD_SIZE, Neighbours, cached_neighbours
+from ..progress import Progress
 
 U = 2.0 ** -53
 #: Store the acceptance exponents as float32 when rounding moves none by more than this (each
@@ -339,7 +340,8 @@ class RemovedOutputs(NamedTuple):
 
 def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarray, emb_scale: np.ndarray,
                       *, epsilon: float, cap: float | None, identifiers: bool = True,
-                      allow_weak_privacy: bool = True) -> tuple[DomainSplit, RemovedOutputs]:
+                      allow_weak_privacy: bool = True, progress: bool = False
+                      ) -> tuple[DomainSplit, RemovedOutputs]:
     """The output domain after the identifier rule and the verbatim cap (in that order).
 
     Parameters
@@ -357,6 +359,8 @@ def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarr
     allow_weak_privacy : bool
         With a cap: accept an ε whose rates before the cap are near identity (otherwise refused
         here, as an uncapped build would be: the cap would leave almost no output).
+    progress : bool
+        Show the cap's progress on stderr (:func:`capped_outputs`).
 
     Returns
     -------
@@ -377,7 +381,8 @@ def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarr
             domain = without_outputs(domain, ids)
     n_cap = 0
     if cap is not None:
-        drop, before = capped_outputs(emb_q, emb_scale, domain, emb.valid_input, epsilon, cap)
+        drop, before = capped_outputs(emb_q, emb_scale, domain, emb.valid_input, epsilon, cap,
+                                      progress=progress)
         _verbatim.refuse_near_identity(before, allow=allow_weak_privacy, flag="--allow-weak-privacy")
         n_cap = int(drop.sum())
         if n_cap:
@@ -466,10 +471,47 @@ class _Metric(NamedTuple):
 
 #: Rows per block of :func:`capped_outputs`' update (a block holds rows × removed float64 values).
 _CAP_BLOCK = 1024
+#: Rows per progress update of :func:`verbatim_probabilities`: a multiple of the block of
+#: :func:`ldptext.verbatim.verbatim_probabilities`, so the rows are computed in the same blocks as
+#: by one call over all of them (the same values, bit for bit).
+_RATE_CHUNK = 16 * _verbatim._BLOCK
+
+
+def verbatim_probabilities(t: Any, epsilon: float, rows: np.ndarray, *, desc: str,
+                           progress: bool) -> np.ndarray:
+    """:func:`ldptext.verbatim.verbatim_probabilities` of ``rows``, a chunk of rows at a time with
+    progress on stderr (the |rows| × |O| stage of a build: minutes at 30,000+ rows, which showed
+    nothing). ``desc`` labels the progress line; the values are those of one call."""
+    rows = np.asarray(rows, dtype=np.int64)
+    parts = []
+    with Progress(int(rows.size), desc, unit="row", enabled=progress, leave=False) as bar:
+        for s in range(0, rows.size, _RATE_CHUNK):
+            part = _verbatim.verbatim_probabilities(t, float(epsilon), rows[s:s + _RATE_CHUNK])
+            parts.append(part)
+            bar.update(int(part.size))
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def tables_verbatim_rate(t: SanTextTables, epsilon: float, *, cap: float | None,
+                         progress: bool = False) -> "_verbatim.VerbatimRate":
+    """:func:`ldptext.verbatim.verbatim_rate` of the built tables, with progress on stderr.
+
+    Raises
+    ------
+    ParameterMismatchError
+        ``cap`` is given and a sensitive input's rate exceeds it (the build's removal was wrong).
+    """
+    rows = _verbatim.sensitive_inputs(t)
+    rates = verbatim_probabilities(t, epsilon, rows, desc="santext verbatim rates", progress=progress)
+    rate = _verbatim.VerbatimRate.of(rates, cap)
+    if cap is not None and rate.maximum > cap:
+        raise ParameterMismatchError(f"a sensitive input is released unchanged with probability "
+                                     f"{rate.maximum!r}, above the cap {cap!r}")
+    return rate
 
 
 def capped_outputs(emb_q: np.ndarray, emb_scale: np.ndarray, domain: DomainSplit,
-                   valid_input: np.ndarray, epsilon: float, cap: float
+                   valid_input: np.ndarray, epsilon: float, cap: float, *, progress: bool = False
                    ) -> tuple[np.ndarray, "_verbatim.VerbatimRate"]:
     """The outputs to leave out so that every sensitive input's verbatim rate is at most ``cap``.
 
@@ -491,6 +533,8 @@ def capped_outputs(emb_q: np.ndarray, emb_scale: np.ndarray, domain: DomainSplit
     epsilon : float
     cap : float
         τ in (0, 1].
+    progress : bool
+        Show progress on stderr: the rates before the cap, then the rounds' updates.
 
     Returns
     -------
@@ -506,23 +550,28 @@ def capped_outputs(emb_q: np.ndarray, emb_scale: np.ndarray, domain: DomainSplit
     metric = _Metric(emb_q, emb_scale, row_sqnorms(emb_q), domain.outputs)
     sensitive = np.asarray(valid_input, dtype=bool) & ~domain.keep_row.astype(bool)
     rows = domain.outputs[sensitive[domain.outputs]].astype(np.int64)  # sensitive rows that are outputs
-    rates = _verbatim.verbatim_probabilities(metric, float(epsilon), rows)
+    rates = verbatim_probabilities(metric, epsilon, rows, desc="santext verbatim cap: rates", progress=progress)
     # every other sensitive input is not an output: rate 0
     before = _verbatim.VerbatimRate.of(np.concatenate([rates, np.zeros(int(sensitive.sum()) - rows.size)]))
     inv = 1.0 / rates  # Σ_y of the relative weights
     level = 1.0 / (cap * (1.0 - CAP_MARGIN))
-    while True:
-        over = inv < level  # rate above the (margined) cap
-        if not over.any():
-            return drop, before
-        removed = rows[over]
-        drop[removed] = True
-        rows, inv = rows[~over], inv[~over]
-        if rows.size == 0:
-            return drop, before
-        for s in range(0, rows.size, _CAP_BLOCK):
-            xs = rows[s:s + _CAP_BLOCK]
-            inv[s:s + _CAP_BLOCK] -= _verbatim.relative_weights(metric, float(epsilon), xs, removed).sum(axis=1)
+    # the rounds' number is not known in advance: the bar counts rows updated over all rounds
+    with Progress(None, "santext verbatim cap: removing outputs", unit="row", enabled=progress,
+                  leave=False) as bar:
+        while True:
+            over = inv < level  # rate above the (margined) cap
+            if not over.any():
+                return drop, before
+            removed = rows[over]
+            drop[removed] = True
+            rows, inv = rows[~over], inv[~over]
+            if rows.size == 0:
+                return drop, before
+            for s in range(0, rows.size, _CAP_BLOCK):
+                xs = rows[s:s + _CAP_BLOCK]
+                inv[s:s + _CAP_BLOCK] -= _verbatim.relative_weights(metric, float(epsilon), xs,
+                                                                    removed).sum(axis=1)
+                bar.update(int(xs.size))
 
 
 class Proposal(NamedTuple):
@@ -872,7 +921,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     cache_dir : str or Path or None
         Reuse the ε-independent neighbour structure here.
     progress : bool
-        Show a progress bar for the neighbour search.
+        Show progress on stderr for every long stage: the verbatim cap, the neighbour search and the
+        verbatim rates of the tables (:mod:`ldptext_precompute.progress`).
     loaded : Embeddings or None
         Embeddings already in memory (then ``embeddings`` and ``vocab_size`` are unused).
     frequencies : np.ndarray of float, shape (V,), optional
@@ -944,7 +994,7 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     metric_vectors = dequantize(emb_q, emb_scale)
     domain, removed = restricted_domain(emb, domain, emb_q, emb_scale, epsilon=float(epsilon), cap=cap,
                                         identifiers=not identifier_outputs,
-                                        allow_weak_privacy=allow_weak_privacy)
+                                        allow_weak_privacy=allow_weak_privacy, progress=progress)
     if tail_clusters is None:
         tail_clusters = default_clusters(int(domain.outputs.size))
     nb = cached_neighbours(cache_dir, metric_vectors, domain.outputs, emb.valid_input,
@@ -952,7 +1002,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                            device=device, progress=progress)
     tables, rounding = santext_tables(emb_q=emb_q, emb_scale=emb_scale, valid_input=emb.valid_input,
                                       domain=domain, nb=nb, epsilon=epsilon)
-    verbatim = _verbatim.verbatim_rate(tables, float(epsilon), cap=cap)  # refuses a rate above the cap
+    # refuses a rate above the cap
+    verbatim = tables_verbatim_rate(tables, float(epsilon), cap=cap, progress=progress)
     manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,
                                 nb=nb, metric_vectors=metric_vectors, started=started, gamma_rounding=rounding,
                                 verbatim=verbatim, removed=removed)
