@@ -121,6 +121,25 @@ def test_usage_errors_exit_2_and_runtime_errors_do_not(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("argv, where", [
+    (["sanitize"], "ldptext sanitize"),                                  # a required option missing
+    (["sanitize", "--bundle", "b.ldpb", "--no-such-option"], "ldptext sanitize"),  # unknown option
+    (["sanitize", "--bundle", "b.ldpb", "--format", "xml"], "ldptext sanitize"),  # a bad choice
+    (["keys", "trust", "a.pub", "extra"], "ldptext keys trust"),         # one positional too many
+    (["keys"], "ldptext keys"),
+    ([], "ldptext"),
+    (["no-such-command"], "ldptext"),
+])
+def test_usage_errors_are_one_line_with_a_hint_to_help(argv, where, capsys):
+    """argparse's usage block (14 lines for sanitize) buried the line saying what was wrong."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err, err
+    assert re.fullmatch(rf"ldptext: error: .+; see `{where} --help`\n", err), err
+
+
 def test_offline_commands_without_the_offline_package_name_the_extra(monkeypatch, capsys):
     monkeypatch.setattr(cli, "entry_points", lambda group: [])  # as on a device install
     for command, extra in (("precompute", "precompute"), ("evaluate", "evaluate"), ("demo", "precompute")):

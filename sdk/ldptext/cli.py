@@ -64,6 +64,7 @@ import importlib  # noqa: E402
 import pkgutil  # noqa: E402
 import warnings  # noqa: E402
 from importlib.metadata import entry_points  # noqa: E402
+from typing import Any, NoReturn  # noqa: E402
 
 from . import __version__, commands  # noqa: E402
 from .errors import (  # noqa: E402
@@ -181,9 +182,36 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parser()[0]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``ldptext: error: MESSAGE; see `ldptext
+    COMMAND --help```, exit 2. (argparse prints the whole usage block first: 14 lines for
+    ``sanitize``, which buried the one that says what is wrong.) Sub-command parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ldptext: error: {' '.join(message.split())}; see `{self.prog} --help`\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        """As argparse's, except that unrecognized arguments point to the help of the sub-command
+        they were given to (argparse reports them on the top-level parser)."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._innermost(parsed).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+    def _innermost(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The deepest sub-command parser that ``parsed`` selected (``ldptext keys trust``'s)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = None if sub is None else sub.choices.get(getattr(parsed, sub.dest, None) or "")
+            if chosen is None:
+                return parser
+            parser = chosen
+
+
 def _build_parser() -> tuple[argparse.ArgumentParser, list[ModuleNotFoundError]]:
     """The parser, and the optional-dependency errors of the plugins that could not be loaded."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ldptext", description="Sanitize text on-device with local differential privacy.",
         epilog="exit status: 0 ok, 1 other error, 2 usage, 3 input data, 4 bundle, 5 trust (signature, "
                "keys), 6 privacy budget exhausted, 7 ledger, 8 missing optional extra, 9 target not met "
@@ -242,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
         The exit status of the module docstring's table; an error is one line on standard error,
-        never echoing input text. A bad command line exits through ``SystemExit(2)`` (argparse).
+        never echoing input text. A bad command line exits through ``SystemExit(2)`` (argparse)
+        after one ``ldptext: error: ...`` line that points to ``--help``.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
