@@ -208,13 +208,18 @@ class Site:
         site = self
         self.posts: list[bytes] = []
         self.requests: list[tuple[str, str, bytes]] = []
+        self.other: Site | None = None  # a second origin, for the cases page's cross-origin frame
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.requests.append(("GET", self.path, b""))
                 if self.path.startswith("/submit/"):
                     self._send(b"<!doctype html><p id='done'>received</p>")
-                elif self.path == "/cases":
+                elif self.path.startswith("/frame-form/"):  # a form of this origin, for another's frame
+                    case = urllib.parse.quote(self.path[len("/frame-form/"):])
+                    self._send(f'<!doctype html><form method="post" action="/submit/{case}"><textarea '
+                               'name="message"></textarea><button>Send</button></form>'.encode())
+                elif urllib.parse.urlsplit(self.path).path == "/cases":
                     self._send(CASES_PAGE.read_bytes())
                 else:
                     self._send(FORM_PAGE.encode())
@@ -502,26 +507,30 @@ CASE_TEXT = "zqxsecret w3 qvmarker w7"
 GUARD_CASES = ["readonly-after-typing", "disabled-then-enabled", "type-tel", "fetch-in-handler",
                "synthetic-submit-event", "form-submit-method", "shadow-open", "shadow-declarative", "shadow-closed-xhr",
                "shadow-form-submit-method", "shadow-nested-get", "iframe-about-blank", "iframe-srcdoc",
-               "iframe-made-later", "iframe-sandboxed"]
+               "iframe-made-later", "iframe-document-write", "iframe-sandboxed", "iframe-other-origin"]
 # in a frame of an opaque origin (sandboxed): the page's script cannot reach it, the harness finds the
 # field and the button over the DevTools protocol (DOM), by the frame's element id
-OPAQUE_CASES = {"iframe-sandboxed": "iframe-sandboxed-frame"}
+OPAQUE_CASES = {"iframe-sandboxed": "iframe-sandboxed-frame", "iframe-other-origin": "iframe-other-origin-frame"}
 # editors the page sends from its own copy of the text: sanitized on demand, before the page sends
 EDITOR_CASES = ["editor-model", "editor-frame"]
 
 
 @pytest.fixture(scope="module")
 def guarded(chromium, extension):
-    """One browser with the good extension and a site that is allowed (each test opens its own tab)."""
-    site = Site()
+    """One browser with the good extension and a site that is allowed (each test opens its own tab),
+    and a second site (another origin, not on the list) whose page the cases page frames."""
+    site, other = Site(), Site()
     b, ext_id, sw = _start(chromium, extension["good"], site)
+    site.other = other
     yield b, site, ext_id, sw
     b.close()
     site.close()
+    other.close()
 
 
 def _open_cases(b: Browser, site: Site) -> str:
-    tid = b.call("Target.createTarget", {"url": site.origin + "/cases"})["targetId"]
+    url = f"{site.origin}/cases?other={urllib.parse.quote(site.other.origin)}"
+    tid = b.call("Target.createTarget", {"url": url})["targetId"]
     s = b.attach(tid)
     b.call("Page.enable", {}, s)
     b.call("Page.bringToFront", {}, s)
@@ -595,12 +604,13 @@ def _click_case(b: Browser, s: str, case: str) -> None:
         b.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}, s)
 
 
-def _await_case(site: Site, case: str, timeout: float = 15) -> list[dict]:
+def _await_case(sites: list[Site], case: str, timeout: float = 15) -> list[dict]:
+    """What the case sent to any of the sites: waits for the first, then a little for a second."""
     deadline = time.monotonic() + timeout
-    while not site.received(case) and time.monotonic() < deadline:
+    while not any(x.received(case) for x in sites) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.3)  # a second request would be here by now
-    return site.received(case)
+    return [got for x in sites for got in x.received(case)]
 
 
 @pytest.mark.parametrize("case", GUARD_CASES)
@@ -608,13 +618,16 @@ def test_every_case_of_a_guarded_page_sends_only_sanitized_text(guarded, case):
     """Typed into the case's field and sent with a mouse click: the server receives the case's text
     sanitized, once, and no request anywhere carries the marker."""
     b, site, _, _ = guarded
-    site.requests.clear()
+    sites = [site, site.other]
+    for x in sites:
+        x.requests.clear()
     s = _open_cases(b, site)
     try:
         _type_case(b, s, case, CASE_TEXT)
         _click_case(b, s, case)
-        got = _await_case(site, case)
-        site.assert_no_marker()
+        got = _await_case(sites, case)
+        for x in sites:
+            x.assert_no_marker()
         assert len(got) == 1, f"{case}: the server received {len(got)} submissions"
         _sanitized(got[0]["message"], CASE_TEXT)
     finally:
@@ -672,7 +685,7 @@ def test_an_editor_sanitized_on_demand_sends_only_sanitized_text(guarded, case, 
         assert reply and reply["ok"], reply
         _sanitized(_case_text(b, s, case), CASE_TEXT)
         _click_case(b, s, case)
-        got = _await_case(site, case)
+        got = _await_case([site], case)
         site.assert_no_marker()
         assert len(got) == 1, f"{case}: the server received {len(got)} submissions"
         _sanitized(got[0]["message"], CASE_TEXT)

@@ -37,7 +37,10 @@
     const was = allowed;
     allowed = a;
     if (a === false) shadows.stop();
-    else if (was === false) shadows.scan(document);
+    else if (was === false) {
+      listen();
+      shadows.scan(document);
+    }
   }
   allowList().then(setAllowed, () => { allowed = null; });
   chrome.storage.onChanged.addListener((changes, area) => {
@@ -176,6 +179,7 @@
   const shadows = (() => {
     const hooked = new WeakSet();
     const observer = new MutationObserver((records) => {
+      listen(); // document.open() erases the window's listeners (and empties the document: a record)
       for (const r of records) for (const n of r.addedNodes) if (n.nodeType === 1) scan(n);
     });
     let observing = false;
@@ -229,14 +233,21 @@
     return { onAnnounce, scan, stop };
   })();
 
-  window.addEventListener('submit', onSubmit, true);
-  window.addEventListener('ldptext-form-submit', onSubmit, true);
-  window.addEventListener('ldptext-shadow-root', shadows.onAnnounce, true);
+  let focusedAt = 0; // when this frame last got the focus (the popup takes it from the page)
+  const onFocus = () => { focusedAt = Date.now(); };
+
+  /* Our listeners on window: registered now, before the page's scripts, and again (a no-op when
+   * they are there) after the page's document.open(), which erases every listener on the window */
+  function listen() {
+    window.addEventListener('submit', onSubmit, true);
+    window.addEventListener('ldptext-form-submit', onSubmit, true);
+    window.addEventListener('ldptext-shadow-root', shadows.onAnnounce, true);
+    window.addEventListener('focusin', onFocus, true);
+  }
+  listen();
   shadows.scan(document);
 
   // ---- 2. the user action: the focused field, in place --------------------------------------------
-  let focusedAt = 0; // when this frame last got the focus (the popup takes it from the page)
-  window.addEventListener('focusin', () => { focusedAt = Date.now(); }, true);
 
   function focusedElement() {
     let el = document.activeElement;
