@@ -109,8 +109,9 @@
     }
     passing.add(form);
     try {
-      if (how === 'event') form.dispatchEvent(new SubmitEvent('submit', { bubbles: true, cancelable: true, submitter }));
-      else if (submitter && submitter.form === form) form.requestSubmit(submitter);
+      if (how === 'event') {
+        form.dispatchEvent(new SubmitEvent('submit', { bubbles: true, cancelable: true, submitter }));
+      } else if (submitter && submitter.form === form) form.requestSubmit(submitter);
       else form.requestSubmit();
     } finally {
       passing.delete(form); // requestSubmit dispatches synchronously; invalid forms dispatch nothing
@@ -285,7 +286,11 @@
       done = !el.dispatchEvent(offer) && norm(now()) === norm(text);
     }
     if (!done) {
-      try { done = doc.execCommand('insertText', false, text) && norm(now()) === norm(text); } catch (e) { done = false; }
+      try {
+        done = doc.execCommand('insertText', false, text) && norm(now()) === norm(text);
+      } catch (e) {
+        done = false;
+      }
     }
     if (!done) {
       if (editable) el.textContent = text;
