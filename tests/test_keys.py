@@ -164,3 +164,95 @@ def test_keys_trust_developer_is_the_persistent_opt_in(tmp_path, monkeypatch, ca
     assert cli.main(["keys", "list"]) == 0
     assert "(developer key)" in capsys.readouterr().out
     assert cli.main(["keys", "trust"]) == 2            # neither PUBFILE nor --developer
+
+
+# ---- key errors say what is wrong ----------------------------------------------------------------
+
+def test_public_key_errors_say_what_is_wrong(tmp_path, monkeypatch):
+    """A missing .pub used to say "Only base64 data is allowed" (the name was read as base64)."""
+    monkeypatch.chdir(tmp_path)
+    priv, pub = keys.generate_keypair(tmp_path / "k")
+    (tmp_path / "junk.pub").write_text("this is not a key\n")
+    (tmp_path / "short.pub").write_text("AAAA\n")
+    cases = {
+        "missing.pub": "public key file missing.pub does not exist",
+        str(tmp_path / "gone" / "signing.pub"): "does not exist",
+        str(tmp_path / "k"): "is a directory, not a key file",
+        str(priv): "holds a PRIVATE key; give its public half",
+        str(tmp_path / "junk.pub"): "junk.pub is not a public key: expected one base64 line",
+        str(tmp_path / "short.pub"): "decodes to 3 bytes, not 32",
+        "AAAA": "the public key given is not an Ed25519 public key: it decodes to 3 bytes",
+        "nokey": "neither an existing .pub file nor the base64 of an Ed25519 public key",
+    }
+    for given, says in cases.items():
+        with pytest.raises(KeyFileError) as e:
+            keys.load_public_key(given)
+        assert says in str(e.value), (given, str(e.value))
+        assert "Only base64" not in str(e.value)
+    assert keys.load_public_key(str(pub)) is not None  # a good one still loads (path and base64 text)
+    assert keys.load_public_key(pub.read_text().strip()) is not None
+
+
+def test_private_key_errors_say_what_is_wrong(tmp_path):
+    enc, enc_pub = keys.generate_keypair(tmp_path / "e", passphrase=b"right")
+    plain, _ = keys.generate_keypair(tmp_path / "p")
+    cases = [
+        ((enc, None), "is encrypted and no passphrase was given"),
+        ((enc, b"wrong"), "wrong passphrase for private key"),
+        ((plain, b"extra"), "is not encrypted, but a passphrase was given"),
+        ((enc_pub, None), "is a public key; signing needs the private key file"),
+        ((tmp_path / "missing.key", None), "No such file"),
+    ]
+    for args, says in cases:
+        with pytest.raises(KeyFileError) as e:
+            keys.load_private_key(*args)
+        assert says in str(e.value), (args, str(e.value))
+    assert keys.load_private_key(enc, b"right") is not None
+
+
+def test_cli_key_errors_are_one_line_exit_5(tmp_path, capsys):
+    from conftest import build_tiny_bundle
+    from ldptext import cli
+
+    bundle = build_tiny_bundle(tmp_path / "t.ldpb", n=20)
+    missing = str(tmp_path / "missing.pub")
+    assert cli.main(["keys", "trust", missing]) == 5
+    assert capsys.readouterr().err == f"ldptext: error: public key file {missing} does not exist\n"
+    assert cli.main(["sanitize", "--bundle", str(bundle), "--trusted-key", missing]) == 5
+    assert capsys.readouterr().err == f"ldptext: error: public key file {missing} does not exist\n"
+
+
+# ---- --trusted-key replaces the trust store, and says so -----------------------------------------
+
+def test_trusted_key_replaces_the_store_and_the_refusal_says_so(tmp_path, monkeypatch, capsys):
+    from conftest import build_tiny_bundle
+    from ldptext import cli
+
+    monkeypatch.delenv(keys.DEV_ENV, raising=False)
+    bundle = build_tiny_bundle(tmp_path / "t.ldpb", n=20)  # signed by the developer key
+    keys.trust_developer_key()                              # which the store now trusts
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2\n")
+    assert cli.main(["sanitize", "--bundle", str(bundle), str(src)]) == 0
+    capsys.readouterr()
+    _, other = keys.generate_keypair(tmp_path / "other")
+    assert cli.main(["sanitize", "--bundle", str(bundle), "--trusted-key", str(other), str(src)]) == 5
+    out, err = capsys.readouterr()
+    dev = keys.key_id(keys.developer_public_key())
+    assert out == "" and err.count("\n") == 1
+    assert f"signed by key {dev}, which is not among the 1 key given with --trusted-key" in err
+    assert "replaces the local trust store for this run" in err and "the store trusts this signer" in err
+    dev_pub = tmp_path / "dev.pub"
+    dev_pub.write_text(keys.trust_dir().joinpath(f"{dev}.pub").read_text())
+    assert cli.main(["sanitize", "--bundle", str(bundle), "--trusted-key", str(other), "--trusted-key",
+                     str(dev_pub), str(src)]) == 0
+
+
+def test_trusted_key_help_states_that_it_replaces_the_store(capsys):
+    from ldptext import cli
+
+    for command in (["sanitize"], ["rewrite"]):
+        with pytest.raises(SystemExit):
+            cli.main([*command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "REPLACES the local trust store" in text, command

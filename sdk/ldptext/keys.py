@@ -103,7 +103,15 @@ class InsecureKeyFileWarning(UserWarning):
 
 
 def load_private_key(path: str | os.PathLike, passphrase: bytes | None = None) -> Ed25519PrivateKey:
-    """Load a PEM Ed25519 private key; refuses files other users can read or write."""
+    """Load a PEM Ed25519 private key; refuses files other users can read or write.
+
+    Raises
+    ------
+    KeyFileError
+        Saying what is wrong: the file cannot be read (missing, a directory), it is a public key or
+        not a PEM private key, it is encrypted and no passphrase was given, the passphrase is wrong,
+        or a passphrase was given for a key that is not encrypted.
+    """
     try:
         data = Path(path).read_bytes()
         mode = os.stat(path).st_mode
@@ -112,17 +120,56 @@ def load_private_key(path: str | os.PathLike, passphrase: bytes | None = None) -
     if os.name == "posix" and mode & 0o077:
         warnings.warn(f"private key {path} is accessible by other users (chmod 600 it)",
                       InsecureKeyFileWarning, stacklevel=2)
+    encrypted = b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in data
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except (ValueError, TypeError, UnsupportedAlgorithm) as e:
-        raise KeyFileError(f"cannot load private key {path}: {e}") from None
+        # cryptography's own messages name PEM framing or "password": say which mistake it is
+        if encrypted and passphrase is None:
+            raise KeyFileError(f"private key {path} is encrypted and no passphrase was given") from None
+        if encrypted:
+            raise KeyFileError(f"wrong passphrase for private key {path} (or the file is damaged)") from None
+        if passphrase is not None and b"-----BEGIN PRIVATE KEY-----" in data and isinstance(e, TypeError):
+            raise KeyFileError(f"private key {path} is not encrypted, but a passphrase was given") from None
+        if _is_public_key_text(data):
+            raise KeyFileError(f"{path} is a public key; signing needs the private key file "
+                               f"(.key, PEM)") from None
+        raise KeyFileError(f"{path} is not a PEM private key") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path} is not an Ed25519 private key")
     return key
 
 
+def _is_public_key_text(data: bytes) -> bool:
+    """Whether ``data`` looks like a public key: PEM ``PUBLIC KEY`` or one base64 line of 32 bytes."""
+    if b"-----BEGIN PUBLIC KEY-----" in data:
+        return True
+    try:
+        return len(base64.b64decode(data.strip(), validate=True)) == 32
+    except (ValueError, TypeError):
+        return False
+
+
+#: Suffixes that make a string that is neither a file nor base64 read as a mistyped file name.
+_KEY_SUFFIXES = (".pub", ".pem", ".key", ".txt")
+
+
+def _looks_like_a_path(text: str) -> bool:
+    return (os.sep in text or text.startswith(("~", ".")) or text.lower().endswith(_KEY_SUFFIXES)
+            or os.path.lexists(text))
+
+
 def load_public_key(key) -> Ed25519PublicKey:
-    """Accept an Ed25519PublicKey, 32 raw bytes, base64 text, or a path to a ``.pub`` / PEM file."""
+    """Accept an Ed25519PublicKey, 32 raw bytes, base64 text, or a path to a ``.pub`` / PEM file.
+
+    Raises
+    ------
+    KeyFileError
+        Saying what is wrong: no such file (for a string that is neither an existing file nor a
+        base64 key but reads as a path), a file that cannot be read, a private key where the public
+        one is expected, or text that is not an Ed25519 public key (wrong length, not base64, other
+        key type). Key material that is not a file name is never echoed.
+    """
     if isinstance(key, Ed25519PublicKey):
         return key
     if isinstance(key, Ed25519PrivateKey):
@@ -132,24 +179,47 @@ def load_public_key(key) -> Ed25519PublicKey:
     if not isinstance(key, (bytes, bytearray, str, os.PathLike)):
         raise KeyFileError(f"cannot use a {type(key).__name__} as a public key")
     text = key
+    source: str | None = None  # the file the key is read from: the messages name it
     if isinstance(key, os.PathLike) or (isinstance(key, str) and len(key) < 4096
                                          and Path(key).is_file()):
+        source = os.fspath(key)
         try:
             text = Path(key).read_bytes()[:65536]  # a public key file is tiny
         except OSError as e:
             raise KeyFileError(f"cannot read public key {key}: {e.strerror}") from None
     if isinstance(text, str):
         text = text.encode("utf-8", "replace")
-    try:
-        if text.lstrip().startswith(b"-----BEGIN"):
+    what = f"public key file {source}" if source is not None else "the public key given"
+    if b"PRIVATE KEY-----" in text:
+        raise KeyFileError(f"{what} holds a PRIVATE key; give its public half (the .pub file "
+                           f"`ldptext keys generate` wrote beside it)")
+    if text.lstrip().startswith(b"-----BEGIN"):
+        try:
             pub = serialization.load_pem_public_key(text)
-            if not isinstance(pub, Ed25519PublicKey):
-                raise KeyFileError("not an Ed25519 public key")
-            return pub
-        return Ed25519PublicKey.from_public_bytes(base64.b64decode(bytes(text).strip(),
-                                                                    validate=True))
-    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
-        raise KeyFileError(f"cannot parse public key: {e}") from None
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            raise KeyFileError(f"{what} is not a valid PEM public key") from None
+        if not isinstance(pub, Ed25519PublicKey):
+            raise KeyFileError(f"{what} is not an Ed25519 public key ({type(pub).__name__})")
+        return pub
+    try:
+        raw = base64.b64decode(bytes(text).strip(), validate=True)
+    except (ValueError, TypeError):
+        raw = None
+    if raw is not None and len(raw) == 32:
+        return Ed25519PublicKey.from_public_bytes(raw)
+    if source is None and isinstance(key, str) and len(key) < 4096 and _looks_like_a_path(key):
+        if os.path.isdir(key):
+            raise KeyFileError(f"public key {key} is a directory, not a key file") from None
+        if os.path.lexists(key):
+            raise KeyFileError(f"public key {key} is not a regular file") from None
+        raise KeyFileError(f"public key file {key} does not exist") from None
+    if raw is None and source is None:
+        raise KeyFileError("the public key given is neither an existing .pub file nor the base64 of an "
+                           "Ed25519 public key")
+    if raw is None:
+        raise KeyFileError(f"{what} is not a public key: expected one base64 line (32-byte Ed25519 key, "
+                           f"as `ldptext keys generate` writes) or a PEM public key")
+    raise KeyFileError(f"{what} is not an Ed25519 public key: it decodes to {len(raw)} bytes, not 32")
 
 
 def trust(key) -> Path:

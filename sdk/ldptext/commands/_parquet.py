@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError, LdptextError, ParameterError
+from ._io import check_output_path, progress_from_args
 
 #: rows per Arrow batch and per ``sanitize_batch`` call
 BATCH = 1024
@@ -48,26 +49,6 @@ def _pyarrow():
     import pyarrow.parquet as pq
 
     return pa, pq
-
-
-class _Progress:
-    """Progress lines on standard error: rewritten in place on a terminal, else at most every 5 s."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-
-    def __call__(self, line: str, *, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self.tty:
-            sys.stderr.write(f"\r\x1b[Kldptext: {line}" + ("\n" if final else ""))
-        elif final or now - self.last >= 5.0:
-            sys.stderr.write(f"ldptext: {line}\n")
-            self.last = now
-        sys.stderr.flush()
 
 
 def check_options(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -100,19 +81,10 @@ def check_options(args: argparse.Namespace) -> tuple[Path, Path]:
     if getattr(args, "ledger", None) is not None and args.engine == "spark":
         raise ParameterError("--ledger is one device's budget record and cannot be shared by Spark tasks; "
                              "use --engine local")
-    source, target = Path(args.input), Path(args.output)
+    source = Path(args.input)
     if not source.is_file():
         raise InputError(f"cannot open input file {source}: not a file")
-    if target.exists() and target.resolve() == source.resolve():
-        raise ParameterError("--output is the input file")
-    if target.exists() and not args.overwrite:
-        raise ParameterError(f"{target} exists: a second sanitized copy of the same input releases every row "
-                             f"again; remove it or pass --overwrite")
-    if target.is_dir():
-        raise ParameterError(f"{target} is a directory; --output names one Parquet file")
-    if not target.parent.is_dir():
-        raise ParameterError(f"the directory of --output does not exist: {target.parent}")
-    return source, target
+    return source, check_output_path(args.output, args.input, overwrite=args.overwrite, what="Parquet file")
 
 
 def run_parquet(args: argparse.Namespace) -> int:
@@ -143,7 +115,7 @@ def run_parquet(args: argparse.Namespace) -> int:
     from ._pinning import expectation_from_args
 
     source, target = check_options(args)
-    progress = _Progress(sys.stderr.isatty() if args.progress is None else args.progress)
+    progress = progress_from_args(args)
     expect = expectation_from_args(args)
     if args.engine == "spark":
         summary = _run_spark(args, source, target, expect, progress)

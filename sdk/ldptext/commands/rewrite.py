@@ -12,9 +12,10 @@ import sys
 from typing import Any
 
 from ..errors import ParameterError
-from ._io import process
+from ._io import process, progress_from_args
 from ._ledger import add_ledger_options, attach_ledger, check_ledger_options
 from ._pinning import add_pinning_options, expectation_from_args
+from ._trust import add_trusted_key_option, explained_trust
 
 BATCH = 16
 
@@ -65,8 +66,10 @@ def register(sub: Any) -> None:
                    help="emit {text, report} per line (the report: per-chunk and composed (ε, δ), n, C, Δ, "
                         "the exact noise parameter, seeded, evaluation_only)")
     p.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads")
-    p.add_argument("--trusted-key", action="append", default=None,
-                   help="public key to trust (repeatable); default: the local trust store")
+    add_trusted_key_option(p)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress on stderr: input line, share of the file, rate; never text (default: when "
+                        "stderr is a terminal)")
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
     p.add_argument("--allow-infinite-epsilon", action="store_true",
                    help="evaluation only: accept --epsilon inf, which adds NO noise (no privacy); every "
@@ -120,12 +123,13 @@ def run(args: argparse.Namespace) -> int:
     if math.isinf(eps):
         print("ldptext: warning: epsilon = inf adds no noise; the output is NOT private "
               "(evaluation only)", file=sys.stderr)
-    rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                       seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
+    with explained_trust(args.bundle, args.trusted_key):
+        rw = Rewriter.load(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                           seed=args.seed, threads=args.threads, expect=expectation_from_args(args))
     opts = dict(epsilon=eps, delta=args.delta, mechanism=args.mechanism, beam=args.beam, long=args.long,
                 allow_infinite_epsilon=args.allow_infinite_epsilon, allow_weak_privacy=args.allow_weak_privacy)
     rw.rewrite_batch([], **opts)  # the checks that need the bundle, before reading any input
     attach_ledger(rw, args, "ldp")
     process(args.input, lambda batch: rw.rewrite_batch(batch, **opts), args.json, BATCH,
-            skip_bad_lines=args.skip_bad_lines)
+            skip_bad_lines=args.skip_bad_lines, progress=progress_from_args(args))
     return 0

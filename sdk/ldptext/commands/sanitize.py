@@ -1,8 +1,11 @@
 """``ldptext sanitize``: one document per line in, one sanitized line out, same order, streaming
 (input handling in ``_io.py``: UTF-8 only; a bad file is refused before any output, standard input
 stops at a bad line; ``--skip-bad-lines`` skips such lines instead, with no output line for them;
-never echoes text). With ``--column`` it sanitizes one column of a Parquet file into another Parquet
-file instead, on this process or with ``--engine spark`` (``_parquet.py``, docs/spark.md).
+never echoes text). The input format is ``--format``, else the extension of ``--input`` or
+``--output`` (:data:`EXTENSIONS`), else lines: ``jsonl`` and ``csv`` sanitize the field / column
+``--column`` and pass the others through (``_table.py``); ``parquet`` one column of a Parquet file
+into another, on this process or with ``--engine spark`` (``_parquet.py``, docs/spark.md). Every
+``--output`` file is written whole or not at all.
 
 Any token-level bundle: the runtime is chosen by the mechanism of the **verified** manifest
 (:func:`ldptext.runtime.load_token_runtime`: signature, trusted signer, hashes and pins first, through
@@ -13,16 +16,20 @@ extra). A DP-BART bundle is refused with a pointer to ``ldptext rewrite``. See d
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ..errors import ParameterError
 from ..runtime import load_token_runtime
-from ._io import process
+from ._io import check_output_path, process, progress_from_args
 from ._ledger import add_ledger_options, attach_ledger, check_ledger_options
 from ._pinning import add_pinning_options, expectation_from_args
+from ._trust import add_trusted_key_option, explained_trust
 
 BATCH = 256
-
+FORMATS = ("lines", "jsonl", "csv", "parquet")
+#: the format a file name's extension stands for (case-insensitive); others say nothing
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
 def register(sub: Any) -> None:
@@ -36,7 +43,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("sanitize", help="sanitize text token by token with a SanText(+), TEM, CusText(+), "
                                         "CMP or Mahalanobis bundle")
     p.add_argument("input", nargs="?", default="-",
-                   help="UTF-8 file with one document per line, or - for standard input (default)")
+                   help="the input file (UTF-8; by --format: one document per line, JSONL, CSV or Parquet), "
+                        "or - for standard input (default)")
     p.add_argument("--bundle", required=True, metavar="FILE",
                    help="the signed bundle (.ldpb) to sanitize with: santext, santext+, tem, custext, custext+, "
                         "cmp or mahalanobis (the runtime follows the verified manifest; dpbart: use "
@@ -46,8 +54,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="emit {text, report} per line (the report states the guarantee, the ledger "
                         "charge and whether the output is seeded)")
-    p.add_argument("--trusted-key", action="append", default=None,
-                   help="public key to trust (repeatable); default: the local trust store")
+    add_trusted_key_option(p)
     p.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
     p.add_argument("--allow-weak-privacy", action="store_true",
                    help="accept a SanText(+) bundle whose median sensitive word is released unchanged with "
@@ -58,22 +65,38 @@ def register(sub: Any) -> None:
                         "error naming the line (a file: before any output)")
     add_pinning_options(p)
     add_ledger_options(p, delta=False)
+    _add_file_options(p)
     _add_parquet_options(p)
     p.set_defaults(func=run)
 
 
-def _add_parquet_options(p: Any) -> None:
-    """Parquet in and out, one process or Spark (``_parquet.py``, ``ldptext.spark``)."""
-    group = p.add_argument_group("Parquet (one column of a Parquet file into another; pyarrow, or Spark)")
+def _add_file_options(p: Any) -> None:
+    """Input and output files and their format: lines, JSONL, CSV (``_table.py``) or Parquet."""
+    group = p.add_argument_group("files and formats (lines, JSONL, CSV, Parquet)")
     group.add_argument("--input", dest="input_file", default=None, metavar="FILE",
                        help="the input file (the same as the positional INPUT)")
+    group.add_argument("--format", choices=FORMATS, default=None,
+                       help="lines: one document per line (default); jsonl: one JSON object per line; csv: "
+                            "a header row, then records; parquet. Default: by the extension of --input or "
+                            "--output (.jsonl/.ndjson, .csv, .parquet/.pq), else lines")
     group.add_argument("--column", default=None, metavar="NAME",
-                       help="sanitize this string column of the Parquet input (Parquet mode; needs --output)")
+                       help="jsonl, csv, parquet: the field / column that holds the text (a string; null "
+                            "stays null); every other one is passed through unchanged and per-row report "
+                            "fields (ldp_epsilon, ldp_tokens, ...) are appended")
     group.add_argument("--output", default=None, metavar="FILE",
-                       help="the Parquet output: the input's columns with COLUMN sanitized, plus per-row "
-                            "report columns (ldp_epsilon, ldp_tokens, ...); written whole or not at all")
+                       help="write here instead of standard output, in the input's format (Parquet: "
+                            "required); written to a temporary file beside it and renamed when complete: "
+                            "a run that stops leaves no output")
     group.add_argument("--overwrite", action="store_true",
                        help="replace an existing --output (a second sanitized copy releases every row again)")
+    group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress on stderr: input line (or row group), share of the file, rate; never "
+                            "text (default: when stderr is a terminal)")
+
+
+def _add_parquet_options(p: Any) -> None:
+    """Parquet's engines: one process or Spark (``_parquet.py``, ``ldptext.spark``)."""
+    group = p.add_argument_group("Parquet engine (one process with pyarrow, or Spark)")
     group.add_argument("--engine", choices=("local", "spark"), default="local",
                        help="local: this process, one row group at a time (default); spark: a Spark job")
     group.add_argument("--spark-master", default="local[*]", metavar="URL",
@@ -81,8 +104,36 @@ def _add_parquet_options(p: Any) -> None:
     group.add_argument("--on-retry", choices=("fail", "resample"), default="fail",
                        help="with --engine spark: a retried task refuses (fail, default) or samples its "
                             "rows again and marks them (resample; see docs/spark.md)")
-    group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="progress on stderr (default: when stderr is a terminal)")
+
+
+def _by_extension(path: str | None) -> str | None:
+    if path is None or path == "-":
+        return None
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+
+
+def resolve_format(args: argparse.Namespace) -> str:
+    """The input and output format: ``--format``, else ``--engine spark`` (Parquet), else the
+    extension of the input, else of the output, else lines.
+
+    Raises
+    ------
+    ParameterError
+        The output's extension names another format (a ``.csv`` file would hold JSONL), or
+        ``--column`` is given for line input, or a table format lacks ``--column``.
+    """
+    by_input, by_output = _by_extension(args.input), _by_extension(args.output)
+    fmt = args.format or ("parquet" if args.engine == "spark" else None) or by_input or by_output or "lines"
+    if by_output is not None and by_output != fmt:
+        raise ParameterError(f"--output {args.output} names a {by_output} file, but the input is {fmt}: the "
+                             f"output has the input's format")
+    if fmt == "lines" and args.column is not None:
+        raise ParameterError("--column names a field of JSONL, CSV or Parquet input: give --format, or an "
+                             "--input/--output file ending .jsonl, .csv or .parquet")
+    if args.engine == "spark" and fmt != "parquet":
+        raise ParameterError("--engine spark reads and writes Parquet only")
+    return fmt
+
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,14 +174,26 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError("give the input once: as INPUT or as --input")
         args.input = args.input_file
     check_ledger_options(args)
-    if args.column is not None or args.output is not None or args.engine != "local":
-        from ._parquet import run_parquet
+    fmt = resolve_format(args)
+    with explained_trust(args.bundle, args.trusted_key):
+        if fmt == "parquet":
+            from ._parquet import run_parquet
 
-        return run_parquet(args)
-    san = load_token_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                       seed=args.seed, expect=expectation_from_args(args),
-                       allow_weak_privacy=args.allow_weak_privacy)
-    with san:
-        attach_ledger(san, args, san.ledger_unit)
-        process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines)
+            return run_parquet(args)
+        if fmt in ("jsonl", "csv"):
+            from ._table import check_options, run_table
+
+            check_options(args, fmt)
+        if args.output is not None and args.output != "-":
+            check_output_path(args.output, args.input, overwrite=args.overwrite)
+        san = load_token_runtime(args.bundle, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                                 seed=args.seed, expect=expectation_from_args(args),
+                                 allow_weak_privacy=args.allow_weak_privacy)
+        with san:
+            attach_ledger(san, args, san.ledger_unit)
+            if fmt == "lines":
+                process(args.input, san.sanitize_batch, args.json, BATCH, skip_bad_lines=args.skip_bad_lines,
+                        output=args.output, progress=progress_from_args(args), hint_jsonl=True)
+            else:
+                run_table(args, fmt, san)
     return 0
