@@ -27,7 +27,7 @@ code  meaning
 9     no result: ``ldptext calibrate`` found no ε (or bundle) that meets the target; the output says
       the best value reached
 130   interrupted (Ctrl-C)
-143   terminated (SIGTERM); temporary files (a Parquet output being written) are removed first
+143   terminated (SIGTERM); the temporary file of an --output being written is removed first
 ====  ==========================================================================================
 
 Every other :class:`~ldptext.errors.LdptextError` exits 1 with its one-line message.
