@@ -142,7 +142,7 @@ def test_inspect_santext_plus_shows_the_non_sensitive_set_and_no_finite_worst_ca
     b, _ = open_unverified(path)
     keep = np.flatnonzero(np.asarray(b.arrays["keep_row"]))
     vocab = json.loads(b.blob("vocab.json"))
-    line = next(x for x in out.splitlines() if "non-sensitive |V_N|" in x)
+    line = next(x for x in out.splitlines() if "kept in the clear: words" in x)
     assert f"{keep.size} words" in line and " ".join(vocab[i] for i in keep[:5]) in line
     assert "none (not finite)" in out and "in the clear" in out
     assert "per token, worst case" not in out and "worst case per token" not in out
@@ -159,7 +159,7 @@ def test_inspect_santext_states_the_true_worst_case(tmp_path, capsys):
     report = json.loads(out)["privacy_report"]
     d_max = json.loads(out)["manifest"]["privacy"]["d_max"]
     assert report["worst case per token"].startswith(f"eps*D_max = {2.0 * d_max:.6g}-LDP")
-    assert "non-sensitive |V_N|" not in report
+    assert "kept in the clear: words" not in report
 
 
 def test_inspect_states_what_a_dpbart_bundle_fixes():

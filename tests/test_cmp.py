@@ -285,7 +285,7 @@ def test_bundle_inspect_states_the_cmp_guarantee(bundle, capsys):
     assert main(["bundle", "inspect", str(bundle)]) == 0
     out = capsys.readouterr().out
     mech = _bundle.open_unverified(bundle)[0].mechanism
-    assert "metric LDP: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y]" in out and "any two tokens x, x'" in out
+    assert "metric-LDP: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y]" in out and "any two tokens x, x'" in out
     assert "worst case per token         eps*D_max = " in out and "floating point" in out
     assert ("regularized Mahalanobis" in out and "Xu et al. 2020" in out) if mech == "mahalanobis" else \
         ("Feyisetan et al. 2020" in out)

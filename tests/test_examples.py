@@ -70,4 +70,4 @@ def test_quickstart_script_builds_a_demo_bundle_without_arguments():
     r = run_python(["examples/quickstart.py"])
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout.splitlines()
-    assert len(out) == 4 and "santext+" in out[1] and "metric eps=3" in out[1]
+    assert len(out) == 4 and "santext+" in out[1] and "UMLDP eps=3 per token" in out[1]

@@ -408,6 +408,8 @@ def test_guarded_submit_sends_only_sanitized_text(chromium, extension):
         assert "verified" in popup["status"] and popup["report_hidden"] is False
         assert "SanText+" in popup["facts"] and "ε per token" in popup["facts"] and "2" in popup["facts"]
         assert "Last release" in popup["facts"]
+        # the verbatim tail, as every runtime's report carries it (never "largest 1" for 0.99998)
+        assert "90th percentile" in popup["facts"] and "Cap on any sensitive word" in popup["facts"]
         assert "number of words" in popup["not_protected"] and "1 − p = 0.7" in popup["not_protected"]
         assert "sends nothing" in popup["protected"]
         # which fields are sanitized, which are sent as typed and why

@@ -179,8 +179,8 @@ def build_spec(work: Path, clib: LibLdptext, dev_key: bytes, bundles: dict[str, 
                 spec[f"{key}.text"] = r.text
                 spec[f"{key}.tokens"] = rep["n_tokens"]
                 spec[f"{key}.epsilon"] = float(rep["epsilon"])
-                spec[f"{key}.epsilon0"] = float(rep["epsilon0"])
-                spec[f"{key}.d_max"] = float(rep["d_max"])
+                spec[f"{key}.epsilon0"] = float(rep["parameters"]["epsilon0"])
+                spec[f"{key}.d_max"] = float(rep["parameters"]["d_max"])
                 n_checks += 1
             san.close()
             spec[f"seed.{sname}"] = str(seed)

@@ -648,12 +648,17 @@ def python_bundle_facts(path: Path, key: bytes) -> dict:
     stated = san.manifest["privacy"].get("verbatim")  # what ldp_bundle_info states: the statement
     return {"verbatim_median": stated["median"] if stated else None,
             "verbatim_max": stated["max"] if stated else None,
+            **{f"verbatim_{k}": stated.get(k) if stated else None
+               for k in ("cap", "p90", "p99", "above_0_5", "above_0_9")},
             "weak_privacy": bool(stated) and report.weak_privacy,
             "format_version": san.manifest["format_version"], "mechanism": san.mechanism,
             "epsilon": san.epsilon, "epsilon0": san.epsilon0, "p": san.p, "d_max": san.d_max,
             "tolerance": san.tolerance, "ledger_unit": san.ledger_unit,
             "worst_case_token_epsilon": san.worst_case_token_epsilon,
             "worst_case_note": report.worst_case_note, "bundle_id": bundle.bundle_id,
+            # the statement's prose: the unit's words, through the generated mechanisms.h
+            "notion": report.notion, "neighbouring": report.neighbouring, "metric": report.metric,
+            "numeric_note": report.numeric_note,
             "key_id": san.key_id, "manifest": san.manifest}
 
 

@@ -163,7 +163,7 @@ def test_docs_snippet_runs_in_node(installed, bundle, node):
 
 TS_GOOD = """
 import { LdpText, LdpTextError, LdpTextExpectationError, LDP_E_UNTRUSTED_KEY, version } from 'ldptext';
-import type { Report, PrivacyReport, Sanitized } from 'ldptext';
+import type { Notion, Report, PrivacyReport, Sanitized } from 'ldptext';
 
 export async function run(bytes: Uint8Array, key: string): Promise<string> {
   const v: string = await version();
@@ -181,12 +181,10 @@ export async function run(bytes: Uint8Array, key: string): Promise<string> {
   const n: number = r.n_tokens;
   const seeded: boolean = r.seeded;
   const worst: number | null = r.worst_case_token_epsilon;
-  if (r.mechanism === 'santext' || r.mechanism === 'santext+') {
-    const pr: PrivacyReport = r;
-    const p: number | null = pr.p;
-    const eps0: number = pr.epsilon0;
-    void p; void eps0;
-  }
+  const pr: PrivacyReport = r;
+  const notion: Notion = pr.notion;
+  const p = pr.parameters.p;
+  void p; void notion;
   const note: string = san.worstCaseNote;
   san.close();
   return `${v} ${out.text} ${eps} ${n} ${seeded} ${worst} ${note} ${san.closed}`;

@@ -15,26 +15,33 @@ import ldptext
 from ldptext import bundle as B
 from ldptext import keys, registry
 from ldptext.errors import BundleFormatError, ParameterMismatchError
+from ldptext.guarantee import Guarantee, Statement
 
 TOY = "toy-redact"
 
 
 # ------------------------------------------------------------------ the toy mechanism: every token → [REDACTED]
-# (its output does not depend on the input: 0-LDP per token, for any two inputs of the same length)
+# (its output does not depend on the input: 0-LDP per token, for any two inputs of the same length).
+# This module is its unit too: STATEMENTS and guarantee(manifest), as ldptext.mechanisms.<name> are.
 
-@dataclass(frozen=True)
-class ToyReport:
-    n_tokens: int
-    epsilon: float = 0.0
+STATEMENTS = {TOY: Statement(
+    notion="LDP", unit="token", neighbouring="any two tokens (the output ignores its input)", metric=None,
+    worst_case_rule="eps", no_worst_case="", numeric_note="no randomness: the output is constant",
+    kept_in_clear=None, ledger_kind="ldp", reference="a test fixture, not a paper",
+    parameters=("epsilon", "marks"))}
 
-    def to_dict(self) -> dict:
-        return {"mechanism": TOY, "n_tokens": self.n_tokens, "epsilon": self.epsilon}
+
+def guarantee(manifest: dict) -> Guarantee:
+    eps = float(manifest["params"]["epsilon"])
+    return Guarantee(mechanism=TOY, label="Redact", statement=STATEMENTS[TOY], epsilon=eps,
+                     ledger_unit="ldp", worst_case_epsilon=eps, numeric_tolerance=0.0,
+                     parameters={"epsilon": eps, "marks": manifest["params"]["marks"]})
 
 
 @dataclass(frozen=True)
 class ToyResult:
     text: str
-    report: ToyReport
+    report: "object"
 
 
 class RedactRuntime:
@@ -45,7 +52,9 @@ class RedactRuntime:
         self.n_marks = int(np.asarray(bundle.arrays["marks"]).size)
 
     def sanitize_batch(self, texts):
-        return [ToyResult(" ".join(["[REDACTED]"] * len(t.split())), ToyReport(len(t.split()))) for t in texts]
+        g = registry.get(TOY).guarantee(self.bundle.manifest)
+        return [ToyResult(" ".join(["[REDACTED]"] * len(t.split())),
+                          g.report(len(t.split()), seeded=False, backend="fallback")) for t in texts]
 
     def check_parameters(self):
         if self.bundle.manifest["params"]["marks"] != self.n_marks:
@@ -63,16 +72,16 @@ class RedactRuntime:
 
 def build_redact_bundle(out, *, marks: int = 3, stated_marks: int | None = None):
     return B.write_bundle(out, mechanism=TOY, arrays={"marks": np.zeros(marks, np.int32)},
-                          manifest={"params": {"marks": marks if stated_marks is None else stated_marks}},
+                          manifest={"params": {"epsilon": 0.0,
+                                                "marks": marks if stated_marks is None else stated_marks}},
                           sign_key=keys.build_signing_key(None))
 
 
 @pytest.fixture
 def toy():
     module = sys.modules[__name__].__name__
-    entry = registry.register(registry.Mechanism(
-        TOY, "toy", "token", f"{module}:RedactRuntime", f"{module}:build_redact_bundle", True, "Redact",
-        "a test fixture, not a paper"))
+    entry = registry.register(registry.Mechanism(  # the one registry line
+        TOY, "toy", "token", f"{module}:RedactRuntime", f"{module}:build_redact_bundle", True, "Redact", module))
     yield entry
     registry.unregister(TOY)
 
@@ -92,8 +101,18 @@ def test_a_toy_mechanism_runs_end_to_end_through_the_registry_alone(toy, tmp_pat
     assert main(["sanitize", "--bundle", str(path), "--json", "-"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["text"] == "[REDACTED] [REDACTED] [REDACTED]" and out["report"]["mechanism"] == TOY
-    assert ("reference", "a test fixture, not a paper") in privacy_summary(
-        {"mechanism": TOY, "params": {"epsilon": 0.0}})
+    # the report is the one report type, rendered from the toy's unit
+    rep = out["report"]
+    assert rep["notion"] == "LDP" and rep["neighbouring"] == STATEMENTS[TOY].neighbouring
+    assert rep["worst_case_token_epsilon"] == 0.0 and rep["document_epsilon"] == 0.0 and rep["n_tokens"] == 3
+    assert rep["worst_case_note"].startswith("eps: pure LDP")
+    summary = dict(privacy_summary(B.read_bundle(path).manifest))
+    assert summary["reference"] == "a test fixture, not a paper"
+    assert summary["notion"].startswith("LDP: Pr[M(x) in S] <= exp(eps)")
+    assert summary["worst case per token"] == "eps = 0-LDP"
+    assert main(["bundle", "inspect", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "any two tokens (the output ignores its input)" in text and "a test fixture, not a paper" in text
     check_parameters(B.read_bundle(path))
     sign_bundle(path, keys.developer_key(), out=tmp_path / "re.ldpb")
     lie = build_redact_bundle(tmp_path / "lie.ldpb", stated_marks=4)
@@ -105,7 +124,7 @@ def test_an_unregistered_mechanism_is_refused_by_writer_and_reader(tmp_path):
     with pytest.raises(BundleFormatError, match="unknown mechanism"):
         build_redact_bundle(tmp_path / "toy.ldpb")
     registry.register(registry.Mechanism(TOY, "toy", "token", f"{__name__}:RedactRuntime", None, True, "Redact",
-                                         "test"))
+                                         __name__))
     try:
         path = build_redact_bundle(tmp_path / "toy.ldpb")
     finally:
@@ -137,3 +156,35 @@ def test_register_refuses_a_taken_name_or_an_unknown_kind():
     with pytest.raises(ValueError, match="kind"):
         registry.register(registry.Mechanism("x", "x", "sentence", "a:b", None, True, "X", "r"))
     assert not registry.is_known("x")
+
+
+def test_no_mechanism_name_is_spelled_outside_its_unit_and_the_registry():
+    """A string equal to a mechanism's name appears in the runtime only in the registry and in its
+    family's own modules (``ldptext/<family>*.py`` and ``ldptext/mechanisms/<family>.py``): every
+    other module asks the registry or the mechanism's statement."""
+    import ast
+    from pathlib import Path
+
+    root = Path(ldptext.__file__).parent
+    names, found = set(registry.names()), []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                family = registry.get(node.value).family
+                if not (rel in ("registry.py", f"mechanisms/{family}.py")
+                        or ("/" not in rel and rel.startswith(family))):
+                    found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not found, found
+
+
+def test_every_mechanism_states_its_guarantee_once_in_its_unit():
+    """Each registered mechanism's unit states a valid Statement for it, and the guarantee of a
+    manifest carries that statement (no other module states one)."""
+    from ldptext.guarantee import NOTIONS, WORST_CASE_RULES
+    for m in registry.all_mechanisms():
+        s = m.statement()
+        assert s.notion in NOTIONS and (s.worst_case_rule is None or s.worst_case_rule in WORST_CASE_RULES)
+        assert m.reference == s.reference and s.reference
+    codes = [m.c_code for m in registry.all_mechanisms() if m.c_code is not None]
+    assert len(codes) == len(set(codes))

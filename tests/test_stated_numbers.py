@@ -47,6 +47,6 @@ def test_inspect_of_a_dpbart_bundle_states_exact_noise_and_the_eps_inf_rule():
 
     rows = dict(privacy_summary({"mechanism": "dpbart",
                                  "dpbart": {"seq_len": 32, "hidden": 768, "n_pruned": 68, "clip": 0.1}}))
-    assert "exact" in rows["noise sampling"] and "no slack is added to eps" in rows["noise sampling"]
-    assert "rounded up" in rows["noise sampling"]
+    assert "exact" in rows["floating point"] and "no slack is added to eps" in rows["floating point"]
+    assert "rounded up" in rows["floating point"]
     assert "evaluation" in rows["eps = inf"] and "no privacy" in rows["eps = inf"]

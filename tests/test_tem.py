@@ -275,7 +275,7 @@ def test_bundle_inspect_states_the_tem_guarantee(signed, capsys):
     from ldptext.cli import main
     assert main(["bundle", "inspect", str(signed)]) == 0
     out = capsys.readouterr().out
-    assert "metric LDP truncated at gamma" in out and "any two tokens x, x'" in out
+    assert "truncated metric-LDP: Pr[M(x)=y] <= exp(eps*min(d(x,x'), gamma))" in out and "any two tokens x, x'" in out
     assert "eps*min(gamma, D_max) = 7.2-LDP" in out and "Carvalho et al. 2021" in out
     assert "ledger unit                  metric:" in out
 

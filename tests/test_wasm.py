@@ -22,9 +22,9 @@ ES module ldptext-web.js, in node and in headless Chromium.
 * TEM (gamma given, beta given), CusText and CusText+ (cosine, stop words), built by their Python
   builders, in node and in the page: seeded documents, tokenize / detokenize and sample_ids equal to
   the Python runtime's on the C extension backend (and, for the documents, the native C library's);
-  the reports are Python's MechanismReport field for field but its prose (neighbouring, metric,
-  numeric_note), and the LdpText's facts (epsilon, gamma / beta, K / similarity, ledger unit, worst
-  case) the Python runtime's; pins on 'tem', 'custext', 'custext+' open or refuse as Python's do,
+  the reports are Python's PrivacyReport field for field, prose included, and the LdpText's
+  facts (epsilon, gamma / beta, K / similarity, ledger unit, worst case) the Python runtime's; pins
+  on 'tem', 'custext', 'custext+' open or refuse as Python's do,
   with its message; a trusted signer's relabelled epsilon or gamma is refused with
   LDP_E_PARAMETER_MISMATCH, broken TEM / CusText tables with LDP_E_TEM_TABLES / LDP_E_CUSTEXT_TABLES,
   each with ldp_strerror's message.
@@ -509,8 +509,6 @@ def test_wasm_in_headless_chromium_and_the_example_page(wasm_build, chromium, fi
 
 FAMILY_DOCS = ["w1 w2 w3, w4!", "w5 w6 w7 w8 w9 w10 w11 " * 7, "", "w0", "w12\tw13\nw14  w15.",
                "unknown words w16 東京 w17"]
-# MechanismReport fields the wasm report leaves out: prose the C library does not state
-REPORT_PROSE = {"neighbouring", "metric", "numeric_note"}
 E_TEM_TABLES, E_CUSTEXT_TABLES = -120, -121
 
 
@@ -532,12 +530,12 @@ def family_load(path: Path, **kw):
 
 
 def wasm_report(py_report: dict) -> dict:
-    """What the wasm report must be for the Python runtime's MechanismReport.to_dict(): the same
-    fields but the prose, sampled by the C library."""
+    """What the wasm report must be for the Python runtime's PrivacyReport.to_dict(): the same
+    fields, prose included (generated from the registry), sampled by the C library."""
     # the C extension's stream (it names itself "libldptext" where it runs on the C library), not
     # the numpy fallback's
     assert py_report["backend"] in ("native", "libldptext"), py_report["backend"]
-    return {k: ("libldptext" if k == "backend" else v) for k, v in py_report.items() if k not in REPORT_PROSE}
+    return {k: ("libldptext" if k == "backend" else v) for k, v in py_report.items()}
 
 
 def family_python_ops(path: Path, seed: int, ops: list) -> list:

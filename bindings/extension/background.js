@@ -16,7 +16,7 @@
  * {ok: false, error} and nothing is sanitized; content.js then blocks the guarded submit and shows
  * a message. The text sent here is sanitized and answered; it is never logged or stored (the popup
  * keeps the last report's numbers only, in session storage). */
-import { LdpText } from './ldptext-web.js';
+import { LdpText, STATEMENTS } from './ldptext-web.js';
 import { PUBLISHER_KEYS, BUNDLE_FILE } from './publisher.js';
 
 let engine = null;
@@ -47,8 +47,9 @@ async function openEngine() {
     const wasmBinary = await ownFile('ldptext.wasm', 'the WebAssembly module');
     const san = await LdpText.open(bundle, PUBLISHER_KEYS, { wasmBinary });
     const { report } = san.sanitize(''); // the report's fields for zero tokens: what the popup shows
-    const facts = { ...report, bundle_id: san.info.bundle_id, key_id: san.info.key_id,
-      worst_case_note: san.worstCaseNote };
+    // the label comes from the mechanism table generated from the registry, like the report's prose
+    const facts = { ...report, label: STATEMENTS[report.mechanism].label, bundle_id: san.info.bundle_id,
+      key_id: san.info.key_id, worst_case_note: san.worstCaseNote };
     return { ok: true, san, facts };
   } catch (e) {
     return { ok: false, error: errorOf(e) };

@@ -3,7 +3,15 @@
  * releases, never their text. */
 const $ = (id) => document.getElementById(id);
 const fmt = (x) => (x === null || x === undefined ? '—' : Number(x).toPrecision(4).replace(/\.?0+$/, ''));
-const NAMES = { santext: 'SanText', 'santext+': 'SanText+', tem: 'TEM', custext: 'CusText', 'custext+': 'CusText+' };
+/* A probability with the digits that tell it from 1 (0.99998, never "1"): ldptext.verbatim.format_probability */
+const prob = (v) => {
+  if (v === null || v === undefined) return '—';
+  if (v >= 0.99 && v < 1) {
+    const decimals = Math.min(17, Math.max(3, 1 - Math.floor(Math.log10(1 - v))));
+    return v.toFixed(decimals).replace(/0+$/, '');
+  }
+  return Number(v.toPrecision(3)).toString();
+};
 
 function row(name, value) {
   const tr = document.createElement('tr');
@@ -24,16 +32,25 @@ function list(id, items) {
 }
 
 function render(facts, lastRelease) {
+  // rendered from the report alone (its fields and the registry's words), for any mechanism
   const r = facts;
-  const plus = r.mechanism === 'santext+';
-  const santext = r.mechanism === 'santext' || plus;
-  row('Mechanism', `${NAMES[r.mechanism] || r.mechanism} (${r.notion})`);
-  row('ε per token', santext ? `${fmt(r.epsilon)} (metric: ε·d(x, x′) between words x, x′)` : fmt(r.epsilon));
-  if (plus) row('p (non-sensitive word re-drawn)', `${fmt(r.p)}; ε₀ = ln(1/p) = ${fmt(r.epsilon0)}`);
+  const par = r.parameters || {};
+  const kept = r.kept_in_clear_probability !== null && r.kept_in_clear_probability !== undefined;
+  row('Mechanism', `${r.label || r.mechanism} (${r.notion})`);
+  row('ε per token', r.metric ? `${fmt(r.epsilon)} (metric: ε·d(x, x′) between words x, x′)` : fmt(r.epsilon));
+  if (par.p !== null && par.p !== undefined && par.p > 0) {
+    row('p (kept word re-drawn)', `${fmt(par.p)}; ε₀ = ln(1/p) = ${fmt(par.epsilon0)}`);
+  }
   row('Worst-case LDP level per token', r.worst_case_token_epsilon === null ? 'none (see below)'
     : fmt(r.worst_case_token_epsilon));
   if (r.verbatim_median !== undefined && r.verbatim_median !== null) {
-    row('Sensitive word released unchanged', `median ${fmt(r.verbatim_median)}, largest ${fmt(r.verbatim_max)}`);
+    row('Sensitive word released unchanged', `median ${prob(r.verbatim_median)}, 90th percentile `
+      + `${prob(r.verbatim_p90)}, 99th ${prob(r.verbatim_p99)}, largest ${prob(r.verbatim_max)}`);
+    if (r.verbatim_above_0_5 !== null && r.verbatim_above_0_5 !== undefined) {
+      row('Sensitive words often unchanged', `${r.verbatim_above_0_5} at ≥ 0.5, ${r.verbatim_above_0_9} at ≥ 0.9`);
+    }
+    row('Cap on any sensitive word', r.verbatim_cap === null || r.verbatim_cap === undefined ? 'none'
+      : `${prob(r.verbatim_cap)} (no sensitive word is released unchanged more often)`);
   }
   row('Budget unit', r.ledger_unit);
   row('Bundle', `${String(r.bundle_id).slice(0, 16)}… signed by key ${String(r.key_id).slice(0, 16)}…`);
@@ -44,9 +61,9 @@ function render(facts, lastRelease) {
   if (r.weak_privacy) row('WEAK PRIVACY', 'this bundle releases text close to the input');
 
   const prot = [
-    santext ? `Each re-drawn word: the output cannot tell two words x, x′ apart by more than a factor `
-      + `exp(ε·d(x, x′)), ε = ${fmt(r.epsilon)}, d their distance in the bundle's embedding.`
-      : `Each token: ${r.notion}, ε = ${fmt(r.epsilon)} per token.`,
+    r.metric ? `Each re-drawn word: the output cannot tell two words x, x′ apart by more than a factor `
+      + `exp(ε·d(x, x′)), ε = ${fmt(r.epsilon)}, d their distance (${r.metric}).`
+      : `Each token: ${r.notion}, ε = ${fmt(r.epsilon)} per token, between ${r.neighbouring}.`,
     'Your text is sanitized on this device; the extension itself sends nothing anywhere.',
     'On a guarded site: the text of a form\'s text areas and text, search and tel fields (read-only and '
       + 'disabled ones too), in the page, its frames and its shadow roots, when the form is sent by a click, '
@@ -55,15 +72,15 @@ function render(facts, lastRelease) {
     'A guarded form is not sent unless those fields were sanitized: if the bundle does not verify or the '
       + 'engine cannot load, the submit is blocked.',
   ];
-  if (plus) prot.splice(1, 0, 'Sensitive words (names, places, numbers, health words) are always re-drawn.');
+  if (kept) prot.splice(1, 0, 'Sensitive words (names, places, numbers, health words) are always re-drawn.');
   list('protected', prot);
   const not = [
     'The number of words: token-level privacy never hides the length.',
     `Worst case: ${r.worst_case_note}.`,
   ];
-  if (plus) {
-    not.push(`Non-sensitive words (function words, punctuation) are released unchanged with probability `
-      + `1 − p = ${fmt(r.kept_in_clear_probability)}.`);
+  if (kept) {
+    not.push(`Words kept in the clear (function words, punctuation) are released unchanged with probability `
+      + `${par.p ? '1 − p = ' : ''}${fmt(r.kept_in_clear_probability)}.`);
   }
   not.push('Fields sent as typed, by design: password (the site must get it exactly); e-mail and URL (the '
     + 'browser checks their form, and a sanitized address is no address); number, date and time, range and '

@@ -18,6 +18,7 @@
 
 #include "host.h"
 #include "ldp_internal.h"
+#include "mechanisms.h"
 #include "sha256.h"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -438,12 +439,11 @@ static int check_manifest(ldp_bundle *b, const char *text, size_t len, const ldp
     ldp_buf_free(&canon);
     if (rc != LDP_OK) return rc;
     mech = ldp_json_get(b->manifest, "mechanism");
-    if (str_is(mech, "santext")) b->mechanism = LDP_MECH_SANTEXT;
-    else if (str_is(mech, "santext+")) b->mechanism = LDP_MECH_SANTEXT_PLUS;
-    else if (str_is(mech, "tem")) b->mechanism = LDP_MECH_TEM;
-    else if (str_is(mech, "custext")) b->mechanism = LDP_MECH_CUSTEXT;
-    else if (str_is(mech, "custext+")) b->mechanism = LDP_MECH_CUSTEXT_PLUS;
-    else return LDP_E_MECHANISM; /* unknown, or one the Python SDK alone runs (cmp, dpbart, ...) */
+    b->mechanism = 0;
+    for (int m = 1; m < LDP_MECH_COUNT; m++) /* the generated table (mechanisms.h) */
+        if (str_is(mech, LDP_MECHANISMS[m].name)) b->mechanism = m;
+    if (b->mechanism == 0)
+        return LDP_E_MECHANISM; /* unknown, or one the Python SDK alone runs (cmp, dpbart, ...) */
     *declared = ldp_json_get(b->manifest, "arrays");
     if (*declared == NULL || (*declared)->type != LDP_JSON_OBJECT) return LDP_E_NO_ARRAY_TABLE;
     return LDP_OK;
@@ -634,6 +634,99 @@ static int optional_number(const ldp_json *v, double *out) {
     return v == NULL || v->type == LDP_JSON_NULL || number_at(v, out);
 }
 
+/* A count: a JSON integer >= 0, or an integral float (verbatim.py _count). */
+static int count_at(const ldp_json *v, double *out) {
+    if (v != NULL && v->type == LDP_JSON_INT && v->int_fits && v->int_value >= 0) {
+        *out = (double)v->int_value;
+        return 1;
+    }
+    return number_at(v, out) && *out >= 0.0 && *out == floor(*out);
+}
+
+/* verbatim.py quantile_rank: the 1-based rank of the q quantile of n sorted values */
+static double quantile_rank(double q, double n) {
+    return fmin(n, fmax(1.0, ceil(q * n - 1e-9)));
+}
+
+/* verbatim.py VerbatimRate.from_manifest: the cap and the tail statistics of privacy.verbatim
+ * (NaN where not stated; all four tail fields or none), and every consistency rule between them,
+ * the largest rate and the median. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+static int read_verbatim_tail(ldp_bundle *b, const ldp_json *verbatim) {
+    static const char *const tail_keys[4] = {"p90", "p99", "above_0_5", "above_0_9"};
+    const ldp_json *cap = ldp_json_get(verbatim, "cap"), *v;
+    double *tail[4], inputs, level[2] = {0.5, 0.9}, q[2] = {0.9, 0.99}, *count[2], *pct[2];
+    int stated = 0, i, j;
+    tail[0] = &b->verbatim_p90, tail[1] = &b->verbatim_p99;
+    tail[2] = &b->verbatim_above_0_5, tail[3] = &b->verbatim_above_0_9;
+    if (!count_at(ldp_json_get(verbatim, "inputs"), &inputs)) return LDP_E_PARAMETER_MISMATCH;
+    if (cap != NULL && cap->type != LDP_JSON_NULL) {
+        if (!number_at(cap, &b->verbatim_cap) || !(b->verbatim_cap > 0.0 && b->verbatim_cap <= 1.0) ||
+            b->verbatim_max > b->verbatim_cap)
+            return LDP_E_PARAMETER_MISMATCH;
+    }
+    for (i = 0; i < 4; i++) {
+        v = ldp_json_get(verbatim, tail_keys[i]);
+        if (v == NULL || v->type == LDP_JSON_NULL) continue;
+        stated++;
+        if (!(i < 2 ? number_at(v, tail[i]) : count_at(v, tail[i]))) return LDP_E_PARAMETER_MISMATCH;
+    }
+    if (stated == 0) return LDP_OK;
+    if (stated != 4) return LDP_E_PARAMETER_MISMATCH; /* a partial tail */
+    if (!(b->verbatim_median <= b->verbatim_p90 && b->verbatim_p90 <= b->verbatim_p99 &&
+          b->verbatim_p99 <= b->verbatim_max))
+        return LDP_E_PARAMETER_MISMATCH;
+    if (!(b->verbatim_above_0_9 <= b->verbatim_above_0_5 && b->verbatim_above_0_5 <= inputs))
+        return LDP_E_PARAMETER_MISMATCH;
+    if (inputs == 0.0)
+        return b->verbatim_max != 0.0 || b->verbatim_p90 != 0.0 || b->verbatim_p99 != 0.0 ||
+                       b->verbatim_above_0_5 != 0.0
+                   ? LDP_E_PARAMETER_MISMATCH
+                   : LDP_OK;
+    count[0] = &b->verbatim_above_0_5, count[1] = &b->verbatim_above_0_9;
+    pct[0] = &b->verbatim_p90, pct[1] = &b->verbatim_p99;
+    for (i = 0; i < 2; i++) {
+        /* the largest rate is one of the rates: a level at or below it has a count >= 1 */
+        if ((*count[i] >= 1.0) != (b->verbatim_max >= level[i])) return LDP_E_PARAMETER_MISMATCH;
+        for (j = 0; j < 2; j++) { /* p_q has rank r: >= n - r + 1 rates at or above it, <= n - r above */
+            const double r = quantile_rank(q[j], inputs);
+            if ((*pct[j] >= level[i] && *count[i] < inputs - r + 1.0) ||
+                (*pct[j] < level[i] && *count[i] > inputs - r))
+                return LDP_E_PARAMETER_MISMATCH;
+        }
+    }
+    return LDP_OK;
+}
+
+/* santext_tables.py SanTextTables.check_description: the manifest's descriptive numbers (vocab.size,
+ * outputs, sensitive, non_sensitive, kept_in_clear; each optional) are the tables', and a stated
+ * privacy.notion is the mechanism's (mechanisms.h, or the spelling older bundles use).
+ * LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+static int check_description(const ldp_bundle *b, int64_t v, int64_t o) {
+    static const char *const keys[5] = {"size", "outputs", "sensitive", "non_sensitive", "kept_in_clear"};
+    const ldp_json *vocab = ldp_json_get(b->manifest, "vocab");
+    const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
+    const ldp_json *notion = privacy != NULL ? ldp_json_get(privacy, "notion") : NULL;
+    const ldp_mechanism_statement *stmt = &LDP_MECHANISMS[b->mechanism];
+    double actual[5], stated;
+    int64_t i, sensitive = 0, kept = 0;
+    int j;
+    for (i = 0; i < v; i++) {
+        sensitive += b->sensitive[i] != 0;
+        kept += b->table.keep_row[i] != 0;
+    }
+    actual[0] = (double)v, actual[1] = (double)o, actual[2] = (double)sensitive;
+    actual[3] = actual[4] = (double)kept;
+    if (vocab != NULL && vocab->type == LDP_JSON_OBJECT)
+        for (j = 0; j < 5; j++) {
+            const ldp_json *x = ldp_json_get(vocab, keys[j]);
+            if (x != NULL && (!number_at(x, &stated) || stated != actual[j])) return LDP_E_PARAMETER_MISMATCH;
+        }
+    if (notion != NULL && !str_is(notion, stmt->notion) &&
+        !(stmt->legacy_notion != NULL && str_is(notion, stmt->legacy_notion)))
+        return LDP_E_PARAMETER_MISMATCH;
+    return LDP_OK;
+}
+
 /* Sanitizer.__init__ / TEMSanitizer.__init__ / CusTextSanitizer.__init__: the manifest's numbers.
  * Values the tables must confirm (eps0 = ln(1/p), gamma against beta, the similarity's law) are
  * checked by ldp_check_realised. */
@@ -663,15 +756,21 @@ static int read_params(ldp_bundle *b) {
     /* SanText(+): the stated largest verbatim rate, checked on every row before its first draw
      * (check.c check_engine_row); NaN where a bundle older than it states none */
     b->verbatim_max = b->verbatim_median = NAN;
+    b->verbatim_cap = b->verbatim_p90 = b->verbatim_p99 = NAN;
+    b->verbatim_above_0_5 = b->verbatim_above_0_9 = NAN;
     if (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS) {
         const ldp_json *verbatim = ldp_json_get(privacy, "verbatim");
         if (verbatim != NULL && (!number_at(ldp_json_get(verbatim, "max"), &b->verbatim_max) ||
                                  !number_at(ldp_json_get(verbatim, "median"), &b->verbatim_median)))
             return LDP_E_PARAMS;
-        /* verbatim.py VerbatimRate.from_manifest: a probability summary */
+        /* verbatim.py VerbatimRate.from_manifest: a probability summary, its cap and its tail */
         if (verbatim != NULL && !(b->verbatim_median >= 0.0 && b->verbatim_median <= b->verbatim_max &&
                                   b->verbatim_max <= 1.0))
             return LDP_E_PARAMETER_MISMATCH;
+        if (verbatim != NULL) {
+            const int rc = read_verbatim_tail(b, verbatim);
+            if (rc != LDP_OK) return rc;
+        }
     }
     b->weak_privacy = b->verbatim_median >= LDP_NEAR_IDENTITY_MEDIAN;
     b->gamma = b->beta = NAN;
@@ -997,6 +1096,8 @@ static int check_tables(ldp_bundle *b) {
         /* the mechanism's own arrays */
         if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
         else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
+        if (rc != LDP_OK) return rc;
+        rc = check_description(b, v, o);
         if (rc != LDP_OK) return rc;
         /* each row's verdict, made before its first draw (check.c ldp_check_rows_of) */
         b->row_state = (uint8_t *)calloc((size_t)v, 1);
@@ -1342,35 +1443,14 @@ const ldp_santext_table *ldp_host_bundle_table(const ldp_bundle *b) { return &b-
 
 /* ---- the bundle's public facts (ldp_bundle_info) --------------------------------------------- */
 
-/* The worst-case sentences of the Python runtimes (santext.py NO_WORST_CASE and
- * Sanitizer.privacy_report, tem.py and custext.py _guarantee): the same words, so a report built
- * from this library reads as the Python runtime's */
-static const char NO_WORST_CASE[] =
-    "SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: "
-    "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
-    "holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, "
-    "+eps0 across the split)";
-static const char WORST_CASE[] =
-    "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token";
-static const char TEM_WORST_CASE[] =
-    "eps*min(gamma, D_max): the truncated distance never exceeds gamma";
-static const char CUSTEXT_NO_WORST_CASE[] =
-    "CusText's output sets are disjoint groups: an output reveals the group of its input, "
-    "so between inputs of different groups no finite LDP level holds; within a group the "
-    "release is eps-LDP";
-static const char CUSTEXT_PLUS_NO_WORST_CASE[] =
-    "CusText's output sets are disjoint groups: an output reveals the group of its input, "
-    "so between inputs of different groups no finite LDP level holds; within a group the "
-    "release is eps-LDP; CusText+ also releases its stop words unchanged";
-
-static const char *const MECHANISM_NAMES[] = {"", "santext", "santext+", "tem", "custext",
-                                              "custext+"};
-
+/* The worst case over any two inputs, by the mechanism's generated rule (mechanisms.h): +inf where
+ * none exists (words in the clear, or the output set revealed) */
 double ldp_worst_case_epsilon(const ldp_bundle *b) {
-    switch (b->mechanism) {
-    case LDP_MECH_SANTEXT: return b->epsilon * b->d_max;
-    case LDP_MECH_TEM: return b->epsilon * fmin(b->gamma, b->d_max);
-    default: return INFINITY; /* words in the clear, or the output set revealed */
+    switch (LDP_MECHANISMS[b->mechanism].worst_case_rule) {
+    case LDP_WORST_EPS: return b->epsilon;
+    case LDP_WORST_EPS_DMAX: return b->epsilon * b->d_max;
+    case LDP_WORST_EPS_MIN_GAMMA_DMAX: return b->epsilon * fmin(b->gamma, b->d_max);
+    default: return INFINITY;
     }
 }
 
@@ -1468,18 +1548,19 @@ static void put_optional(ldp_buf *out, const char *key, double x) {
     else put_number(out, key, x);
 }
 
-static const char *worst_case_note(const ldp_bundle *b) {
-    switch (b->mechanism) {
-    case LDP_MECH_SANTEXT: return WORST_CASE;
-    case LDP_MECH_SANTEXT_PLUS: return NO_WORST_CASE;
-    case LDP_MECH_TEM: return TEM_WORST_CASE;
-    case LDP_MECH_CUSTEXT: return CUSTEXT_NO_WORST_CASE;
-    default: return CUSTEXT_PLUS_NO_WORST_CASE;
+/* a count as an integer, or null where it is NaN (not stated) */
+static void put_optional_count(ldp_buf *out, const char *key, double x) {
+    if (isnan(x)) {
+        put_null(out, key);
+    } else {
+        put_key(out, key);
+        ldp_buf_put_u64(out, (uint64_t)x);
     }
 }
 
 int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     char unit[10 + 16 + 1], bundle_id[65], key_id[17];
+    const ldp_mechanism_statement *stmt;
     const ldp_json *version;
     ldp_buf out;
     int rc, custext;
@@ -1493,6 +1574,7 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     if (b->has_signer) sha256_hex(b->signer, 32, key_id, 16);
     version = ldp_json_get(b->manifest, "format_version");
     worst = ldp_worst_case_epsilon(b);
+    stmt = &LDP_MECHANISMS[b->mechanism];
     /* members in sorted key order, as json.dumps(sort_keys=True) would write them */
     ldp_buf_init(&out);
     ldp_buf_putc(&out, '{');
@@ -1515,16 +1597,27 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     /* the canonical manifest is the signed text (check_manifest compared them) */
     put_key(&out, "manifest");
     (void)ldp_json_write_canonical(&out, b->manifest); /* a failure sets out.failed */
-    put_string(&out, "mechanism", MECHANISM_NAMES[b->mechanism]);
+    put_string(&out, "mechanism", stmt->name);
+    /* the statement's prose, generated from the registry: the Python report's words */
+    if (stmt->metric != NULL) put_string(&out, "metric", stmt->metric);
+    else put_null(&out, "metric");
+    put_string(&out, "neighbouring", stmt->neighbouring);
+    put_string(&out, "notion", stmt->notion);
+    put_string(&out, "numeric_note", stmt->numeric_note);
     put_optional(&out, "p", b->p); /* null where none is stated (SanText, TEM, CusText) */
     if (custext) put_string(&out, "similarity", b->cosine ? "cosine" : "euclidean");
     put_number(&out, "tolerance", b->tolerance);
     /* the stated verbatim rate (null where none is stated) and the near-identity flag */
+    put_optional_count(&out, "verbatim_above_0_5", b->verbatim_above_0_5);
+    put_optional_count(&out, "verbatim_above_0_9", b->verbatim_above_0_9);
+    put_optional(&out, "verbatim_cap", b->verbatim_cap);
     put_optional(&out, "verbatim_max", b->verbatim_max);
     put_optional(&out, "verbatim_median", b->verbatim_median);
+    put_optional(&out, "verbatim_p90", b->verbatim_p90);
+    put_optional(&out, "verbatim_p99", b->verbatim_p99);
     put_key(&out, "weak_privacy");
     ldp_buf_puts(&out, b->weak_privacy ? "true" : "false");
-    put_string(&out, "worst_case_note", worst_case_note(b));
+    put_string(&out, "worst_case_note", stmt->worst_case_note);
     if (isinf(worst)) put_null(&out, "worst_case_token_epsilon");
     else put_number(&out, "worst_case_token_epsilon", worst);
     ldp_buf_putc(&out, '}');

@@ -72,6 +72,9 @@ struct ldp_bundle {
     /* SanText(+): the stated largest and median verbatim rates (NaN: none stated), and whether the
      * median makes the bundle near identity (LDP_NEAR_IDENTITY_MEDIAN) */
     double verbatim_max, verbatim_median;
+    /* the stated cap and tail (verbatim.py VerbatimRate): NaN where a bundle older than them states
+     * none; the counts as doubles */
+    double verbatim_cap, verbatim_p90, verbatim_p99, verbatim_above_0_5, verbatim_above_0_9;
     int weak_privacy;
     ldp_tokenizer *tokenizer;
     /* the trusted key that signed the manifest (ldp_bundle_info's key_id); has_signer is 0 for a

@@ -6,16 +6,17 @@ side simply has no such commands.
 """
 from __future__ import annotations
 
-from . import calibrate, demo
-from .cmp import cli as cmp_cli
-from .custext import cli as custext_cli
-from .dpbart import cli as dpbart_cli
-from .evaluation import cli as evaluation_cli
-from .santext import cli as santext_cli
-from .tem import cli as tem_cli
+import importlib
 
-# one target per mechanism; cmp_cli adds two (cmp, mahalanobis)
-PRECOMPUTE_TARGETS = (santext_cli, dpbart_cli, tem_cli, custext_cli, cmp_cli)
+from ldptext import registry
+
+from . import calibrate, demo
+from .evaluation import cli as evaluation_cli
+
+#: the builders' CLI modules, from the registry (one module may add the targets of a family: the
+#: cmp module adds cmp and mahalanobis)
+PRECOMPUTE_TARGETS = tuple(importlib.import_module(name) for name in dict.fromkeys(
+    m.builder_cli for m in registry.all_mechanisms() if m.builder_cli is not None))
 
 
 def register(sub) -> None:

@@ -22,7 +22,7 @@ _LAZY = {
     # CMPSanitizer, Rewriter
     **{spec.partition(":")[2]: tuple(spec.split(":")) for spec in dict.fromkeys(
         m.runtime for m in _registry.all_mechanisms())},
-    "MechanismReport": ("ldptext.mechanism_report", "MechanismReport"),
+    "Guarantee": ("ldptext.guarantee", "Guarantee"),
     "Sanitized": ("ldptext.report", "Sanitized"),
     "PrivacyReport": ("ldptext.report", "PrivacyReport"),
     "Rewritten": ("ldptext.dpbart", "Rewritten"),

@@ -37,7 +37,7 @@ import numpy as np
 from . import bundle as _bundle
 from . import registry as _registry
 from .bundle import Bundle
-from .errors import BundleError, ParameterMismatchError, SignatureError
+from .errors import SignatureError
 
 __all__ = ["check_parameters", "sign_bundle"]
 
@@ -60,85 +60,14 @@ def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
         A stated parameter (ε, ε₀, p, head size, D_max, L, d, |P|) is not what the arrays realise, or the
         bundle is not a loadable bundle of its mechanism.
     """
-    mechanism = _registry.get(bundle.mechanism)  # read_bundle refuses unknown mechanisms
-    if mechanism.family == "santext":
-        _check_santext(bundle, every_row)
-    elif mechanism.family == "dpbart":
-        _check_dpbart(bundle)
-    else:  # every other token mechanism: its runtime's own check (TEM, CusText(+), CMP, Mahalanobis)
-        from .token_runtime import check_parameters as check_comparison
+    cls = _registry.get(bundle.mechanism).runtime_class()  # read_bundle refuses unknown mechanisms
+    check = getattr(cls, "check_bundle", None)
+    if check is not None:  # each runtime owns its check (ldptext.santext, ldptext.dpbart, TokenRuntime)
+        check(bundle, every_row=every_row)
+    else:  # a plugin's runtime: the one door, and its own check_parameters
+        from .token_runtime import check_parameters as check_by_construction
 
-        check_comparison(bundle, every_row=every_row)
-
-
-def _check_santext(bundle: Bundle, every_row: bool = False) -> None:
-    from .library import available
-    from .row_guard import check_all_rows
-    from .santext import Sanitizer
-    from .santext_check import check_realised, fixed_rows
-    from .verbatim import VerbatimRate, check_stated_maximum
-
-    try:
-        # construction runs the load-time check (ldptext.santext_check) on its own sample
-        # a weak bundle is consistent or not like any other: its label is checked, not refused;
-        # every row: in libldptext, on every core, where it is built
-        san = Sanitizer(bundle, backend="auto" if every_row and available() else "fallback",
-                        allow_weak_privacy=True)
-    except ParameterMismatchError:
-        raise
-    except BundleError as e:
-        raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: {e}") from None
-    except ValueError:  # the sampler's own parameter check
-        raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of range") from None
-    # before signing, D_max from every row of the fixed sample (load reads two)
-    rows = fixed_rows(san.tables)
-    check_realised(san.tables, mechanism=san.mechanism, epsilon=san.epsilon, epsilon0=san.epsilon0,
-                   p=san.p, d_max=san.d_max, tolerance=san.tolerance, rows=rows, dmax_rows=rows)
-    stated = VerbatimRate.from_manifest(san.manifest["privacy"].get("verbatim"))
-    if stated is not None:
-        check_stated_maximum(san.tables, san.epsilon, stated, rows)
-    if every_row:
-        check_all_rows(san)
-
-
-def _check_dpbart(bundle: Bundle) -> None:
-    cfg = bundle.manifest.get("dpbart")
-    if not isinstance(cfg, dict):
-        raise ParameterMismatchError("dpbart manifest section is missing")
-    try:
-        seq_len, hidden = int(cfg["seq_len"]), int(cfg["hidden"])
-        n_pruned = cfg.get("n_pruned")
-    except (KeyError, TypeError, ValueError):
-        raise ParameterMismatchError("dpbart manifest lacks seq_len or hidden") from None
-    if seq_len < 1 or hidden < 1:
-        raise ParameterMismatchError("dpbart seq_len and hidden must be positive")
-    pruned = np.asarray(bundle.arrays["pruned"], dtype=np.int64) if "pruned" in bundle.arrays \
-        else np.zeros(0, np.int64)
-    if pruned.ndim != 1:
-        raise ParameterMismatchError("array 'pruned' is not one-dimensional")
-    if n_pruned is not None and n_pruned != pruned.size:
-        raise ParameterMismatchError(f"manifest n_pruned {n_pruned} is not |P| = {pruned.size} (array 'pruned')")
-    if pruned.size and (pruned.min() < 0 or pruned.max() >= hidden or np.unique(pruned).size != pruned.size):
-        raise ParameterMismatchError(f"pruned indices are not distinct indices in [0, {hidden})")
-    try:
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        enc = ort.InferenceSession(bundle.blob("encoder.onnx"), sess_options=opts,
-                                   providers=["CPUExecutionProvider"])
-        pad = int(cfg.get("special", {}).get("pad", 0))
-        ids = np.full((1, seq_len), pad, dtype=np.int64)
-        ids[0, 0] = int(cfg.get("special", {}).get("bos") or pad)
-        out = enc.run(None, {"input_ids": ids, "attention_mask": np.ones((1, seq_len), np.int64)})[0]
-    except BundleError as e:
-        raise ParameterMismatchError(f"not a loadable dpbart bundle: {e}") from None
-    except Exception as e:  # ONNX Runtime raises its own types
-        raise ParameterMismatchError(f"the encoder graph does not run on an input of length L={seq_len}: "
-                                     f"{type(e).__name__}") from None
-    if tuple(out.shape) != (1, seq_len, hidden):
-        raise ParameterMismatchError(f"the encoder graph returns shape {tuple(out.shape)}, but the manifest "
-                                     f"states L={seq_len}, d={hidden}")
+        check_by_construction(bundle, every_row=every_row)
 
 
 def sign_bundle(path: str | os.PathLike, sign_key, *, passphrase: bytes | None = None,

@@ -40,7 +40,6 @@ float32 vectors) answers the queries; faiss is the ``faiss`` extra (``pip instal
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -49,18 +48,13 @@ import numpy as np
 from . import registry as _registry
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .multivariate_laplace import laplace_noise
-from .santext import metric_id
+from .mechanisms.cmp import ledger_unit as _ledger_unit
+from .mechanisms.cmp import mahalanobis_metric_id, shapes_noise, worst_case_epsilon
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case
 
-__all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss", "worst_case_epsilon"]
+__all__ = ["CMPSanitizer", "MECHANISMS", "load_faiss", "worst_case_epsilon", "mahalanobis_metric_id"]
 
 MECHANISMS = _registry.names(family="cmp")
-
-
-def worst_case_epsilon(epsilon: float, d_max: float) -> float:
-    """CMP's and Mahalanobis' worst case per token over any two inputs: ε·D_max-LDP, D_max in the
-    guarantee's metric. The one place it is computed: builder, report, load check and inspect."""
-    return float(epsilon) * float(d_max)
 
 
 def load_faiss():
@@ -81,26 +75,6 @@ def load_faiss():
         raise ModuleNotFoundError("CMP and Mahalanobis bundles need faiss: pip install 'ldptext[faiss]' "
                                   "(the faiss-cpu package)", name="faiss") from None
     return faiss
-
-
-def mahalanobis_metric_id(manifest: dict) -> str:
-    """Identifier of a Mahalanobis bundle's metric: the embedding, the vocabulary and S.
-
-    Parameters
-    ----------
-    manifest : dict
-
-    Returns
-    -------
-    str
-        16 lowercase hex digits.
-    """
-    try:
-        parts = [str(manifest["arrays"][n]["sha256"])
-                 for n in ("emb_q", "emb_scale", "blob/vocab.json", "noise_transform")]
-    except (KeyError, TypeError):
-        raise BundleFormatError("Mahalanobis manifest lacks the metric's hashes") from None
-    return hashlib.sha256(("ldptext mahalanobis metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
 
 
 def regularized_transform(vectors: np.ndarray, lam: float) -> np.ndarray | None:
@@ -191,7 +165,7 @@ class CMPSanitizer(TokenRuntime):
         self.embeddings: np.ndarray = scale.astype(np.float64)[:, None] * emb_q.astype(np.float64)
         self.outputs: np.ndarray = outputs
         self.noise_transform: np.ndarray | None = None
-        if self.mechanism == "mahalanobis":
+        if shapes_noise(self.mechanism):
             s = bundle.array("noise_transform")
             m = emb_q.shape[1]
             if s.dtype != np.float64 or s.shape != (m, m) or not np.isfinite(s).all():
@@ -215,25 +189,10 @@ class CMPSanitizer(TokenRuntime):
     @property
     def ledger_unit(self) -> str:
         """``"metric:<id>"`` of the guarantee's metric (CMP: shared with SanText over the same one)."""
-        if self.mechanism == "cmp":
-            return "metric:" + metric_id(self.manifest)
-        return "metric:" + mahalanobis_metric_id(self.manifest)
-
-    def _guarantee(self) -> dict:
-        metric = ("euclidean over the bundle's int8-quantized embeddings" if self.mechanism == "cmp" else
-                  "regularized Mahalanobis ||S^-1 (phi(x) - phi(x'))||, S = noise_transform")
-        return dict(
-            notion="metric-LDP", neighbouring="any two tokens x, x' (eps*d(x,x'))", metric=metric,
-            worst_case_token_epsilon=worst_case_epsilon(self.epsilon, self.d_max),
-            worst_case_note="eps*D_max: the metric bound at the largest input distance",
-            numeric_tolerance=None, ratio_slack=None,
-            numeric_note="continuous noise in float64 from the CSPRNG, only the nearest token released; "
-                         "the output law differs from the ideal one only for draws within ~1e-9*(1+|z|) "
-                         "of a nearest-neighbour boundary or with probability ceil(m/2)*2^-24 "
-                         "(ldptext.multivariate_laplace)",
-            kept_in_clear_probability=None,
-            parameters={"epsilon": self.epsilon, "d_max": self.d_max, "index": self.index_kind,
-                        "lambda": self.lam})
+        unit = _ledger_unit(self.manifest)
+        if unit is None:
+            raise BundleFormatError("manifest lacks the metric's hashes")
+        return unit
 
     def check_parameters(self) -> None:
         """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
@@ -253,7 +212,7 @@ class CMPSanitizer(TokenRuntime):
         if self.index_kind not in ("flat", "hnsw"):
             raise ParameterMismatchError(f"manifest index {self.index_kind!r} is not flat or hnsw")
         points = self.embeddings
-        if self.mechanism == "mahalanobis":
+        if shapes_noise(self.mechanism):
             s = self.noise_transform
             expected = regularized_transform(self.embeddings[self.outputs], float(self.lam))
             if expected is None or np.linalg.norm(s - expected) > 1e-8 * np.linalg.norm(expected):

@@ -36,7 +36,6 @@ Ledger: ε per token in the unit ``partition:<id>`` of the bundle's output sets
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -45,6 +44,7 @@ import numpy as np
 from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_log_probabilities
+from .mechanisms.custext import partition_id
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .row_guard import law_matches
 from .santext_tables import SanTextTables
@@ -55,37 +55,6 @@ __all__ = ["CusTextSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "partition_
 MECHANISMS = _registry.names(family="custext")
 #: The largest numeric tolerance a bundle may state (as for SanText).
 STATED_MAX_TOLERANCE = 1e-9
-NO_WORST_CASE = ("CusText's output sets are disjoint groups: an output reveals the group of its input, "
-                 "so between inputs of different groups no finite LDP level holds; within a group the "
-                 "release is eps-LDP")
-NO_WORST_CASE_PLUS = NO_WORST_CASE + "; CusText+ also releases its stop words unchanged"
-
-
-def partition_id(manifest: dict) -> str:
-    """Identifier of a CusText bundle's partition into output sets, from its verified array hashes.
-
-    Parameters
-    ----------
-    manifest : dict
-        A CusText(+) manifest (its ``arrays`` section).
-
-    Returns
-    -------
-    str
-        16 lowercase hex digits; equal for bundles with the same groups over the same vocabulary.
-
-    Raises
-    ------
-    BundleFormatError
-        The manifest lacks one of those array entries.
-    """
-    try:
-        parts = [str(manifest["arrays"][n]["sha256"]) for n in ("group_id", "blob/vocab.json")]
-    except (KeyError, TypeError):
-        raise BundleFormatError("CusText manifest lacks the partition's hashes") from None
-    return hashlib.sha256(("ldptext custext partition v1:" + ":".join(parts)).encode()).hexdigest()[:16]
-
-
 class CusTextSanitizer(TokenRuntime):
     """Sanitize text with CusText / CusText+ from a verified bundle; create one with :meth:`load`.
 
@@ -112,7 +81,6 @@ class CusTextSanitizer(TokenRuntime):
     """
 
     MECHANISMS = MECHANISMS
-    _ON_LIBRARY = True  # libldptext samples it (the engine itself)
     _RELEASED = TokenRuntime._RELEASED + ("tables", "group_id", "_table")
 
     def __init__(self, bundle: Any, **kwargs: Any) -> None:
@@ -129,7 +97,7 @@ class CusTextSanitizer(TokenRuntime):
         self.group_id: np.ndarray = bundle.array("group_id")
         self._check_tables()
         # CusText+: stop words are kept with probability 1 (p = 0: never sanitized)
-        self._p = 0.0 if self.mechanism == "custext+" else 1.0
+        self._p = 0.0 if self._keeps_stop_words else 1.0
         self._table = self._rng.make_santext_table(self.tables, epsilon=self.epsilon, p=self._p)
 
     def _check_tables(self) -> None:
@@ -140,7 +108,7 @@ class CusTextSanitizer(TokenRuntime):
         if not np.array_equal(self.valid_input, t.valid_input):
             raise BundleIntegrityError("valid_input differs from the tables'")
         keep = t.keep_row.astype(bool)
-        if self.mechanism == "custext" and keep.any():
+        if not self._keeps_stop_words and keep.any():
             raise BundleIntegrityError("a CusText bundle cannot keep tokens in the clear")
         valid = t.valid_input
         if (keep & ~valid).any() or (keep[valid] != (g[valid] < 0)).any() or (g[t.outputs] < 0).any():
@@ -160,23 +128,14 @@ class CusTextSanitizer(TokenRuntime):
             raise BundleIntegrityError("an output set is smaller than the stated K")
 
     @property
+    def _keeps_stop_words(self) -> bool:
+        """CusText+ (its statement keeps words in the clear), not CusText."""
+        return _registry.get(self.mechanism).statement().kept_in_clear is not None
+
+    @property
     def ledger_unit(self) -> str:
         """``"partition:<id>"`` (:func:`partition_id`): ε-LDP within this bundle's output sets."""
         return "partition:" + partition_id(self.manifest)
-
-    def _guarantee(self) -> dict:
-        plus = self.mechanism == "custext+"
-        return dict(
-            notion="LDP within output sets",
-            neighbouring=f"any two inputs with the same output set (groups of >= {self.k} tokens)",
-            metric=None, worst_case_token_epsilon=None,
-            worst_case_note=NO_WORST_CASE_PLUS if plus else NO_WORST_CASE,
-            numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
-            numeric_note="exact sampler (alias + exact Bernoulli(exp(-gamma))); realised "
-                         "log-probabilities within the stated tolerance of the formula",
-            kept_in_clear_probability=1.0 if plus else None,
-            parameters={"epsilon": self.epsilon, "k": self.k, "similarity": self.similarity,
-                        "groups": int(self.group_id.max()) + 1})
 
     def check_parameters(self) -> None:
         """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).
@@ -199,7 +158,7 @@ class CusTextSanitizer(TokenRuntime):
         if stated_k is not None and stated_k != t.head_size:
             raise ParameterMismatchError(f"manifest head_size {stated_k!r} is not K = {t.head_size} of 'head_ids'")
         p = self.params.get("p")
-        if (self.mechanism == "custext+" and p != 0.0) or (self.mechanism == "custext" and p is not None):
+        if (p != 0.0) if self._keeps_stop_words else (p is not None):
             raise ParameterMismatchError(f"manifest p {p!r}: CusText+ keeps its stop words with probability 1 "
                                          f"(p = 0), CusText states none")
         if self.similarity not in ("euclidean", "cosine"):

@@ -387,6 +387,56 @@ class Rewriter(_runtime.Closable):
                                          f"next-token scores")
 
     # ------------------------------------------------------------------ loading
+    @staticmethod
+    def check_bundle(bundle: "Bundle", *, every_row: bool = False) -> None:
+        """What ``bundle sign`` and ``bundle verify`` check (:func:`ldptext.bundle_check.check_parameters`):
+        L, d and |P| against the arrays, and the encoder graph's output shape on an input of length
+        L. ``every_row`` changes nothing (a DP-BART bundle has no rows).
+
+        Raises
+        ------
+        ParameterMismatchError
+        """
+        from .errors import BundleError
+
+        cfg = bundle.manifest.get("dpbart")
+        if not isinstance(cfg, dict):
+            raise ParameterMismatchError("dpbart manifest section is missing")
+        try:
+            seq_len, hidden = int(cfg["seq_len"]), int(cfg["hidden"])
+            n_pruned = cfg.get("n_pruned")
+        except (KeyError, TypeError, ValueError):
+            raise ParameterMismatchError("dpbart manifest lacks seq_len or hidden") from None
+        if seq_len < 1 or hidden < 1:
+            raise ParameterMismatchError("dpbart seq_len and hidden must be positive")
+        pruned = np.asarray(bundle.arrays["pruned"], dtype=np.int64) if "pruned" in bundle.arrays \
+            else np.zeros(0, np.int64)
+        if pruned.ndim != 1:
+            raise ParameterMismatchError("array 'pruned' is not one-dimensional")
+        if n_pruned is not None and n_pruned != pruned.size:
+            raise ParameterMismatchError(f"manifest n_pruned {n_pruned} is not |P| = {pruned.size} (array 'pruned')")
+        if pruned.size and (pruned.min() < 0 or pruned.max() >= hidden or np.unique(pruned).size != pruned.size):
+            raise ParameterMismatchError(f"pruned indices are not distinct indices in [0, {hidden})")
+        try:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3
+            enc = ort.InferenceSession(bundle.blob("encoder.onnx"), sess_options=opts,
+                                       providers=["CPUExecutionProvider"])
+            pad = int(cfg.get("special", {}).get("pad", 0))
+            ids = np.full((1, seq_len), pad, dtype=np.int64)
+            ids[0, 0] = int(cfg.get("special", {}).get("bos") or pad)
+            out = enc.run(None, {"input_ids": ids, "attention_mask": np.ones((1, seq_len), np.int64)})[0]
+        except BundleError as e:
+            raise ParameterMismatchError(f"not a loadable dpbart bundle: {e}") from None
+        except Exception as e:  # ONNX Runtime raises its own types
+            raise ParameterMismatchError(f"the encoder graph does not run on an input of length L={seq_len}: "
+                                         f"{type(e).__name__}") from None
+        if tuple(out.shape) != (1, seq_len, hidden):
+            raise ParameterMismatchError(f"the encoder graph returns shape {tuple(out.shape)}, but the manifest "
+                                         f"states L={seq_len}, d={hidden}")
+
     @classmethod
     def load(cls, path: "BundleSource", *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, threads: int | None = None,

@@ -1,13 +1,17 @@
 """The mechanisms ldptext runs: one entry each, the only list of them.
 
-An entry names the mechanism as a bundle's manifest does, its runtime class and offline builder (as
-``"module:attribute"`` strings, imported on first use, so that this module sits below everything
-that reads it), its kind (``token``: one sanitized token per input token; ``document``: a rewritten
-document), its family (mechanisms sharing a runtime class and a builder), whether its output law is
-exactly computable, a display label and its reference. The bundle reader, the runtime loaders, the
-parameter check before signing, ``bundle inspect``, ``ldptext evaluate`` and the top-level
-``ldptext`` names all read this table; adding a mechanism is one runtime module, one builder
-module, one :func:`register` call here and their tests.
+An entry names the mechanism as a bundle's manifest does, its runtime class, its **unit** (the module
+of :mod:`ldptext.mechanisms` that states its guarantee: ``guarantee(manifest)`` and its
+:class:`ldptext.guarantee.Statement`), its offline builder and the builder's CLI module (as
+``"module:attribute"`` / module strings, imported on first use, so that this module sits below
+everything that reads it), its kind (``token``: one sanitized token per input token; ``document``: a
+rewritten document), its family (mechanisms sharing a runtime class and a builder), whether its
+output law is exactly computable, a display label, the parameters ``ldptext evaluate`` builds it
+with, and its code in libldptext where the C library runs it. The bundle reader, the runtime loaders,
+the check before signing, the reports, ``bundle inspect``, ``ldptext precompute`` and ``ldptext
+evaluate``, the top-level ``ldptext`` names and the generated C, JavaScript and Java tables
+(``native/gen_mechanisms.py``) all read this table; adding a mechanism is one runtime module, one
+unit, one builder module, one :func:`register` call here and their tests.
 """
 from __future__ import annotations
 
@@ -39,8 +43,14 @@ class Mechanism:
         ``ldptext evaluate``); otherwise estimated.
     label : str
         Display name.
-    reference : str
-        The paper, by title and section.
+    unit : str
+        The module stating its guarantee (``STATEMENTS[name]`` and ``guarantee(manifest)``).
+    c_code : int or None
+        Its ``LDP_MECH_*`` value where libldptext runs it (generated into ``ldptext.h``).
+    builder_cli : str or None
+        The module whose ``register(targets)`` adds its ``ldptext precompute`` target.
+    evaluation : tuple of (str, object)
+        The builder parameters ``ldptext evaluate`` uses beside ε.
     """
 
     name: str
@@ -50,7 +60,28 @@ class Mechanism:
     builder: str | None
     exact_law: bool
     label: str
-    reference: str
+    unit: str
+    c_code: int | None = None
+    builder_cli: str | None = None
+    evaluation: tuple = ()
+
+    def statement(self) -> Any:
+        """Its :class:`ldptext.guarantee.Statement` (the fixed prose of its guarantee)."""
+        return importlib.import_module(self.unit).STATEMENTS[self.name]
+
+    def guarantee(self, manifest: dict) -> Any:
+        """The :class:`ldptext.guarantee.Guarantee` of a bundle of it, from its manifest alone."""
+        return importlib.import_module(self.unit).guarantee(manifest)
+
+    @property
+    def reference(self) -> str:
+        """The paper, by title and section."""
+        return self.statement().reference
+
+    @property
+    def evaluation_defaults(self) -> dict:
+        """The builder parameters ``ldptext evaluate`` uses beside ε."""
+        return dict(self.evaluation)
 
     def runtime_class(self) -> type:
         """The runtime class, imported on first use."""
@@ -77,12 +108,14 @@ def register(mechanism: Mechanism) -> Mechanism:
     Raises
     ------
     ValueError
-        The name is taken, or the kind is neither ``token`` nor ``document``.
+        The name or the C code is taken, or the kind is neither ``token`` nor ``document``.
     """
     if mechanism.name in _REGISTRY:
         raise ValueError(f"mechanism {mechanism.name!r} is already registered")
     if mechanism.kind not in ("token", "document"):
         raise ValueError(f"mechanism kind must be 'token' or 'document', got {mechanism.kind!r}")
+    if mechanism.c_code is not None and any(m.c_code == mechanism.c_code for m in _REGISTRY.values()):
+        raise ValueError(f"libldptext code {mechanism.c_code} is already registered")
     _REGISTRY[mechanism.name] = mechanism
     return mechanism
 
@@ -120,35 +153,27 @@ def names(*, kind: str | None = None, family: str | None = None, exact_law: bool
                  and (exact_law is None or m.exact_law == exact_law))
 
 
-_SANTEXT = ("Yue et al. 2021, Differential Privacy for Text Analytics via Natural Text Sanitization (Findings "
-            "of ACL), as presented in Yue 2023, Data Synthesis: Boosting Utility and Privacy in NLP (PhD "
-            "thesis, Ohio State), section 2.4")
-_CUSTEXT = ("Chen et al. 2023, A Customized Text Sanitization Mechanism with Differential Privacy (Findings "
-            "of ACL), section 3")
+_U = "ldptext.mechanisms."
+_P = "ldptext_precompute."
 for _m in (
-    Mechanism("cmp", "cmp", "token", "ldptext.cmp:CMPSanitizer", "ldptext_precompute.cmp.build:build_cmp_bundle",
-              False, "CMP", "Feyisetan et al. 2020, Privacy- and Utility-Preserving Textual Analysis via "
-              "Calibrated Multivariate Perturbations (WSDM)"),
-    Mechanism("mahalanobis", "cmp", "token", "ldptext.cmp:CMPSanitizer",
-              "ldptext_precompute.cmp.build:build_cmp_bundle", False, "Mahalanobis",
-              "Xu et al. 2020, A Differentially Private Text Perturbation Method Using a Regularized "
-              "Mahalanobis Metric (PrivateNLP@EMNLP)"),
-    Mechanism("tem", "tem", "token", "ldptext.tem:TEMSanitizer", "ldptext_precompute.tem.build:build_tem_bundle",
-              True, "TEM", "Carvalho et al. 2021, TEM: High Utility Metric Differential Privacy on Text "
-              "(arXiv:2107.07928)"),
+    Mechanism("cmp", "cmp", "token", "ldptext.cmp:CMPSanitizer", _P + "cmp.build:build_cmp_bundle", False, "CMP",
+              _U + "cmp", None, _P + "cmp.cli", (("index", "flat"),)),
+    Mechanism("mahalanobis", "cmp", "token", "ldptext.cmp:CMPSanitizer", _P + "cmp.build:build_cmp_bundle", False,
+              "Mahalanobis", _U + "cmp", None, _P + "cmp.cli", (("lam", 0.5), ("index", "flat"))),
+    Mechanism("tem", "tem", "token", "ldptext.tem:TEMSanitizer", _P + "tem.build:build_tem_bundle", True, "TEM",
+              _U + "tem", 3, _P + "tem.cli", (("beta", 0.001),)),
     Mechanism("custext", "custext", "token", "ldptext.custext:CusTextSanitizer",
-              "ldptext_precompute.custext.build:build_custext_bundle", True, "CusText", _CUSTEXT),
+              _P + "custext.build:build_custext_bundle", True, "CusText", _U + "custext", 4, _P + "custext.cli",
+              (("k", 20),)),
     Mechanism("custext+", "custext", "token", "ldptext.custext:CusTextSanitizer",
-              "ldptext_precompute.custext.build:build_custext_bundle", True, "CusText+", _CUSTEXT),
-    Mechanism("santext", "santext", "token", "ldptext.santext:Sanitizer",
-              "ldptext_precompute.santext.build:build_santext_bundle", True, "SanText", _SANTEXT),
+              _P + "custext.build:build_custext_bundle", True, "CusText+", _U + "custext", 5, _P + "custext.cli",
+              (("k", 20),)),
+    Mechanism("santext", "santext", "token", "ldptext.santext:Sanitizer", _P + "santext.build:build_santext_bundle",
+              True, "SanText", _U + "santext", 1, _P + "santext.cli"),
     Mechanism("santext+", "santext", "token", "ldptext.santext:Sanitizer",
-              "ldptext_precompute.santext.build:build_santext_bundle", True, "SanText+", _SANTEXT),
-    Mechanism("dpbart", "dpbart", "document", "ldptext.dpbart:Rewriter",
-              "ldptext_precompute.dpbart.build:build_dpbart_bundle", False, "DP-BART",
-              "Igamberdiev & Habernal 2023, DP-BART for Privatized Text Rewriting under Local Differential "
-              "Privacy (Findings of ACL), as presented in Igamberdiev 2023, Differentially Private Methods "
-              "in NLP (PhD thesis, TU Darmstadt), chapter 6"),
+              _P + "santext.build:build_santext_bundle", True, "SanText+", _U + "santext", 2, _P + "santext.cli"),
+    Mechanism("dpbart", "dpbart", "document", "ldptext.dpbart:Rewriter", _P + "dpbart.build:build_dpbart_bundle",
+              False, "DP-BART", _U + "dpbart", None, _P + "dpbart.cli"),
 ):
     register(_m)
 del _m

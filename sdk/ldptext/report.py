@@ -1,140 +1,158 @@
-"""Result and privacy-report dataclasses returned with every sanitized text.
+"""The privacy report returned with every sanitized text: one type for every token mechanism.
 
-The report states the guarantee that holds, for SanText / SanText+ as in Yue et al. 2021,
-*Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as
-presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio State),
-§2.4, Theorems 1–2:
+A report is rendered from the bundle's :class:`ldptext.guarantee.Guarantee` (stated once, in the
+mechanism's unit of :mod:`ldptext.mechanisms`) and the release's own facts: the number of tokens
+(not hidden), whether the output is seeded (reproducible, **not private**) and what sampled it.
 
-* SanText: ε·d(x, x')-MLDP per token; its worst case over the vocabulary, ε·D_max, is a true LDP
-  level per token (n·ε·D_max per document of n tokens).
-* SanText+: (V_S, V_P, ε, ε₀)-UMLDP — the metric bound for protected outputs y ∈ V_P, an extra
-  ε₀ = ln(1/p) across the sensitive split, and non-sensitive (V_N) words released **in the clear with
-  probability 1 − p**: there is no finite worst-case LDP level (reported as ``None``, with the reason).
-
-What a ledger is charged, and composes: the per-token metric ε summed over tokens (n·ε per
-document), in the unit ``metric:<id>`` of the bundle's metric. The number of tokens is not hidden.
+What a ledger is charged, and composes: the per-token ε summed over tokens (n·ε per document), in the
+bundle's ``ledger_unit`` (``metric:<id>`` for a metric bound, ``partition:<id>`` for CusText's output
+sets). A worst case over *any* two inputs is stated where one exists (``None`` with the reason
+otherwise). For the realised probabilities of an exact sampler every ratio bound holds with slack
+exp(2τ), τ the numeric tolerance (``ratio_slack`` = 2τ in log space).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from .verbatim import format_probability
 
 
 @dataclass(frozen=True)
 class PrivacyReport:
-    """What one SanText(+) release guarantees.
-
-    Neighbouring relation: two documents of the same length n (the length is not hidden); they are
-    ε·Σᵢ d(xᵢ, x'ᵢ)-indistinguishable (SanText, ε·d-MLDP, Theorem 1; SanText+ for protected outputs,
-    with ε₀ more per token pair across the sensitive split, UMLDP, Theorem 2 of Yue et al. 2021,
-    *Differential Privacy for Text Analytics via Natural Text Sanitization* (Findings of ACL), as
-    presented in Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP* (PhD thesis, Ohio
-    State), §2.4). For the realised probabilities every ratio bound holds with slack exp(2τ), τ the
-    numeric tolerance (``ratio_slack`` = 2τ in log space).
+    """What one release of a token mechanism guarantees.
 
     Parameters
     ----------
     mechanism : str
-        ``"santext"`` or ``"santext+"``.
+        The bundle's mechanism (:mod:`ldptext.registry`).
     notion : str
-        ``"MLDP"`` or ``"UMLDP"``.
+        A key of :data:`ldptext.guarantee.NOTIONS` (``"metric-LDP"``, ``"UMLDP"``, ``"truncated
+        metric-LDP"``, ``"LDP within output sets"``).
+    neighbouring : str
+        The pairs of inputs the bound is stated for.
+    metric : str or None
+        The distance d of a metric bound.
     epsilon : float
-        The metric ε of ε·d(x, x').
-    p : float or None
-        SanText+'s probability of sanitizing a non-sensitive token (``None`` for SanText).
-    epsilon0 : float
-        ln(1/p) for SanText+ (the extra bound across the split), else 0.
-    d_max : float
-        Upper bound of the largest distance between two inputs.
+        The bundle's ε (per unit of distance for a metric bound).
     n_tokens : int
-        Tokens in the document.
+        Tokens in the document (not hidden).
     per_token_epsilon : float
-        The per-token metric ε (= ε): what each token is charged in ``ledger_unit``.
+        What each token is charged in ``ledger_unit`` (= ε).
     document_epsilon : float
-        n_tokens × ε: the document's ledger charge in ``ledger_unit`` (metric ε, composes by
-        addition for the same metric). Not an LDP level.
+        n_tokens × ε, the ledger charge of the document (composes by addition within the unit). Not
+        an LDP level for a metric bound.
     ledger_unit : str
-        ``"metric:<id>"``, the bundle's metric.
+        ``"metric:<id>"`` or ``"partition:<id>"``.
     worst_case_token_epsilon : float or None
-        SanText: ε·D_max, a true per-token LDP level over any two inputs. SanText+: ``None``, no
-        finite level exists (``worst_case_note`` says why).
+        A true LDP level of one token over any two inputs, where one exists.
     worst_case_document_epsilon : float or None
-        n_tokens × ``worst_case_token_epsilon`` (``None`` for SanText+).
+        n_tokens × ``worst_case_token_epsilon``.
     worst_case_note : str
-        What the worst case means, or why there is none.
-    numeric_tolerance : float
-        τ: bound on |log P̂ − log P| of every realised probability against the formula.
-    ratio_slack : float
-        2τ: Pr[M(x)=y] ≤ exp(ε·d(x, x') (+ε₀) + 2τ)·Pr[M(x')=y] for the realised probabilities.
+        What the worst case is, or why there is none.
+    numeric_tolerance : float or None
+        Exact samplers: τ, a bound on |log P̂ − log P| of every realised probability against the
+        formula; ``None`` where the output law is not computable (``numeric_note`` says why).
+    ratio_slack : float or None
+        2τ.
+    numeric_note : str
+        How the sampler's floating point relates to the stated guarantee.
     kept_in_clear_probability : float or None
-        SanText+: 1 − p, the probability a non-sensitive token is released unchanged.
+        The probability a kept word (SanText+'s V_N: 1 − p; CusText+'s stop words: 1) is released
+        unchanged; ``None`` where nothing is kept.
     seeded : bool
         True when the output came from a seeded generator: reproducible and **not private**.
     backend : str
         What sampled: ``"libldptext"`` (the C library), ``"native"`` (the C extension's sampler) or
         ``"fallback"`` (numpy, the same distribution, much slower).
+    parameters : dict
+        The numbers the bound depends on (ε, p, ε₀, γ, β, K, λ, D_max, ...), as the bundle states them.
     verbatim_median, verbatim_max : float or None
-        Median and largest P(M(x) = x) over the sensitive inputs: how often a sensitive word is
-        released unchanged (:mod:`ldptext.verbatim`).
+        Median and largest P(M(x) = x) over the sensitive inputs, where stated
+        (:mod:`ldptext.verbatim`).
+    verbatim_cap : float or None
+        The cap τ the build enforced on every sensitive input's P(M(x) = x), where stated.
+    verbatim_p90, verbatim_p99 : float or None
+        The 90th and 99th percentiles of P(M(x) = x) over the sensitive inputs, where stated.
+    verbatim_above_0_5, verbatim_above_0_9 : int or None
+        How many sensitive inputs are released unchanged with probability at least 0.5 and 0.9.
     weak_privacy : bool
         True when the median is at least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN`: the output
         is close to the input (only with ``allow_weak_privacy=True``).
     """
 
     mechanism: str
-    notion: str                  # "MLDP" or "UMLDP"
-    epsilon: float               # the metric ε of ε·d(x, x')
-    p: float | None
-    epsilon0: float              # ln(1/p) for SanText+, else 0
-    d_max: float                 # upper bound of the largest distance between two inputs
+    notion: str
+    neighbouring: str
+    metric: str | None
+    epsilon: float
     n_tokens: int
-    per_token_epsilon: float     # metric ε per token (the ledger charge per token)
-    document_epsilon: float      # n_tokens · ε, in ledger_unit
-    ledger_unit: str             # "metric:<id>"
-    worst_case_token_epsilon: float | None      # SanText: ε·D_max; SanText+: None
+    per_token_epsilon: float
+    document_epsilon: float
+    ledger_unit: str
+    worst_case_token_epsilon: float | None
     worst_case_document_epsilon: float | None
     worst_case_note: str
-    numeric_tolerance: float     # τ: |log P̂ − log P| ≤ τ
-    ratio_slack: float           # 2τ
-    kept_in_clear_probability: float | None  # SanText+: 1 - p for non-sensitive tokens
+    numeric_tolerance: float | None
+    ratio_slack: float | None
+    numeric_note: str
+    kept_in_clear_probability: float | None
     seeded: bool
-    backend: str                 # "libldptext", "native" or "fallback"
+    backend: str
+    parameters: dict = field(default_factory=dict)
     verbatim_median: float | None = None
     verbatim_max: float | None = None
+    verbatim_cap: float | None = None
+    verbatim_p90: float | None = None
+    verbatim_p99: float | None = None
+    verbatim_above_0_5: int | None = None
+    verbatim_above_0_9: int | None = None
     weak_privacy: bool = False
 
-    def to_dict(self) -> dict:
-        """The report as a JSON-ready dict (no infinities: a missing worst case is ``null``).
+    @property
+    def p(self) -> float | None:
+        """SanText+'s probability of sanitizing a non-sensitive token (``None`` elsewhere)."""
+        return self.parameters.get("p")
 
-        Returns
-        -------
-        dict
-            One entry per field.
-        """
+    @property
+    def epsilon0(self) -> float:
+        """SanText+'s ε₀ = ln(1/p) across the sensitive split (0 elsewhere)."""
+        return float(self.parameters.get("epsilon0") or 0.0)
+
+    @property
+    def d_max(self) -> float | None:
+        """The stated bound of the largest distance between two inputs (metric mechanisms)."""
+        return self.parameters.get("d_max")
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-ready dict (no infinities: a missing number is ``null``)."""
         return asdict(self)
 
     def summary(self) -> str:
-        """One human-readable line: the guarantee that holds, the ledger charge, tolerance, seeding.
-
-        Returns
-        -------
-        str
-        """
-        if self.mechanism == "santext+":
-            guarantee = (f"UMLDP: eps*d(x,x') for protected outputs, +eps0={self.epsilon0:.3g} across the "
-                         f"split (p={self.p:g}); non-sensitive words in the clear w.p. "
-                         f"{self.kept_in_clear_probability:.3g}, so no finite worst-case LDP level")
+        """One human-readable line: the guarantee, the ledger charge, tolerance, seeding."""
+        if self.worst_case_token_epsilon is None:
+            worst = "no finite worst-case LDP level over all inputs"
         else:
-            guarantee = (f"MLDP eps*d(x,x'); worst case eps*D_max={self.worst_case_token_epsilon:.4g}-LDP "
-                         f"per token, document {self.worst_case_document_epsilon:.4g}")
-        seeded = "; SEEDED: reproducible, NOT private" if self.seeded else ""
+            rule = self.worst_case_note.partition(":")[0]
+            worst = (f"worst case {rule} = {self.worst_case_token_epsilon:.4g}-LDP per token, document "
+                     f"{self.worst_case_document_epsilon:.4g}")
+        tol = ("numeric tolerance n/a (statistical)" if self.numeric_tolerance is None else
+               f"numeric tolerance {self.numeric_tolerance:.1e} (ratio slack exp({self.ratio_slack:.1e}))")
+        kept = ("" if self.kept_in_clear_probability is None else
+                f"; kept words in the clear w.p. {self.kept_in_clear_probability:.3g}")
         verbatim = "" if self.verbatim_median is None else (
             f"; sensitive words released unchanged w.p. {self.verbatim_median:.3g} (median) to "
-            f"{self.verbatim_max:.3g} (largest)")
+            f"{format_probability(self.verbatim_max)} (largest)")
+        if self.verbatim_p90 is not None:
+            verbatim += (f", p90 {format_probability(self.verbatim_p90)}, p99 "
+                         f"{format_probability(self.verbatim_p99)}, {self.verbatim_above_0_5} at >= 0.5, "
+                         f"{self.verbatim_above_0_9} at >= 0.9")
+        if self.verbatim_cap is not None:
+            verbatim += f", capped at {self.verbatim_cap:g}"
         weak = "; WEAK PRIVACY: the output is close to the input (allowed explicitly)" if self.weak_privacy else ""
-        return (f"{self.mechanism}: metric eps={self.epsilon:g} per token; {guarantee}; {self.n_tokens} "
-                f"tokens, ledger charge {self.document_epsilon:.4g} ({self.ledger_unit}); numeric "
-                f"tolerance {self.numeric_tolerance:.1e} (ratio slack exp({self.ratio_slack:.1e}))"
-                f"{verbatim}{weak}{seeded}")
+        seeded = "; SEEDED: reproducible, NOT private" if self.seeded else ""
+        return (f"{self.mechanism}: {self.notion} eps={self.epsilon:g} per token ({self.neighbouring}); "
+                f"{worst}{kept}; {self.n_tokens} tokens, ledger charge {self.document_epsilon:.4g} "
+                f"({self.ledger_unit}); {tol}{verbatim}{weak}{seeded}")
 
 
 @dataclass(frozen=True)

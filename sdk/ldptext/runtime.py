@@ -21,6 +21,7 @@ match is refused with :class:`ldptext.errors.BundleExpectationError` before any 
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
@@ -246,8 +247,8 @@ class BundleExpectation:
             raise BundleExpectationError(f"bundle id {bundle.bundle_id[:16]}... is not the pinned "
                                          f"{self.bundle_id[:16]}...")
         if self.epsilon_min is not None or self.epsilon_max is not None:
-            if bundle.mechanism == "dpbart":
-                raise BundleExpectationError("a dpbart bundle fixes no epsilon (it is chosen per call): "
+            if _registry.get(bundle.mechanism).statement().unit != "token":
+                raise BundleExpectationError(f"a {bundle.mechanism} bundle fixes no epsilon (it is chosen per call): "
                                              "bound epsilon where rewrite is called, not with expect=")
             params = m.get("params")
             eps = params.get("epsilon") if isinstance(params, dict) else None
@@ -350,11 +351,13 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
                          allow_unsigned=allow_unsigned, expect=expect)
     mechanism = _registry.get(bundle.mechanism)
     if mechanism.kind != "token":
-        raise BundleFormatError(DPBART_REFUSAL if bundle.mechanism == "dpbart" else
+        raise BundleFormatError(DPBART_REFUSAL if mechanism.kind == "document" else
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
-    # the verbatim rate is stated and checked for SanText(+) bundles
-    extra = {"allow_weak_privacy": allow_weak_privacy} if mechanism.family == "santext" else {}
-    return construct_checked(mechanism.runtime_class(), bundle, seed=seed, **extra)
+    # the weak-privacy opt-in, for the runtimes whose bundles state a verbatim rate
+    cls = mechanism.runtime_class()
+    takes_opt_in = "allow_weak_privacy" in inspect.signature(cls.__init__).parameters
+    extra = {"allow_weak_privacy": allow_weak_privacy} if takes_opt_in else {}
+    return construct_checked(cls, bundle, seed=seed, **extra)
 
 
 def construct_checked(cls: type, bundle: Bundle, **kwargs: Any) -> Any:

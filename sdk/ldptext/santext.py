@@ -55,7 +55,7 @@ on the generator.
 """
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -69,12 +69,13 @@ from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource
 from .engine_rows import engine_distance_rows, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError
-from .report import PrivacyReport
+from .guarantee import Guarantee
+from .mechanisms.santext import NO_WORST_CASE, STATEMENTS, metric_id, worst_case_epsilon  # noqa: F401 (re-exported)
 from .row_guard import engine_tail_ok, law_matches
 from .rng import Generator, _seed_key
 from .santext_tables import SanTextTables, stored_arrays_of, unique_rows
 from .santext_check import DMAX_ROWS, check_realised, load_rows
-from .token_runtime import TokenRuntime
+from .token_runtime import TokenRuntime, construct_for_check
 from .verbatim import (VerbatimRate, check_stated_maximum, check_stated_median, random_sensitive_rows,
                        refuse_near_identity, verbatim_probabilities)
 from .tokenization import TextTokenizer
@@ -91,53 +92,16 @@ MECHANISMS = _registry.names(family="santext")
 #: The largest numeric tolerance a SanText bundle may state (the documentation's "≤ 1e-9"); builds
 #: above it are refused, and so are bundles that state more.
 STATED_MAX_TOLERANCE = 1e-9
-#: Why SanText+ has no finite worst-case LDP level (stated in every SanText+ report).
-NO_WORST_CASE = ("SanText+ releases non-sensitive (V_N) words in the clear with probability 1 - p: "
-                 "Pr[M(x)=x] = 1 - p for x in V_N but 0 for any other input, so no finite LDP level "
-                 "holds over all inputs; the guarantee is UMLDP (metric bound for protected outputs, "
-                 "+eps0 across the split)")
-
-
-def worst_case_epsilon(mechanism: str, epsilon: float, d_max: float) -> float | None:
-    """The worst-case LDP level of one token over any two inputs: SanText ε·D_max (ε·d ≤ ε·D_max);
-    SanText+ none (``None``: :data:`NO_WORST_CASE`). The one place it is computed: the report, the
-    builder's manifest and ``bundle inspect`` call it."""
-    return None if mechanism == "santext+" else float(epsilon) * float(d_max)
 
 
 def notion(mechanism: str) -> str:
-    """``"MLDP"`` (SanText) or ``"UMLDP"`` (SanText+)."""
-    return "UMLDP" if mechanism == "santext+" else "MLDP"
+    """The notion its unit states (``"metric-LDP"`` for SanText, ``"UMLDP"`` for SanText+)."""
+    return STATEMENTS[mechanism].notion
 
 
-def metric_id(manifest: dict) -> str:
-    """Identifier of a SanText(+) bundle's metric, from its verified array hashes.
-
-    The metric is the Euclidean distance over the bundle's int8 metric embedding, row i being the
-    vocabulary's token i; the id hashes exactly that (``emb_q``, ``emb_scale`` and ``vocab.json``),
-    so two bundles over the same embedding and vocabulary (any ε, p or split) share it, and
-    different metrics differ.
-
-    Parameters
-    ----------
-    manifest : dict
-        A SanText(+) manifest (its ``arrays`` section).
-
-    Returns
-    -------
-    str
-        16 lowercase hex digits.
-
-    Raises
-    ------
-    BundleFormatError
-        The manifest lacks one of those array entries.
-    """
-    try:
-        parts = [str(manifest["arrays"][n]["sha256"]) for n in ("emb_q", "emb_scale", "blob/vocab.json")]
-    except (KeyError, TypeError):
-        raise BundleFormatError("SanText manifest lacks the metric embedding's hashes") from None
-    return hashlib.sha256(("ldptext santext metric v1:" + ":".join(parts)).encode()).hexdigest()[:16]
+def keeps_in_clear(mechanism: str) -> bool:
+    """SanText+ (its statement keeps V_N words in the clear), not SanText."""
+    return STATEMENTS[mechanism].kept_in_clear is not None
 
 
 class Sanitizer(TokenRuntime):
@@ -235,6 +199,7 @@ class Sanitizer(TokenRuntime):
         try:
             self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
             self._check_tables_match_parameters()
+            self.tables.check_description(self.manifest)
             self._check_realised_parameters()
         except BaseException:
             if adoption is not None:
@@ -328,6 +293,49 @@ class Sanitizer(TokenRuntime):
                                       allow_unsigned=allow_unsigned, expect=expect)
         return cls(bundle, seed=seed, backend=backend, ledger=ledger, allow_weak_privacy=allow_weak_privacy)
 
+    @classmethod
+    def check_bundle(cls, bundle: Bundle, *, every_row: bool = False) -> None:
+        """What ``bundle sign`` and ``bundle verify`` check (:func:`ldptext.bundle_check.check_parameters`):
+        the load-time checks, D_max and the stated verbatim maximum on every row of the fixed sample,
+        and with ``every_row`` every row's whole law (in libldptext, on every core, where built).
+
+        Raises
+        ------
+        ParameterMismatchError
+        """
+        from .row_guard import check_all_rows
+        from .santext_check import fixed_rows
+
+        # construction runs the load-time check (ldptext.santext_check) on its own sample; a weak
+        # bundle is consistent or not like any other: its label is checked, not refused
+        san = construct_for_check(cls, bundle, every_row=every_row, allow_weak_privacy=True)
+        with san:
+            # before signing, D_max from every row of the fixed sample (load reads two)
+            rows = fixed_rows(san.tables)
+            check_realised(san.tables, mechanism=san.mechanism, epsilon=san.epsilon, epsilon0=san.epsilon0,
+                           p=san.p, d_max=san.d_max, tolerance=san.tolerance, rows=rows, dmax_rows=rows)
+            stated = VerbatimRate.from_manifest(san.manifest["privacy"].get("verbatim"))
+            if stated is not None:
+                check_stated_maximum(san.tables, san.epsilon, stated, rows)
+            if every_row:
+                check_all_rows(san)
+
+    @staticmethod
+    def verbatim_rates(bundle: Bundle) -> tuple[np.ndarray, np.ndarray]:
+        """Every sensitive input's P(M(x) = x), exactly, from a bundle's tables and stated ε (the
+        vocabulary is public: ``bundle inspect --exposed``). Releases nothing.
+
+        Returns
+        -------
+        (np.ndarray of int64, np.ndarray of float64)
+            The sensitive rows and their rates.
+        """
+        from .verbatim import sensitive_inputs
+
+        t = SanTextTables(**stored_arrays_of(bundle))
+        xs = sensitive_inputs(t)
+        return xs, verbatim_probabilities(t, float(bundle.manifest["params"]["epsilon"]), xs)
+
     def _open_checks(self) -> None:
         """Nothing more: ``__init__`` checks the tables, the stated parameters and the verbatim rate
         itself, and libldptext adopts the bundle there (it checks it again)."""
@@ -336,7 +344,7 @@ class Sanitizer(TokenRuntime):
         """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""
         if not (math.isfinite(self.epsilon) and self.epsilon > 0):
             raise BundleIntegrityError("bundle epsilon is not a positive number")
-        if self.mechanism == "santext+" and not (self.p is not None and 0 < self.p <= 1):
+        if keeps_in_clear(self.mechanism) and not (self.p is not None and 0 < self.p <= 1):
             raise BundleIntegrityError("bundle p is not in (0, 1]")
         if not (math.isfinite(self.tolerance) and 0 <= self.tolerance <= STATED_MAX_TOLERANCE):
             raise BundleIntegrityError(f"bundle states a numeric tolerance above {STATED_MAX_TOLERANCE:g}")
@@ -347,7 +355,7 @@ class Sanitizer(TokenRuntime):
         if t.head_size != self.head_size:
             raise BundleIntegrityError(f"array 'head_ids' has shape {t.stored('head_ids').shape}, expected "
                                        f"{(t.n_rows, self.head_size)}")
-        if self.mechanism == "santext" and t.keep_row.any():
+        if not keeps_in_clear(self.mechanism) and t.keep_row.any():
             raise BundleIntegrityError("a SanText bundle cannot keep tokens in the clear")
         if (t.keep_row.astype(bool) & (t.sensitive | ~t.valid_input)).any():
             raise BundleIntegrityError("a sensitive or invalid row is marked as kept in the clear")
@@ -480,46 +488,18 @@ class Sanitizer(TokenRuntime):
         self._check_open()
         self._check_realised_parameters()
 
-    def privacy_report(self, n_tokens: int) -> PrivacyReport:
-        """What a release of ``n_tokens`` tokens guarantees.
+    def _stated_guarantee(self) -> Guarantee:
+        """The unit's guarantee (:mod:`ldptext.mechanisms.santext`) with the verbatim rate this load
+        checked (estimated here for a bundle that states none).
 
-        Parameters
-        ----------
-        n_tokens : int
-            The document's number of tokens (not hidden by the mechanism).
-
-        Returns
-        -------
-        PrivacyReport
-            ε, p, ε₀, D_max, the per-token metric ε and the document's n·ε (the ledger charge, in
-            :attr:`ledger_unit`), the worst-case LDP level where one exists (SanText: ε·D_max per
-            token, n·ε·D_max per document; SanText+: ``None`` with the reason), the numeric
-            tolerance τ with the ratio bound's slack exp(2τ), and whether the output is seeded.
-
-        Notes
-        -----
-        Guarantee: per token ε·d(x, x')-MLDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP (SanText+, V_N
-        words in the clear w.p. 1 − p), for any two tokens x, x' of the input domain; a document of
-        n tokens against any other of n tokens: ε·Σᵢ d(xᵢ, x'ᵢ) (+ε₀ per pair across the split, for
-        protected outputs). Yue et al. 2021, *Differential Privacy for Text Analytics via Natural
-        Text Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting
-        Utility and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
+        Per token ε·d(x, x')-metric LDP (SanText) or (V_S, V_P, ε, ε₀)-UMLDP (SanText+, V_N words in
+        the clear w.p. 1 − p), for any two tokens x, x' of the input domain; a document of n tokens
+        against any other of n tokens: ε·Σᵢ d(xᵢ, x'ᵢ) (+ε₀ per pair across the split, for protected
+        outputs). Yue et al. 2021, *Differential Privacy for Text Analytics via Natural Text
+        Sanitization* (Findings of ACL), as presented in Yue 2023, *Data Synthesis: Boosting Utility
+        and Privacy in NLP* (PhD thesis, Ohio State), §2.4, Theorems 1–2.
         """
-        n = int(n_tokens)
-        worst = self.worst_case_token_epsilon
-        return PrivacyReport(
-            mechanism=self.mechanism, notion=notion(self.mechanism),
-            epsilon=self.epsilon, p=self.p, epsilon0=self.epsilon0, d_max=self.d_max,
-            n_tokens=n, per_token_epsilon=self.per_token_epsilon,
-            document_epsilon=self.per_token_epsilon * n, ledger_unit=self.ledger_unit,
-            worst_case_token_epsilon=worst,
-            worst_case_document_epsilon=None if worst is None else worst * n,
-            worst_case_note=NO_WORST_CASE if worst is None else
-            "eps*D_max: SanText's metric bound at the largest distance, a true LDP level per token",
-            numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
-            kept_in_clear_probability=(1.0 - self.p) if self.p is not None else None,
-            seeded=self.seeded, backend=self.backend, verbatim_median=self.verbatim.median,
-            verbatim_max=self.verbatim.maximum, weak_privacy=self.verbatim.near_identity)
+        return dataclasses.replace(super()._stated_guarantee(), verbatim=self.verbatim)
 
     # -- exact realised distribution ---------------------------------------------------------
     def log_probabilities(self, xs: Any, *, chunk: int = 256) -> np.ndarray:

@@ -34,6 +34,7 @@ import secrets
 
 import numpy as np
 
+from .mechanisms.santext import STATEMENTS
 from . import alias as _alias
 from .engine_rows import engine_distance_rows, engine_distances
 from .errors import ParameterMismatchError
@@ -104,7 +105,7 @@ def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0
         ε, ε₀, p or D_max is not what the tables realise (the message gives the realised ε, a
         least-squares fit, where ε is wrong).
     """
-    if mechanism == "santext+":
+    if STATEMENTS[mechanism].kept_in_clear is not None:  # SanText+: p and eps0 = ln(1/p)
         if p is None or not math.isclose(epsilon0, math.log(1.0 / p), rel_tol=1e-12, abs_tol=1e-12):
             raise ParameterMismatchError(f"manifest epsilon0 {epsilon0:.12g} is not ln(1/p) = "
                                          f"{math.log(1.0 / p) if p else math.inf:.12g}")

@@ -82,6 +82,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from . import errors as _errors
+from . import registry as _registry
 from .bundle import canonical_json
 from .errors import InputError, LdptextError, ParameterError
 from .runtime import BundleExpectation
@@ -414,7 +415,8 @@ class JobSummary:
 
     def summary(self) -> str:
         """One line: rows, tokens, the guarantee's ε, the total charge, and any second sample."""
-        kind = "eps" if self.mechanism.startswith("custext") else "metric eps"  # CusText: eps-LDP within a set
+        # a metric bound's eps is per unit of distance; CusText's is eps-LDP within an output set
+        kind = "metric eps" if _registry.get(self.mechanism).statement().metric is not None else "eps"
         parts = [f"{self.rows} rows sanitized ({self.tokens} tokens; {self.null_rows} null, "
                  f"{self.skipped_rows} skipped) with {self.mechanism} at {kind}={self.per_token_epsilon:g} "
                  f"per token; total charge {self.total_charge:.6g} ({self.ledger_unit}, n*eps per row); "

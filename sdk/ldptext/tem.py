@@ -48,7 +48,8 @@ from . import runtime as _runtime
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .row_guard import engine_tail_ok, law_matches
-from .santext import metric_id
+from .mechanisms.santext import metric_id
+from .mechanisms.tem import worst_case_epsilon
 from .santext_tables import SanTextTables
 from .token_runtime import TokenRuntime, check_stated_d_max, check_stated_worst_case, sampled_rows
 
@@ -57,13 +58,6 @@ __all__ = ["TEMSanitizer", "MECHANISMS", "STATED_MAX_TOLERANCE", "threshold_from
 MECHANISMS = _registry.names(family="tem")
 #: The largest numeric tolerance a bundle may state (as for SanText).
 STATED_MAX_TOLERANCE = 1e-9
-
-
-def worst_case_epsilon(epsilon: float, gamma: float, d_max: float) -> float:
-    """TEM's worst case per token over any two inputs: ε·min(γ, D_max)-LDP (the truncated distance
-    min(d, γ) never exceeds γ, nor d its maximum D_max). The one place this bound is computed: the
-    builder states it, the runtime reports it, ``bundle inspect`` shows it."""
-    return float(epsilon) * min(float(gamma), float(d_max))
 
 
 def threshold_from_beta(epsilon: float, beta: float, n_outputs: int) -> float:
@@ -124,7 +118,6 @@ class TEMSanitizer(TokenRuntime):
     """
 
     MECHANISMS = MECHANISMS
-    _ON_LIBRARY = True  # libldptext samples it (native/lib/tem.c)
     _RELEASED = TokenRuntime._RELEASED + ("tables", "bot_gamma", "bot_count", "_table")
 
     def __init__(self, bundle: Any, **kwargs: Any) -> None:
@@ -163,19 +156,6 @@ class TEMSanitizer(TokenRuntime):
     def ledger_unit(self) -> str:
         """``"metric:<id>"``: the bundle's metric (shared with SanText bundles over the same one)."""
         return "metric:" + metric_id(self.manifest)
-
-    def _guarantee(self) -> dict:
-        worst = worst_case_epsilon(self.epsilon, self.gamma, self.d_max)
-        return dict(
-            notion="metric-LDP", neighbouring="any two tokens x, x' (eps*min(d(x,x'), gamma))",
-            metric="euclidean over the bundle's int8-quantized embeddings, truncated at gamma",
-            worst_case_token_epsilon=worst,
-            worst_case_note="eps*min(gamma, D_max): the truncated distance never exceeds gamma",
-            numeric_tolerance=self.tolerance, ratio_slack=2 * self.tolerance,
-            numeric_note="exact sampler (the SanText engine, exact Bernoulli and exact rejection); "
-                         "realised log-probabilities within the stated tolerance of the formula",
-            kept_in_clear_probability=None,
-            parameters={"epsilon": self.epsilon, "gamma": self.gamma, "beta": self.beta, "d_max": self.d_max})
 
     def check_parameters(self) -> None:
         """Refuse stated parameters that the arrays do not realise (``ldptext bundle sign``).

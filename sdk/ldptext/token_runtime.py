@@ -34,8 +34,8 @@ from . import row_guard as _rowguard
 from . import runtime as _runtime
 from .bundle import Bundle, BundleSource
 from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
-from .mechanism_report import MechanismReport
-from .report import Sanitized
+from .guarantee import Guarantee
+from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import unique_rows
 from .tokenization import TextTokenizer
@@ -72,10 +72,27 @@ def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
         A CMP / Mahalanobis bundle without faiss (the ``faiss`` extra).
     """
     cls = _registry.get(bundle.mechanism).runtime_class()
+    # construction runs check_parameters (the one door); every row: in libldptext where built
+    san = construct_for_check(cls, bundle, every_row=every_row)
     try:
-        # construction runs check_parameters (the one door); every row: in libldptext where built
-        san = _runtime.construct_checked(cls, bundle,
-                                         backend="auto" if every_row and _library.available() else "fallback")
+        if every_row:
+            _rowguard.check_all_rows(san)
+    finally:
+        san.close()
+
+
+def construct_for_check(cls: type, bundle: Bundle, *, every_row: bool, **kwargs: Any) -> Any:
+    """``cls`` around ``bundle`` for a signing-time check: every check of the one door, on libldptext
+    when every row is to be checked and the library is built (numpy otherwise); any refusal is a
+    :class:`ParameterMismatchError` naming the mechanism.
+
+    Raises
+    ------
+    ParameterMismatchError
+    """
+    backend = "auto" if every_row and _library.available() else "fallback"
+    try:
+        return _runtime.construct_checked(cls, bundle, backend=backend, **kwargs)
     except ParameterMismatchError:
         raise
     except BundleError as e:
@@ -83,11 +100,6 @@ def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
     except ValueError:  # the sampler's own parameter check
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of "
                                      f"range") from None
-    try:
-        if every_row:
-            _rowguard.check_all_rows(san)
-    finally:
-        san.close()
 
 
 def sampled_rows(candidates: np.ndarray, score: np.ndarray, n: int = CHECK_ROWS) -> np.ndarray:
@@ -280,18 +292,24 @@ class TokenRuntime(_runtime.Closable):
     def _open_checks(self) -> None:
         """The stated parameters against what the arrays realise, at every construction: a trusted
         signer's wrong number must not pass a device (the check `bundle sign` runs); then
-        libldptext adopts the bundle and checks it again itself."""
+        libldptext adopts the bundle and checks it again itself. A runtime on the SanText engine's
+        tables also checks the manifest's description of them (:meth:`SanTextTables.check_description`)."""
+        tables = getattr(self, "tables", None)
+        if tables is not None:
+            tables.check_description(self.manifest)
         self.check_parameters()
         self._adopt_library(self._bundle)
 
-    #: whether libldptext runs this runtime's mechanism (TEM and CusText: yes; CMP: no)
-    _ON_LIBRARY = False
+    @classmethod
+    def check_bundle(cls, bundle: Bundle, *, every_row: bool = False) -> None:
+        """What ``bundle sign`` and ``bundle verify`` check: :func:`check_parameters`."""
+        check_parameters(bundle, every_row=every_row)
 
     def _adopt_library(self, bundle: Bundle) -> None:
         """Sample (and tokenize and detokenize batches) in libldptext, as an app embedding it does,
         when the C extension is the backend and the library runs this mechanism; it checks the
         bundle again itself (:func:`ldptext.library.library_bundle`)."""
-        if not self._ON_LIBRARY or self._rng.backend != "native":
+        if _registry.get(self.mechanism).c_code is None or self._rng.backend != "native":
             return
         self._library = _library.library_bundle(bundle)
         if self._library is not None:
@@ -339,9 +357,18 @@ class TokenRuntime(_runtime.Closable):
         """One independent draw per id of ``flat`` (int64, every id a valid input)."""
         raise NotImplementedError
 
-    def _guarantee(self) -> dict:  # pragma: no cover - every subclass overrides
-        """The report's guarantee fields except the per-document numbers."""
-        raise NotImplementedError
+    @property
+    def guarantee(self) -> Guarantee:
+        """What every release of this bundle guarantees, stated by the mechanism's unit
+        (:mod:`ldptext.mechanisms`) from the verified manifest."""
+        g = getattr(self, "_guarantee_cache", None)
+        if g is None:
+            g = self._guarantee_cache = self._stated_guarantee()
+        return g
+
+    def _stated_guarantee(self) -> Guarantee:
+        """The unit's guarantee of this bundle (a runtime that learns more at load may refine it)."""
+        return _registry.get(self.mechanism).guarantee(self.manifest)
 
     def check_parameters(self) -> None:  # pragma: no cover - every subclass overrides
         """Refuse (:class:`ldptext.errors.ParameterMismatchError`) stated parameters that the arrays do
@@ -475,8 +502,8 @@ class TokenRuntime(_runtime.Closable):
                         f"{self.mechanism} ids x{out.size}", unit=self.ledger_unit)
         return out
 
-    def privacy_report(self, n_tokens: int) -> MechanismReport:
-        """What a release of ``n_tokens`` tokens guarantees.
+    def privacy_report(self, n_tokens: int) -> PrivacyReport:
+        """What a release of ``n_tokens`` tokens guarantees (:meth:`ldptext.guarantee.Guarantee.report`).
 
         Parameters
         ----------
@@ -485,17 +512,10 @@ class TokenRuntime(_runtime.Closable):
 
         Returns
         -------
-        MechanismReport
+        PrivacyReport
         """
-        n = int(n_tokens)
-        g = self._guarantee()
-        worst = g.pop("worst_case_token_epsilon")
-        return MechanismReport(
-            mechanism=self.mechanism, epsilon=self.epsilon, n_tokens=n,
-            per_token_epsilon=self.per_token_epsilon, document_epsilon=self.per_token_epsilon * n,
-            ledger_unit=self.ledger_unit, worst_case_token_epsilon=worst,
-            worst_case_document_epsilon=None if worst is None else worst * n, seeded=self.seeded,
-            backend=self.backend, **g)
+        return self.guarantee.report(n_tokens, seeded=self.seeded, backend=self.backend,
+                                     ledger_unit=self.ledger_unit)
 
     def sanitize(self, text: str) -> Sanitized:
         """Sanitize one document; the result's text may leave the device.
@@ -507,7 +527,7 @@ class TokenRuntime(_runtime.Closable):
         Returns
         -------
         Sanitized
-            Text (same number of tokens) and its :class:`MechanismReport`.
+            Text (same number of tokens) and its :class:`PrivacyReport`.
         """
         if self._sanitizers is not None and type(text) is str:  # sanitize_batch's C path, unchecked
             self._check_open()

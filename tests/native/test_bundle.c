@@ -778,9 +778,16 @@ static void test_bundle_info(void) {
         CHECK_RC(ldp_bundle_info(b, &json), LDP_OK);
         REQUIRE(json != NULL);
         CHECK(ldp_json_parse(json, strlen(json), &doc, &info) == LDP_JSON_OK);
-        REQUIRE(info != NULL && info->type == LDP_JSON_OBJECT && info->n == 16);
+        REQUIRE(info != NULL && info->type == LDP_JSON_OBJECT && info->n == 25);
         v = ldp_json_get(info, "mechanism");
         CHECK(v != NULL && strcmp(v->str, plus ? "santext+" : "santext") == 0);
+        /* the statement's prose is the generated table's (the Python unit's words) */
+        v = ldp_json_get(info, "notion");
+        CHECK(v != NULL && strcmp(v->str, plus ? "UMLDP" : "metric-LDP") == 0);
+        v = ldp_json_get(info, "neighbouring");
+        CHECK(v != NULL && strncmp(v->str, "any two tokens", 14) == 0);
+        v = ldp_json_get(info, "worst_case_note");
+        CHECK(v != NULL && strncmp(v->str, plus ? "SanText+ releases" : "eps*D_max: ", plus ? 17 : 11) == 0);
         v = ldp_json_get(info, "epsilon");
         CHECK(v != NULL && ldp_json_number(v) == 2.0);
         v = ldp_json_get(info, "format_version");

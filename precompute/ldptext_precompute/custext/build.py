@@ -332,11 +332,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         params["non_sensitive"] = domain.non_sensitive
     manifest = dict(
         params=params,
-        privacy=dict(notion="LDP within output sets",
-                     neighbouring="any two inputs with the same output set",
-                     revealed="the output set (group) of every input token",
+        privacy=dict(notion=registry.get(mechanism).statement().notion,
                      groups=int(sizes.size), smallest_group=int(sizes.min()), largest_group=head,
-                     metric="similarity over the bundle's int8-quantized embeddings",
                      verbatim=verbatim.as_manifest()),
         vocab=dict(size=n_rows, dim=int(emb.vectors.shape[1]), outputs=int(outputs.size),
                    kept_in_clear=int(keep.sum()), kind=emb.kind),

@@ -42,9 +42,8 @@ EXACT_MECHANISMS = tuple(m for m in registry.names(kind="token", exact_law=True)
                          if registry.get(m).family != "santext")
 ESTIMATED_MECHANISMS = registry.names(kind="token", exact_law=False)
 COMPARISON_MECHANISMS = EXACT_MECHANISMS + ESTIMATED_MECHANISMS
-#: The parameters of the bundles ``evaluate`` builds.
-DEFAULTS = {"tem": {"beta": 0.001}, "custext": {"k": 20}, "custext+": {"k": 20},
-            "cmp": {"index": "flat"}, "mahalanobis": {"lam": 0.5, "index": "flat"}}
+#: The parameters of the bundles ``evaluate`` builds (each registry entry's evaluation defaults).
+DEFAULTS = {m: registry.get(m).evaluation_defaults for m in COMPARISON_MECHANISMS}
 #: Draws per candidate input for the decoder, and again for scoring it.
 ATTACK_DRAWS = 32
 #: Add-α smoothing of the decoder's counts (any decoder gives a valid lower bound; this one falls back

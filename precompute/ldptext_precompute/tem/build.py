@@ -19,6 +19,7 @@ import numpy as np
 
 from ldptext.engine_rows import engine_distance_rows
 from ldptext.errors import ParameterError
+from ldptext import registry
 from ldptext.santext_tables import SanTextTables
 from ldptext.tem import STATED_MAX_TOLERANCE, threshold_from_beta, worst_case_epsilon
 from ldptext.verbatim import VerbatimRate
@@ -238,8 +239,7 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     verbatim = VerbatimRate.of(tem_verbatim(tables, epsilon, gamma, np.flatnonzero(valid)))
     manifest = dict(
         params=dict(epsilon=epsilon, gamma=gamma, beta=beta, head_size=int(nb.head_ids.shape[1])),
-        privacy=dict(d_max=nb.d_max, notion="metric-LDP",
-                     metric="euclidean over the bundle's int8-quantized embeddings, truncated at gamma",
+        privacy=dict(d_max=nb.d_max, notion=registry.get("tem").statement().notion,
                      worst_case_token_epsilon=worst_case_epsilon(epsilon, gamma, nb.d_max),
                      max_bot_probability=float(p_bot[valid].max()),
                      rows_with_far_outputs=int((bot_count[valid] > 0).sum()),

@@ -12,7 +12,6 @@ so a hostile manifest cannot drive the terminal.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,8 @@ from ..bundle_check import sign_bundle
 from .. import errors as _errors
 from .. import keys as _keys
 from .. import registry as _registry
+from ..guarantee import number
+from ..verbatim import format_probability
 from .keys import add_passphrase_options, read_passphrase
 
 _HIDDEN = ("format", "format_version", "mechanism", "arrays")
@@ -60,6 +61,10 @@ def register(sub) -> None:
     inspect = actions.add_parser("inspect", help="show mechanism, parameters and privacy report")
     inspect.add_argument("file", metavar="FILE", help="the bundle to describe (need not be trusted here)")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument("--exposed", type=int, default=0, metavar="N",
+                         help="also list the N sensitive words most often released unchanged, with their "
+                              "exact probability (the vocabulary is public; seconds to a minute on a "
+                              "50,000-word bundle)")
     inspect.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
                          help="public key to consider trusted; default: the local trust store")
     inspect.set_defaults(func=run_inspect)
@@ -168,8 +173,8 @@ def runtime_backend(mechanism: str) -> str:
     from ..rng import available_backend
 
     backend = available_backend()
-    if backend == "libldptext" and mechanism not in _registry.names(family="santext"):
-        return "native"  # the other runtimes use the C extension's generator, not the library
+    if backend == "libldptext" and (not _registry.is_known(mechanism) or _registry.get(mechanism).c_code is None):
+        return "native"  # a mechanism the library does not run: the C extension's generator
     return backend
 
 
@@ -183,12 +188,12 @@ def _is_trusted(info: "_bundle.SignatureInfo", trusted_keys) -> bool:
 
 # ---- inspect ---------------------------------------------------------------------------------
 
-def _safe(value: Any) -> str:
-    """Printable form of a manifest value: control characters escaped, long text cut."""
+def _safe(value: Any, limit: int = 200) -> str:
+    """Printable form of a manifest value: control characters escaped, text beyond ``limit`` cut."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
                    for ch in text)
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -200,41 +205,14 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, obj)]
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
-        return float(x)
-    return None
-
-
-def _verbatim_summary(privacy: dict) -> list[tuple[str, str]]:
-    """The stated verbatim rate (:mod:`ldptext.verbatim`) and the weak-privacy label."""
-    from ..verbatim import VerbatimRate
-
-    try:
-        rate = VerbatimRate.from_manifest(privacy.get("verbatim"))
-    except Exception:  # shown, not verified, here: bundle verify refuses a malformed one
-        return [("verbatim rate", "malformed")]
-    if rate is None:
-        return [("verbatim rate", "not stated (older bundle: estimated at each load)")]
-    rows = [("verbatim rate", rate.describe())]
-    if rate.near_identity:
-        rows.append(("WEAK PRIVACY", "the output is close to the input: median sensitive word released "
-                                     "unchanged w.p. >= 0.9 (built with --allow-weak-privacy)"))
-    return rows
-
-
 def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     """The guarantee a user gets from this bundle, from the signed manifest's own numbers.
 
-    TEM, CusText(+), CMP, Mahalanobis: the notion, its neighbouring relation, the worst case
-    recomputed from the parameters (ε·min(γ, D_max), ε·D_max, or none for CusText, whose output set
-    is revealed), the ledger unit and the paper (docs/mechanisms.md).
-    SanText: ε·d(x, x')-MLDP per token, worst case ε·D_max-LDP. SanText+: (V_S, V_P, ε, ε₀)-UMLDP
-    with non-sensitive words in the clear w.p. 1 − p, so no finite worst-case LDP level (Yue et al.
-    2021, *Differential Privacy for Text Analytics via Natural Text Sanitization*, as presented in
-    Yue 2023, *Data Synthesis: Boosting Utility and Privacy in NLP*, PhD thesis, §2.4). DP-BART: what
-    the bundle fixes (L, d, |P|, n, C, Δ₁, Δ₂, the noise families); each chunk of L tokens is one
-    (ε, δ)-LDP release with (ε, δ) chosen at run time (Igamberdiev 2023, chapter 6).
+    Rendered from the mechanism's unit (:meth:`ldptext.registry.Mechanism.guarantee`,
+    :meth:`ldptext.guarantee.Guarantee.rows`): its notion and neighbouring relation, ε and the ledger
+    unit, the worst case recomputed from the parameters or why there is none, what is kept in the
+    clear, the stated verbatim rate, how the floating point relates to the bound and the paper;
+    then the stated numeric tolerance.
 
     Parameters
     ----------
@@ -244,175 +222,27 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     Returns
     -------
     list of (str, str)
-        Labelled lines, in display order.
+        Labelled lines, in display order; text taken from the file is escaped.
     """
     mech = manifest.get("mechanism")
-    params = manifest.get("params") if isinstance(manifest.get("params"), dict) else {}
-    privacy = manifest.get("privacy") if isinstance(manifest.get("privacy"), dict) else {}
+    if not _registry.is_known(mech):
+        return [("mechanism", f"{_safe(mech)} is not a mechanism this installation knows")]
+    try:
+        rows = _registry.get(mech).guarantee(manifest).rows()
+    except Exception as e:  # a malformed manifest: say so, the runtime refuses it
+        return [("guarantee", f"not stated: the manifest is malformed ({type(e).__name__})")]
     numeric = manifest.get("numeric") if isinstance(manifest.get("numeric"), dict) else {}
-    eps, d_max = _num(params.get("epsilon")), _num(privacy.get("d_max"))
-    rows: list[tuple[str, str]] = []
-    if mech in _registry.names(family="santext") and eps is not None:
-        from ..santext import NO_WORST_CASE, metric_id, worst_case_epsilon
-        from ..santext import notion as santext_notion
-
-        eps0 = _num(params.get("epsilon0")) or 0.0
-        p = _num(params.get("p"))
-        notion = privacy.get("notion", santext_notion(mech))
-        rows.append(("notion", f"{_safe(notion)}: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y] per token"
-                     + (" for protected outputs y in V_S (+eps0 across the sensitive split)"
-                        if mech == "santext+" else "")))
-        rows.append(("metric epsilon", f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
-        try:
-            rows.append(("ledger unit", f"metric:{metric_id(manifest)}"))
-        except Exception:  # a manifest without the array table: nothing to name
-            pass
-        if d_max is not None:
-            rows.append(("D_max", f"{d_max:.6g}"))
-        if mech == "santext+":
-            rows.append(("epsilon0 = ln(1/p)", f"{eps0:.6g}" + (f" (p = {p:g})" if p else "")))
-            if p is not None:
-                rows.append(("kept in the clear", f"non-sensitive (V_N) words, with probability "
-                             f"1 - p = {1 - p:.6g}"))
-            if "non_sensitive" in params:
-                rows.append(("non-sensitive split", _safe(params["non_sensitive"])))
-            rows.append(("worst-case LDP level", "none (not finite): " + NO_WORST_CASE))
-        elif d_max is not None:
-            per_token = worst_case_epsilon(mech, eps, d_max)
-            rows.append(("worst case per token", f"eps*D_max = {per_token:.6g}-LDP (a true bound for SanText)"))
-            rows.append(("document of n tokens", f"n x {per_token:.6g}-LDP (e.g. 100 tokens: "
-                         f"{100 * per_token:.6g}); the number of tokens is not hidden"))
-        rows += _verbatim_summary(privacy)
-    elif mech == "dpbart" and isinstance(manifest.get("dpbart"), dict):
-        rows += _dpbart_summary(manifest["dpbart"])
-    elif _registry.is_known(mech) and _registry.get(mech).family in ("tem", "custext", "cmp") \
-            and eps is not None:
-        rows += _comparison_summary(mech, manifest, params, eps, d_max)
-    elif eps is not None:  # other registered mechanisms: what the manifest states, and the paper
-        delta = _num(params.get("delta"))
-        rows.append(("per release", f"({eps:g}, {delta:g})-LDP" if delta else f"{eps:g}-LDP"))
-        if _registry.is_known(mech):
-            rows.append(("reference", _registry.get(mech).reference))
-    tol = _num(numeric.get("max_relative_error"))
+    tol = number(numeric.get("max_relative_error"))
     if tol is not None:
-        stated = _num(numeric.get("stated_maximum"))
+        stated = number(numeric.get("stated_maximum"))
         rows.append(("numeric tolerance", f"{tol:.2e} = bound on |log P_realised - log P_formula|"
                      + (f" (stated maximum {stated:g})" if stated is not None else "")
                      + f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
-    return rows
+    # the statements' prose is long; a manifest's own text within it is still cut
+    return [(label, _safe(value, limit=600)) for label, value in rows]
 
 
-def _comparison_summary(mech: str, manifest: dict, params: dict, eps: float,
-                        d_max: float | None) -> list[tuple[str, str]]:
-    """TEM, CusText(+), CMP, Mahalanobis: the guarantee, its neighbouring relation and worst case, from
-    the manifest's parameters (ε, γ, K, λ, D_max; the worst case is recomputed, not read)."""
-    rows: list[tuple[str, str]] = []
-    worst: float | None = None
-    if mech == "tem":
-        gamma = _num(params.get("gamma"))
-        rows.append(("notion", "metric LDP truncated at gamma: Pr[M(x)=y] <= exp(eps*min(d(x,x'), gamma))"
-                     "*Pr[M(x')=y] per token"))
-        rows.append(("neighbouring", "any two tokens x, x' of the input domain, at the price "
-                     "eps*min(d(x,x'), gamma); d Euclidean over the bundle's int8-quantized embeddings"))
-        if gamma is not None:
-            beta = _num(params.get("beta"))
-            rows.append(("threshold gamma", f"{gamma:.6g}" + (f" (from beta = {beta:g}: far set drawn w.p. "
-                                                                f"<= beta)" if beta is not None else "")))
-            if d_max is not None:
-                from ..tem import worst_case_epsilon
-
-                worst = worst_case_epsilon(eps, gamma, d_max)
-    elif mech in _registry.names(family="custext"):
-        k = params.get("k")
-        rows.append(("notion", "LDP within output sets: Pr[M(x)=y] <= exp(eps)*Pr[M(x')=y] per token"))
-        rows.append(("neighbouring", f"any two inputs with the same output set (groups of >= {_safe(k)} "
-                     f"tokens, {_safe(params.get('similarity'))} similarity)"))
-        rows.append(("revealed", "the output set (group) of every input token: no bound between inputs of "
-                     "different groups"))
-        if mech == "custext+":
-            rows.append(("kept in the clear", "stop words ("
-                         + _safe(params.get("non_sensitive", "the bundle's list"))
-                         + "), unchanged with probability 1"))
-    else:
-        metric = ("Euclidean over the bundle's int8-quantized embeddings" if mech == "cmp" else
-                  f"regularized Mahalanobis ||S^-1 (phi(x) - phi(x'))||, S = Sigma_lambda^(1/2), "
-                  f"lambda = {_safe(params.get('lambda'))}")
-        rows.append(("notion", "metric LDP: Pr[M(x)=y] <= exp(eps*d(x,x'))*Pr[M(x')=y] per token "
-                     "(noise, then the nearest output token)"))
-        rows.append(("neighbouring", f"any two tokens x, x' of the input domain, at the price eps*d(x,x'); "
-                     f"d {metric}"))
-        rows.append(("floating point", "continuous noise in float64, never released; the released token can "
-                     "differ from the ideal mechanism's only near a nearest-neighbour boundary or with "
-                     "probability ceil(m/2)*2^-24 (ldptext.multivariate_laplace)"))
-        rows.append(("nearest neighbour", f"faiss index {_safe(params.get('index'))} (the 'faiss' extra); "
-                     "exact or approximate, the guarantee holds for either"))
-        if d_max is not None:
-            from ..cmp import worst_case_epsilon
-
-            worst = worst_case_epsilon(eps, d_max)
-    rows.append(("metric epsilon" if mech not in _registry.names(family="custext") else "epsilon",
-                 f"{eps:g} per token (ledger charge: n x {eps:g} per document)"))
-    try:
-        if mech in _registry.names(family="custext"):
-            from ..custext import partition_id
-            rows.append(("ledger unit", f"partition:{partition_id(manifest)}"))
-        elif mech == "mahalanobis":
-            from ..cmp import mahalanobis_metric_id
-            rows.append(("ledger unit", f"metric:{mahalanobis_metric_id(manifest)}"))
-        else:
-            from ..santext import metric_id
-            rows.append(("ledger unit", f"metric:{metric_id(manifest)} (shared with SanText over the same "
-                         f"embedding and vocabulary)"))
-    except Exception:  # a manifest without the array table: nothing to name
-        pass
-    if d_max is not None and mech not in _registry.names(family="custext"):
-        rows.append(("D_max", f"{d_max:.6g}"))
-    if worst is not None:
-        how = "eps*min(gamma, D_max)" if mech == "tem" else "eps*D_max"
-        rows.append(("worst case per token", f"{how} = {worst:.6g}-LDP"))
-        rows.append(("document of n tokens", f"n x {worst:.6g}-LDP; the number of tokens is not hidden"))
-    elif mech in _registry.names(family="custext"):
-        rows.append(("worst-case LDP level", "none (not finite): the output set is revealed"
-                     + ("; stop words are released unchanged" if mech == "custext+" else "")))
-    rows.append(("reference", _registry.get(mech).reference))
-    return rows
-
-
-def _dpbart_summary(dp: dict) -> list[tuple[str, str]]:
-    """What a DP-BART bundle fixes; (ε, δ) per chunk are chosen at run time."""
-    from .. import noise as _noise
-
-    rows: list[tuple[str, str]] = []
-    seq_len, hidden = _num(dp.get("seq_len")), _num(dp.get("hidden"))
-    n_pruned, clip = _num(dp.get("n_pruned")), _num(dp.get("clip"))
-    rows.append(("notion", "(eps, 0)-LDP (discrete Laplace) or (eps, delta)-LDP (discrete Gaussian) per "
-                 "chunk, against any other input; eps and delta are chosen at run time"))
-    if seq_len is not None:
-        rows.append(("release unit", f"each chunk of L = {seq_len:g} tokens is one release; a document of "
-                     "k chunks costs k*eps (and k*delta); the number of chunks is not hidden"))
-    if hidden is not None:
-        rows.append(("hidden size d", f"{hidden:g}"))
-    if n_pruned is not None:
-        rows.append(("pruned |P|", f"{n_pruned:g} hidden indices set to 0 (public, fixed by the bundle)"))
-    if clip is not None:
-        rows.append(("clip C", f"{clip:.6g} (every encoder value clipped to [-C, C])"))
-    try:
-        n = _noise.effective_dim(int(seq_len), int(hidden), int(n_pruned))
-        rows.append(("n = L x (d - |P|)", f"{n}"))
-        rows.append(("sensitivity", f"L1 = {_noise.l1_sensitivity(clip, n):.6g}, "
-                     f"L2 = {_noise.l2_sensitivity(clip, n):.6g}"))
-    except Exception:  # missing or malformed numbers: show only what the manifest states
-        pass
-    rows.append(("noise families", "discrete Laplace (pure eps) or discrete Gaussian (eps, delta), "
-                 "calibrated at run time to (C, n)"))
-    rows.append(("noise sampling", "exact: integer arithmetic on the grid C/2^k, Laplace scale a rational and "
-                 "Gaussian sigma^2 an integer, both rounded up (more noise), so no slack is added to eps "
-                 "(report: noise_exact, epsilon_slack = 0)"))
-    rows.append(("eps = inf", "refused unless explicitly allowed for evaluation: no noise, no privacy"))
-    return rows
-
-
-def inspect_data(path, trusted_keys=None) -> dict:
+def inspect_data(path, trusted_keys=None, exposed: int = 0) -> dict:
     """Everything ``bundle inspect`` shows of the bundle at ``path``, as a JSON-ready dict.
 
     Parameters
@@ -421,6 +251,8 @@ def inspect_data(path, trusted_keys=None) -> dict:
         The bundle file (structure and hashes checked, no trust decision).
     trusted_keys : iterable or None
         Keys to consider trusted; ``None``: the local trust store.
+    exposed : int
+        Also list this many most exposed words (:func:`exposed_words`).
 
     Returns
     -------
@@ -449,12 +281,35 @@ def inspect_data(path, trusted_keys=None) -> dict:
         "privacy_report": dict(privacy_summary(b.manifest) + _non_sensitive_rows(b)),
         "backend": runtime_backend(b.mechanism),
         "arrays": arrays,
+        **({"exposed": exposed_words(b, exposed)} if exposed else {}),
     }
 
 
+def exposed_words(b: "_bundle.Bundle", n: int) -> list[dict]:
+    """The ``n`` sensitive words with the largest P(M(x) = x), largest first, each as ``{"word",
+    "probability"}``; computed exactly from the tables by the mechanism's runtime
+    (``verbatim_rates``), empty where it states no such rate.
+
+    Raises
+    ------
+    ValueError
+        ``n`` is not positive.
+    """
+    if n < 1:
+        raise ValueError("--exposed needs a positive number of words")
+    rates = getattr(_registry.get(b.mechanism).runtime_class(), "verbatim_rates", None)
+    if rates is None:
+        return []
+    rows, p = rates(b)
+    vocab = json.loads(b.blob("vocab.json").decode("utf-8"))
+    top = np.argsort(-p, kind="stable")[:n]
+    return [{"word": _safe(vocab[int(rows[i])]), "probability": float(p[i])} for i in top]
+
+
 def _non_sensitive_rows(b) -> list[tuple[str, str]]:
-    """SanText+: |V_N| and its first words (the words released in the clear w.p. 1 − p)."""
-    if b.mechanism != "santext+":
+    """|V_N| and its first words where the mechanism keeps words in the clear (SanText+'s, w.p. 1 − p;
+    CusText+'s stop words)."""
+    if _registry.get(b.mechanism).statement().kept_in_clear is None or "keep_row" not in b.arrays:
         return []
     try:
         keep = np.flatnonzero(np.asarray(b.arrays["keep_row"]).astype(bool))
@@ -463,7 +318,7 @@ def _non_sensitive_rows(b) -> list[tuple[str, str]]:
     except Exception:  # inspect shows what it can
         return []
     more = f", ... ({keep.size - len(first)} more)" if keep.size > len(first) else ""
-    return [("non-sensitive |V_N|", f"{keep.size} words, in the clear w.p. 1 - p: "
+    return [("kept in the clear: words", f"{keep.size} words: "
              + " ".join(first) + more)]
 
 
@@ -488,7 +343,9 @@ def run_inspect(args) -> int:
     int
         0.
     """
-    data = inspect_data(args.file, args.trusted_key)
+    if args.exposed < 0:
+        raise _errors.InputError("--exposed needs a non-negative number of words")
+    data = inspect_data(args.file, args.trusted_key, exposed=args.exposed)
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=True))
         return 0
@@ -515,6 +372,12 @@ def run_inspect(args) -> int:
         print(f"\n{_safe(section)}")
         for key, value in _flatten(content):
             print(f"  {_safe(key) or '(value)':<28} {_safe(value)}")
+    if "exposed" in data:
+        print("\nmost exposed sensitive words (P(released unchanged), exact; the vocabulary is public)")
+        if not data["exposed"]:
+            print("  not computed for this mechanism")
+        for item in data["exposed"]:
+            print(f"  {format_probability(item['probability']):<12} {item['word']}")
     print(f"\narrays ({len(data['arrays'])}, "
           f"{_fmt_bytes(sum(a['bytes'] for a in data['arrays']))})")
     width = max([len(_safe(a["name"])) for a in data["arrays"]] + [4])

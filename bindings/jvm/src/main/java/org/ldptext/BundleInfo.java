@@ -26,6 +26,13 @@ public final class BundleInfo {
     private final String keyId;
     private final Double verbatimMedian;
     private final Double verbatimMax;
+    private final Double verbatimCap;
+    private final Double verbatimP90;
+    private final Double verbatimP99;
+    private final Long verbatimAbove05;
+    private final Long verbatimAbove09;
+    private final String notion;
+    private final String neighbouring;
     private final boolean weakPrivacy;
 
     BundleInfo(String json) {
@@ -53,12 +60,44 @@ public final class BundleInfo {
         keyId = (String) m.get("key_id");
         verbatimMedian = dbl(m.get("verbatim_median"));
         verbatimMax = dbl(m.get("verbatim_max"));
+        verbatimCap = dbl(m.get("verbatim_cap"));
+        verbatimP90 = dbl(m.get("verbatim_p90"));
+        verbatimP99 = dbl(m.get("verbatim_p99"));
+        verbatimAbove05 = lng(m.get("verbatim_above_0_5"));
+        verbatimAbove09 = lng(m.get("verbatim_above_0_9"));
+        notion = (String) m.get("notion");
+        neighbouring = (String) m.get("neighbouring");
         weakPrivacy = Boolean.TRUE.equals(m.get("weak_privacy"));
     }
 
     private static Double dbl(Object o) {
         return o == null ? null : Double.valueOf(((Number) o).doubleValue());
     }
+
+    private static Long lng(Object o) {
+        return o == null ? null : Long.valueOf(((Number) o).longValue());
+    }
+
+    /** @return the notion of the guarantee ("metric-LDP", "UMLDP", ...), as the Python report states it */
+    public String notion() { return notion; }
+
+    /** @return the pairs of inputs the guarantee's bound holds for, as the Python report states them */
+    public String neighbouring() { return neighbouring; }
+
+    /** @return the cap on every sensitive input's P(M(x) = x) the build enforced (checked), or null */
+    public Double verbatimCap() { return verbatimCap; }
+
+    /** @return the stated 90th percentile of P(M(x) = x) over the sensitive inputs, or null */
+    public Double verbatimP90() { return verbatimP90; }
+
+    /** @return the stated 99th percentile of P(M(x) = x) over the sensitive inputs, or null */
+    public Double verbatimP99() { return verbatimP99; }
+
+    /** @return how many sensitive inputs are released unchanged with probability >= 0.5, or null */
+    public Long verbatimAbove05() { return verbatimAbove05; }
+
+    /** @return how many sensitive inputs are released unchanged with probability >= 0.9, or null */
+    public Long verbatimAbove09() { return verbatimAbove09; }
 
     /** @return the stated median of P(M(x) = x) over the sensitive inputs (checked), or null */
     public Double verbatimMedian() { return verbatimMedian; }

@@ -5,12 +5,11 @@ package org.ldptext;
  * the bundle it ran on ({@link #bundle()}, {@code ldp_bundle_info}). Contains no text.
  */
 public final class Report {
-    private static final String[] MECHANISMS = {null, "santext", "santext+", "tem", "custext", "custext+"};
-
     private final double epsilon;
     private final double epsilon0;
     private final double p;
     private final long tokens;
+    private final int mechanismCode;
     private final String mechanism;
     private final boolean seeded;
     private final double dMax;
@@ -25,7 +24,9 @@ public final class Report {
         this.p = r[2];
         this.tokens = (long) r[3];
         int m = (int) r[4];
-        this.mechanism = m > 0 && m < MECHANISMS.length ? MECHANISMS[m] : "unknown(" + m + ")";
+        this.mechanismCode = m;
+        String name = Mechanisms.get(Mechanisms.NAMES, m); // the generated table (Mechanisms.java)
+        this.mechanism = name != null ? name : "unknown(" + m + ")";
         this.seeded = r[5] != 0.0;
         this.dMax = r[6];
         this.tolerance = r[7];
@@ -45,8 +46,14 @@ public final class Report {
     /** @return the number of tokens released (not hidden by the mechanism) */
     public long tokens() { return tokens; }
 
-    /** @return "santext", "santext+", "tem", "custext" or "custext+" */
+    /** @return the bundle's mechanism, as the registry names it ("santext", "tem", ...) */
     public String mechanism() { return mechanism; }
+
+    /** @return the notion of the guarantee ("metric-LDP", "UMLDP", ...), as the Python report states it */
+    public String notion() { return Mechanisms.get(Mechanisms.NOTIONS, mechanismCode); }
+
+    /** @return the pairs of inputs the guarantee's bound holds for, as the Python report states them */
+    public String neighbouring() { return Mechanisms.get(Mechanisms.NEIGHBOURING, mechanismCode); }
 
     /** @return true for a seeded (test-only) instance: the output is reproducible and NOT private */
     public boolean seeded() { return seeded; }
@@ -89,7 +96,7 @@ public final class Report {
 
     @Override
     public String toString() {
-        return mechanism + ": epsilon=" + epsilon + " per token, epsilon0=" + epsilon0 + ", p=" + p + ", "
+        return mechanism + ": " + notion() + " epsilon=" + epsilon + " per token, epsilon0=" + epsilon0 + ", p=" + p + ", "
                 + tokens + " tokens, worst case " + (Double.isInfinite(worstCaseEpsilon) ? "none" : worstCaseEpsilon)
                 + (seeded ? "; SEEDED: reproducible, NOT private" : "")
                 + (bundle.weakPrivacy() ? "; WEAK PRIVACY: the output is close to the input" : "");
