@@ -18,11 +18,13 @@ TEXT = "Emily was diagnosed with asthma at Mercy Hospital"
 
 
 def build_demo_bundle(folder: Path) -> Path:
-    """A 5,000-word GloVe SanText+ bundle (ε = 3, p = 0.3), signed with the developer key."""
+    """A 5,000-word GloVe SanText+ bundle (ε = 3, p = 0.3, the CLI's default verbatim cap of 0.5),
+    signed with the developer key."""
     from ldptext_precompute.santext.build import build_santext_bundle
 
     return build_santext_bundle(folder / "quickstart.ldpb", embeddings="glove-6b-50d", vocab_size=5000,
-                                epsilon=3.0, mechanism="santext+", p=0.3, progress=False)
+                                epsilon=3.0, mechanism="santext+", p=0.3, verbatim_cap="default",
+                                progress=False)
 
 
 def main(argv: list[str]) -> int:
