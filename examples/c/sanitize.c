@@ -10,7 +10,8 @@
  * >= 0.9) is refused unless --allow-weak-privacy.
  *
  * Each TRUSTED.pub is a public key file as `ldptext keys generate` writes it (the base64 of the
- * raw 32-byte Ed25519 key, one line); the bundle must be signed by one of them. Every output line
+ * raw 32-byte Ed25519 key, one line; ldp_public_key_parse reads it); the bundle must be signed by
+ * one of them. Every output line
  * is the sanitized version of the input line with the same number; a report per line goes to
  * stderr with --report. Errors name the line number, never its text. Exit status: 0 on success,
  * 1 on a usage or bundle error, 2 if a line could not be sanitized (its output line is empty). */
@@ -20,36 +21,16 @@
 
 #include "ldptext.h"
 
-/* base64 (standard alphabet, padded) of exactly 32 bytes; 0 on success */
-static int decode_key(const char *text, uint8_t key[32]) {
-    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t n = 0, i, len = strlen(text);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
-        len--;
-    if (len != 44 || text[43] != '=') return -1;
-    for (i = 0; i < 43; i++) {
-        const char *p = strchr(alphabet, text[i]);
-        if (text[i] == '\0' || p == NULL) return -1;
-        acc = (acc << 6) | (uint32_t)(p - alphabet);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (n < 32) key[n++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return n == 32 ? 0 : -1;
-}
-
+/* the key of a public key file: ldp_public_key_parse's code, or LDP_E_FILE_OPEN if it cannot be read */
 static int read_key_file(const char *path, uint8_t key[32]) {
-    char line[256];
-    FILE *f = fopen(path, "r");
-    int rc = -1;
-    if (f == NULL) return -1;
-    if (fgets(line, sizeof line, f) != NULL) rc = decode_key(line, key);
+    char text[4096]; /* a .pub file is one line of 44 characters; a PEM key a few lines */
+    size_t len;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return LDP_E_FILE_OPEN;
+    len = fread(text, 1, sizeof text, f);
     fclose(f);
-    return rc;
+    if (len == sizeof text) return LDP_E_KEY_FORMAT; /* far longer than any public key */
+    return ldp_public_key_parse(text, len, key);
 }
 
 static const char *mechanism_name(int mechanism) {
@@ -92,10 +73,11 @@ int main(int argc, char **argv) {
             expect.allow_weak_privacy = 1; /* accept a near-identity bundle (reports say so) */
         } else if (path == NULL) {
             path = argv[i];
-        } else if (read_key_file(argv[i], keys[n_keys]) == 0) {
+        } else if ((rc = read_key_file(argv[i], keys[n_keys])) == LDP_OK) {
             n_keys++;
         } else {
-            fprintf(stderr, "sanitize: %s is not a public key file (base64 of 32 bytes)\n", argv[i]);
+            fprintf(stderr, "sanitize: %s: %s\n", argv[i],
+                    rc == LDP_E_FILE_OPEN ? "cannot read the public key file" : ldp_strerror(rc));
             free(keys);
             return 1;
         }

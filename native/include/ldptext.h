@@ -249,9 +249,24 @@ enum {
     /* the arrays of the mechanisms on the SanText engine */
     LDP_E_TEM_TABLES = -120,         /* TEM's bot_gamma / bot_count out of range, or its tables
                                         keep rows in the clear */
-    LDP_E_CUSTEXT_TABLES = -121      /* CusText's group_id disagrees with the tables (kept rows,
+    LDP_E_CUSTEXT_TABLES = -121,     /* CusText's group_id disagrees with the tables (kept rows,
                                         a row proposing outside its output set, a group below K) */
+    /* public key text (ldp_public_key_parse) */
+    LDP_E_KEY_FORMAT = -130,         /* not a public key: neither one base64 line nor a PEM public
+                                        key (empty, other characters, bad padding) */
+    LDP_E_KEY_LENGTH = -131,         /* base64 that decodes to other than the 32 bytes of a key */
+    LDP_E_KEY_PRIVATE = -132,        /* a private key where the public key is expected */
+    LDP_E_KEY_TYPE = -133            /* a PEM public key of another algorithm than Ed25519 */
 };
+
+/* The trusted keys the opens take are raw 32-byte Ed25519 public keys. ldp_public_key_parse turns
+ * the text of a public key file into one: text[0..len) is what `ldptext keys generate` writes to
+ * its .pub file (the base64 of the 32 bytes, standard alphabet, padded, on one line) or a PEM
+ * "PUBLIC KEY" (SubjectPublicKeyInfo) of an Ed25519 key; whitespace around it is ignored. It
+ * accepts what the Python SDK's keys.load_public_key accepts from such a file. Returns LDP_OK
+ * (key written), LDP_E_KEY_FORMAT, LDP_E_KEY_LENGTH, LDP_E_KEY_PRIVATE or LDP_E_KEY_TYPE (key
+ * untouched), LDP_E_ARG for NULL pointers. The text need not be NUL-terminated. */
+LDP_API int ldp_public_key_parse(const char *text, size_t len, uint8_t key[32]);
 
 /* Opens, verifies and maps a SanText, SanText+, TEM, CusText or CusText+ bundle. trusted_keys: n_keys raw Ed25519 public
  * keys (32 bytes each); the signer must be one of them (n_keys == 0 refuses every bundle). Every

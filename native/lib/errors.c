@@ -92,6 +92,12 @@ const char *ldp_strerror(int rc) {
     case LDP_E_CUSTEXT_TABLES:
         return "bundle CusText group_id disagrees with its tables (kept rows, a row proposing outside its "
                "output set, or an output set smaller than K)";
+    case LDP_E_KEY_FORMAT:
+        return "not a public key: expected one base64 line (a 32-byte Ed25519 key, as `ldptext keys "
+               "generate` writes to its .pub file) or a PEM public key";
+    case LDP_E_KEY_LENGTH: return "public key text is base64 of other than 32 bytes (not an Ed25519 key)";
+    case LDP_E_KEY_PRIVATE: return "a PRIVATE key was given where the public key is expected (use the .pub file)";
+    case LDP_E_KEY_TYPE: return "the PEM public key is not an Ed25519 key";
     default: return "unknown error code";
     }
 }

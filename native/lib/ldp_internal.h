@@ -124,7 +124,13 @@ double ldp_worst_case_epsilon(const ldp_bundle *b);
 /* bundle.py's bundle_id: SHA-256 of the canonical signed manifest, 64 hex digits + NUL. */
 int ldp_bundle_id(const ldp_bundle *b, char hex[65]);
 
-/* Operating-system randomness (getrandom / getentropy / /dev/urandom). 0 on success. */
+/* Operating-system randomness: 0 on success. Linux and Android: the getrandom system call
+ * (ldp_os_random_syscall), /dev/urandom where the kernel lacks it; BSDs and macOS: getentropy;
+ * other POSIX systems (and emscripten, which backs it with crypto.getRandomValues): /dev/urandom. */
 int ldp_os_random(uint8_t *out, size_t n);
+/* The two Linux sources, separately testable: /dev/urandom (0 or -1), and the getrandom system
+ * call (0; 1 where the kernel lacks it or a sandbox forbids it; -1 on another failure). */
+int ldp_os_random_urandom(uint8_t *out, size_t n);
+int ldp_os_random_syscall(uint8_t *out, size_t n);
 
 #endif

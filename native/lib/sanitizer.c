@@ -21,9 +21,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 #endif
-#if defined(__linux__) && defined(__has_include)
-#if __has_include(<sys/random.h>)
-#include <sys/random.h>
+/* Linux and Android: the getrandom system call through syscall(2), not the libc wrapper: bionic
+ * declares getrandom() only from API 28, while the system call is in every kernel since 3.17 and
+ * syscall() in every bionic, so the same object runs from Android 5 (API 21) up; a kernel without it
+ * (ENOSYS) falls back to /dev/urandom. */
+#if defined(__linux__)
+#include <sys/syscall.h>
+#if defined(SYS_getrandom)
 #define LDP_HAVE_GETRANDOM 1
 #endif
 #endif
@@ -35,19 +39,49 @@
 
 /* ---- OS randomness -------------------------------------------------------------------------- */
 
-int ldp_os_random(uint8_t *out, size_t n) {
-#if defined(LDP_HAVE_GETRANDOM)
+#if defined(LDP_POSIX)
+/* n bytes from /dev/urandom: 0, or -1 if it cannot be opened or read */
+int ldp_os_random_urandom(uint8_t *out, size_t n) {
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     size_t got = 0;
+    if (fd < 0) return -1;
     while (got < n) {
-        ssize_t r = getrandom(out + got, n - got, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            if (errno == ENOSYS) break; /* very old kernel: /dev/urandom below */
+        ssize_t r = read(fd, out + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            close(fd);
             return -1;
         }
         got += (size_t)r;
     }
-    if (got == n) return 0;
+    close(fd);
+    return 0;
+}
+#endif
+
+#if defined(LDP_HAVE_GETRANDOM)
+/* n bytes from the getrandom system call: 0; 1 if the kernel lacks it (ENOSYS) or a sandbox
+ * forbids it (EPERM), so that the caller falls back; -1 on any other failure */
+int ldp_os_random_syscall(uint8_t *out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        long r = syscall(SYS_getrandom, out + got, n - got, 0u);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno == ENOSYS || errno == EPERM) return 1;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+#endif
+
+int ldp_os_random(uint8_t *out, size_t n) {
+#if defined(LDP_HAVE_GETRANDOM)
+    int rc = ldp_os_random_syscall(out, n);
+    if (rc <= 0) return rc;
+    return ldp_os_random_urandom(out, n); /* kernel before 3.17 */
 #elif defined(LDP_HAVE_GETENTROPY)
     size_t got = 0;
     while (got < n) {
@@ -56,25 +90,9 @@ int ldp_os_random(uint8_t *out, size_t n) {
         got += chunk;
     }
     return 0;
-#endif
-#if defined(LDP_POSIX) && !defined(LDP_HAVE_GETENTROPY)
-    {
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        size_t got2 = 0;
-        if (fd < 0) return -1;
-        while (got2 < n) {
-            ssize_t r = read(fd, out + got2, n - got2);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                close(fd);
-                return -1;
-            }
-            got2 += (size_t)r;
-        }
-        close(fd);
-        return 0;
-    }
-#elif !defined(LDP_HAVE_GETENTROPY)
+#elif defined(LDP_POSIX)
+    return ldp_os_random_urandom(out, n);
+#else
     (void)out;
     (void)n;
     return -1; /* no known source: refuse rather than guess */

@@ -118,6 +118,10 @@ export const LDP_E_TOKENIZER = -111;
 export const LDP_E_TOKENIZER_UNSUPPORTED = -112;
 export const LDP_E_TEM_TABLES = -120;
 export const LDP_E_CUSTEXT_TABLES = -121;
+export const LDP_E_KEY_FORMAT = -130;
+export const LDP_E_KEY_LENGTH = -131;
+export const LDP_E_KEY_PRIVATE = -132;
+export const LDP_E_KEY_TYPE = -133;
 /* END return codes */
 
 /* The mechanism table: names by LDP_MECH_* code, each one's statement (the prose and parameter names

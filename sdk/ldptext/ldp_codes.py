@@ -80,6 +80,10 @@ LDP_E_TOKENIZER = -111
 LDP_E_TOKENIZER_UNSUPPORTED = -112
 LDP_E_TEM_TABLES = -120
 LDP_E_CUSTEXT_TABLES = -121
+LDP_E_KEY_FORMAT = -130
+LDP_E_KEY_LENGTH = -131
+LDP_E_KEY_PRIVATE = -132
+LDP_E_KEY_TYPE = -133
 
 #: every code by name
 CODES = {
@@ -161,6 +165,10 @@ CODES = {
     'LDP_E_TOKENIZER_UNSUPPORTED': -112,
     'LDP_E_TEM_TABLES': -120,
     'LDP_E_CUSTEXT_TABLES': -121,
+    'LDP_E_KEY_FORMAT': -130,
+    'LDP_E_KEY_LENGTH': -131,
+    'LDP_E_KEY_PRIVATE': -132,
+    'LDP_E_KEY_TYPE': -133,
 }
 #: the name of each code
 NAMES = {value: name for name, value in CODES.items()}
@@ -243,4 +251,8 @@ GROUPS = {
     -112: 'tokenizer',
     -120: 'the arrays of the mechanisms on the SanText engine',
     -121: 'the arrays of the mechanisms on the SanText engine',
+    -130: 'public key text (ldp_public_key_parse)',
+    -131: 'public key text (ldp_public_key_parse)',
+    -132: 'public key text (ldp_public_key_parse)',
+    -133: 'public key text (ldp_public_key_parse)',
 }
