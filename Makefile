@@ -59,12 +59,15 @@ test-arm64:
 	$(MAKE) -C native test-arm64
 
 # The JVM binding (bindings/jvm/Makefile, docs/jvm.md): build/jvm/ldptext.jar (package org.ldptext)
-# and build/jvm/libldptext_jni.so (JNI glue linked with native/build/libldptext.a), with javac, jar
-# and the C compiler only (Debian: openjdk-17-jdk-headless; scripts/system-deps.sh jvm); no network.
-# tests/test_jvm.py (part of `make test`) builds it and runs a Java program against the jar.
+# carrying libldptext_jni.so for linux-x86_64 and linux-aarch64 (cross-compiled; libldptext,
+# libsodium and utf8proc linked in statically) and loading the right one itself, its POM, and
+# build/maven/, a file:// Maven repository holding org.ldptext:ldptext:VERSION; with javac, jar and
+# the C compilers only (Debian: scripts/system-deps.sh core arm64 jvm); no network.
+# tests/test_jvm.py and tests/test_jvm_jar.py (part of `make test`) build it and run Java programs
+# against the jar, one of them a Maven project outside the tree that depends on it by coordinate.
 .PHONY: jvm
 jvm:
-	@bash scripts/system-deps.sh core jvm
+	@bash scripts/system-deps.sh core arm64 jvm
 	$(MAKE) -C native lib
 	$(MAKE) -C bindings/jvm
 

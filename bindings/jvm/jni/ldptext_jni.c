@@ -84,6 +84,31 @@ static uint8_t (*keys_of(JNIEnv *env, jbyteArray keys, jint n_keys))[32] {
     return k;
 }
 
+/* The pins (BundleExpectation.java; 0 / NULL: no pin) as an ldp_expect; the bundle id is copied into
+ * id[65] (NUL-terminated by Java). 0, or -1 with an exception pending. */
+static int expect_of(JNIEnv *env, ldp_expect *e, char id[65], jint mechanisms, jdouble eps_min,
+                     jdouble eps_max, jbyteArray bundle_id, jlong min_format, jboolean allow_weak) {
+    e->mechanisms = (unsigned)mechanisms;
+    e->epsilon_min = eps_min;
+    e->epsilon_max = eps_max;
+    e->min_format_version = (int64_t)min_format;
+    e->allow_weak_privacy = allow_weak == JNI_TRUE;
+    e->bundle_id = NULL;
+    if (bundle_id != NULL) {
+        if ((*env)->GetArrayLength(env, bundle_id) != 65) {
+            throw_code(env, LDP_E_ARG);
+            return -1;
+        }
+        (*env)->GetByteArrayRegion(env, bundle_id, 0, 65, (jbyte *)id);
+        if (id[64] != '\0') {
+            throw_code(env, LDP_E_ARG);
+            return -1;
+        }
+        e->bundle_id = id;
+    }
+    return 0;
+}
+
 JNIEXPORT jstring JNICALL Java_org_ldptext_LdpText_version0(JNIEnv *env, jclass cls) {
     (void)cls;
     return (*env)->NewStringUTF(env, ldp_version());
@@ -95,11 +120,15 @@ JNIEXPORT jstring JNICALL Java_org_ldptext_LdpText_strerror0(JNIEnv *env, jclass
 }
 
 JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass cls, jbyteArray path,
-                                                           jbyteArray keys, jint n_keys,
+                                                           jbyteArray keys, jint n_keys, jint mechanisms,
+                                                           jdouble eps_min, jdouble eps_max,
+                                                           jbyteArray bundle_id, jlong min_format,
                                                            jboolean allow_weak) {
     uint8_t (*k)[32];
     char *p;
+    char id[65];
     jsize len;
+    ldp_expect e = LDP_EXPECT_INIT;
     ldp_bundle *b = NULL;
     int rc;
     (void)cls;
@@ -107,6 +136,7 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass c
         throw_code(env, LDP_E_ARG);
         return 0;
     }
+    if (expect_of(env, &e, id, mechanisms, eps_min, eps_max, bundle_id, min_format, allow_weak) != 0) return 0;
     k = keys_of(env, keys, n_keys);
     if (k == NULL) return 0;
     p = (char *)malloc((size_t)len);
@@ -119,8 +149,6 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass c
     if (p[len - 1] != '\0' || memchr(p, '\0', (size_t)len - 1) != NULL) {
         rc = LDP_E_ARG; /* a path with a NUL inside would name another file */
     } else {
-        ldp_expect e = LDP_EXPECT_INIT; /* no pins: the opt-in alone */
-        e.allow_weak_privacy = allow_weak == JNI_TRUE;
         rc = ldp_bundle_open_expect(p, (const uint8_t (*)[32])k, (size_t)n_keys, &e, &b);
     }
     free(p);
@@ -133,11 +161,14 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openPath0(JNIEnv *env, jclass c
 }
 
 JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openMemory0(JNIEnv *env, jclass cls, jbyteArray data,
-                                                             jbyteArray keys, jint n_keys,
+                                                             jbyteArray keys, jint n_keys, jint mechanisms,
+                                                             jdouble eps_min, jdouble eps_max,
+                                                             jbyteArray bundle_id, jlong min_format,
                                                              jboolean allow_weak) {
     uint8_t (*k)[32];
     jbyte *bytes;
-    ldp_expect e = LDP_EXPECT_INIT; /* no pins: the opt-in alone */
+    char id[65];
+    ldp_expect e = LDP_EXPECT_INIT;
     ldp_bundle *b = NULL;
     int rc;
     (void)cls;
@@ -145,6 +176,7 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openMemory0(JNIEnv *env, jclass
         throw_code(env, LDP_E_ARG);
         return 0;
     }
+    if (expect_of(env, &e, id, mechanisms, eps_min, eps_max, bundle_id, min_format, allow_weak) != 0) return 0;
     k = keys_of(env, keys, n_keys);
     if (k == NULL) return 0;
     /* pinned or copied by the VM for the call; the library copies what it keeps */
@@ -153,7 +185,6 @@ JNIEXPORT jlong JNICALL Java_org_ldptext_LdpText_openMemory0(JNIEnv *env, jclass
         free(k);
         return 0; /* OutOfMemoryError pending */
     }
-    e.allow_weak_privacy = allow_weak == JNI_TRUE;
     rc = ldp_bundle_open_memory_expect((const uint8_t *)bytes, (size_t)(*env)->GetArrayLength(env, data),
                                        (const uint8_t (*)[32])k, (size_t)n_keys, &e, &b);
     (*env)->ReleaseByteArrayElements(env, data, bytes, JNI_ABORT);

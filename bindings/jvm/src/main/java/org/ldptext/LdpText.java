@@ -36,9 +36,8 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  */
 public final class LdpText implements AutoCloseable {
     static {
-        String path = System.getProperty("ldptext.jni.library");
-        if (path != null && !path.isEmpty()) System.load(path);
-        else System.loadLibrary("ldptext_jni");
+        // -Dldptext.jni.library, then java.library.path, then the jar's own copy (NativeLoader)
+        NativeLoader.load();
     }
 
     /** LDP_E_ARG: a null or invalid argument. */
@@ -81,7 +80,27 @@ public final class LdpText implements AutoCloseable {
      *     (LDP_E_BAD_SIGNATURE), -68 (LDP_E_ARRAY_HASH), -20 (LDP_E_FILE_NOT_FOUND)
      */
     public static LdpText open(Path bundle, byte[]... trustedKeys) throws LdpTextException {
-        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, false), null);
+        return open(bundle, BundleExpectation.any(), trustedKeys);
+    }
+
+    /**
+     * {@link #open(Path, byte[]...)}, then the application's pins: the bundle is refused unless it
+     * meets every one (the Python runtime's {@code Sanitizer.load(..., expect=...)}).
+     *
+     * @param bundle the .ldpb file
+     * @param expect the pins (mechanism, epsilon range, bundle id, minimum format version) and the
+     *     weak-privacy opt-in
+     * @param trustedKeys the publisher's raw Ed25519 public keys (32 bytes each)
+     * @return an open instance; close it
+     * @throws LdpTextException the check that failed: a verification code, or -101 (mechanism), -102
+     *     (format version), -103 (bundle id), -104 (epsilon), -105 (weak privacy without the opt-in)
+     */
+    public static LdpText open(Path bundle, BundleExpectation expect, byte[]... trustedKeys) throws LdpTextException {
+        if (expect == null) throw new NullPointerException("expect");
+        byte[] path = pathBytes(bundle);
+        byte[] keys = keyBytes(trustedKeys);
+        return new LdpText(openPath0(path, keys, trustedKeys.length, expect.mechanismBits(), expect.epsilonMinOr0(),
+                expect.epsilonMaxOr0(), expect.bundleIdNul(), expect.minFormatVersionOr0(), expect.weakAllowed()), null);
     }
 
     /**
@@ -91,7 +110,7 @@ public final class LdpText implements AutoCloseable {
      * (LDP_E_WEAK_PRIVACY). Every report of it says {@link Report#weakPrivacy()}.
      */
     public static LdpText openAllowingWeakPrivacy(Path bundle, byte[]... trustedKeys) throws LdpTextException {
-        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, true), null);
+        return open(bundle, BundleExpectation.any().allowWeakPrivacy(true), trustedKeys);
     }
 
     /**
@@ -104,8 +123,19 @@ public final class LdpText implements AutoCloseable {
      * @throws LdpTextException the check that failed
      */
     public static LdpText open(byte[] bundle, byte[]... trustedKeys) throws LdpTextException {
+        return open(bundle, BundleExpectation.any(), trustedKeys);
+    }
+
+    /**
+     * {@link #open(byte[], byte[]...)}, then the application's pins (see
+     * {@link #open(Path, BundleExpectation, byte[]...)}).
+     */
+    public static LdpText open(byte[] bundle, BundleExpectation expect, byte[]... trustedKeys) throws LdpTextException {
         if (bundle == null) throw new NullPointerException("bundle");
-        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length, false), null);
+        if (expect == null) throw new NullPointerException("expect");
+        byte[] keys = keyBytes(trustedKeys);
+        return new LdpText(openMemory0(bundle, keys, trustedKeys.length, expect.mechanismBits(), expect.epsilonMinOr0(),
+                expect.epsilonMaxOr0(), expect.bundleIdNul(), expect.minFormatVersionOr0(), expect.weakAllowed()), null);
     }
 
     /**
@@ -116,15 +146,16 @@ public final class LdpText implements AutoCloseable {
      */
     public static LdpText openSeededForTests(Path bundle, long seed, byte[]... trustedKeys) throws LdpTextException {
         warnSeeded();
-        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, false),
-                Long.valueOf(seed));
+        return new LdpText(openPath0(pathBytes(bundle), keyBytes(trustedKeys), trustedKeys.length, 0, 0.0, 0.0, null, 0,
+                false), Long.valueOf(seed));
     }
 
     /** TESTS ONLY: {@link #openSeededForTests(Path, long, byte[]...)} on a bundle in memory. */
     public static LdpText openSeededForTests(byte[] bundle, long seed, byte[]... trustedKeys) throws LdpTextException {
         if (bundle == null) throw new NullPointerException("bundle");
         warnSeeded();
-        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length, false), Long.valueOf(seed));
+        return new LdpText(openMemory0(bundle, keyBytes(trustedKeys), trustedKeys.length, 0, 0.0, 0.0, null, 0, false),
+                Long.valueOf(seed));
     }
 
     private static void warnSeeded() {
@@ -135,6 +166,15 @@ public final class LdpText implements AutoCloseable {
     /** @return the C library's version (LDP_VERSION) */
     public static String version() {
         return version0();
+    }
+
+    /**
+     * @return where the JNI library was loaded from: its file (named by {@code -Dldptext.jni.library}
+     *     or found on {@code java.library.path}), or {@code bundled:linux-x86_64} /
+     *     {@code bundled:linux-aarch64} for the jar's own copy
+     */
+    public static String nativeLibrary() {
+        return NativeLoader.origin();
     }
 
     /** @return the verified bundle's public facts */
@@ -254,11 +294,14 @@ public final class LdpText implements AutoCloseable {
 
     static native String strerror0(int code);
 
-    private static native long openPath0(byte[] pathNul, byte[] keys, int nKeys, boolean allowWeak)
-            throws LdpTextException;
+    // the pins are ldp_expect's fields (0 / null: no pin)
+    private static native long openPath0(byte[] pathNul, byte[] keys, int nKeys, int mechanisms, double epsilonMin,
+                                         double epsilonMax, byte[] bundleIdNul, long minFormatVersion,
+                                         boolean allowWeak) throws LdpTextException;
 
-    private static native long openMemory0(byte[] data, byte[] keys, int nKeys, boolean allowWeak)
-            throws LdpTextException;
+    private static native long openMemory0(byte[] data, byte[] keys, int nKeys, int mechanisms, double epsilonMin,
+                                           double epsilonMax, byte[] bundleIdNul, long minFormatVersion,
+                                           boolean allowWeak) throws LdpTextException;
 
     private static native void closeBundle0(long bundle);
 
