@@ -2,7 +2,8 @@
  * and on the same exact engine TEM, CusText and CusText+), in C99. The same bundles, the same exact sampler and the same tokenization as the Python
  * runtime (`ldptext.Sanitizer`); see README.md "What is and is not protected" for the guarantee.
  *
- *   ldp_bundle *b;  ldp_sanitizer *s;  char *out;  size_t n;  ldp_report rep;
+ *   ldp_bundle *b;  ldp_sanitizer *s;  char *out;  size_t n;  ldp_report rep = LDP_REPORT_INIT;
+ *   // keys: raw 32-byte keys; ldp_public_key_parse reads a .pub file's text into one
  *   if (ldp_bundle_open("glove-santext+.ldpb", keys, n_keys, &b) != LDP_OK) ...   // verifies
  *   if (ldp_sanitizer_new(b, &s) != LDP_OK) ...                                  // OS-seeded
  *   if (ldp_sanitize(s, text, strlen(text), &out, &n, &rep) == LDP_OK) { upload(out); ldp_free(out); }
@@ -53,8 +54,10 @@
  * Building against it: `make -C native install PREFIX=...` installs this header, the shared
  * library libldptext.so.N (SONAME, N = LDP_ABI_VERSION), the static libldptext.a and ldptext.pc.
  * Take the flags from pkg-config: `cc app.c $(pkg-config --cflags --libs ldptext)` links the
- * shared library; `pkg-config --static --libs ldptext` is the whole static link line (libsodium,
- * libutf8proc, -lm, -pthread, and libcrypto when the library was built with SHA256=openssl).
+ * shared library; `cc app.c $(pkg-config --cflags --libs ldptext-static)` links libldptext.a into
+ * the program (ldptext-static.pc); `cc -static app.c $(pkg-config --cflags --static --libs
+ * ldptext)` links everything statically (libsodium, libutf8proc, -lm, -pthread, and libcrypto when
+ * the library was built with SHA256=openssl). docs/c-library.md has a complete program.
  *
  * SHA-256 of the arrays: the library's own by default, on the CPU's SHA extensions where an x86-64
  * or ARMv8 CPU has them and libsodium's portable C elsewhere, so the library needs nothing beyond

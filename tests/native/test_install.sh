@@ -6,8 +6,8 @@
 # STAGE is the DESTDIR `make install PREFIX=...` wrote into. Checks: the installed files and
 # links, nothing written outside STAGE/PREFIX, the SONAME; then examples/c/sanitize.c and a
 # small ABI check build with only pkg-config's flags (PKG_CONFIG_SYSROOT_DIR maps the prefix into
-# the staging directory, as for a cross build), shared and fully static, and both sanitize a line
-# of the C tests' tiny bundle.
+# the staging directory, as for a cross build), shared, with libldptext.a linked in
+# (ldptext-static.pc) and fully static, and each sanitizes a line of the C tests' tiny bundle.
 set -eu
 stage=$1 prefix=$2 soname=$3 realname=$4 writer=$5
 CC=${CC:-cc}
@@ -16,7 +16,8 @@ work=$stage/work
 fail() { echo "test-install: $*" >&2; exit 1; }
 
 # ---- the installed files ----------------------------------------------------------------------
-for f in include/ldptext.h "lib/$realname" lib/libldptext.a lib/pkgconfig/ldptext.pc; do
+for f in include/ldptext.h "lib/$realname" lib/libldptext.a lib/pkgconfig/ldptext.pc \
+         lib/pkgconfig/ldptext-static.pc; do
   [ -f "$root/$f" ] && [ ! -L "$root/$f" ] || fail "$f missing (or not a regular file)"
 done
 for l in "lib/$soname" lib/libldptext.so; do
@@ -37,8 +38,10 @@ export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 cflags=$(pkg-config --cflags ldptext)
 libs=$(pkg-config --libs ldptext)
 static_libs=$(pkg-config --static --libs ldptext)
+archive_libs=$(pkg-config --libs ldptext-static)
 echo "pkg-config --cflags --libs ldptext: $cflags $libs"
 echo "pkg-config --static --libs ldptext: $static_libs"
+echo "pkg-config --libs ldptext-static: $archive_libs"
 
 # the run-time ABI is the header's, and the library is this release
 cat > "$work/abi_check.c" <<'C'
@@ -58,8 +61,14 @@ C
 "$writer" "$work/tiny.ldpb" "$work/tiny.pub"
 echo "alpha beta, gamma" > "$work/in.txt"
 
-for kind in shared static; do
-  if [ $kind = shared ]; then link=$libs; extra=; else link=$static_libs; extra=-static; fi
+# shared: libldptext.so.N; archive: libldptext.a linked in (ldptext-static.pc), the rest shared;
+# static: everything linked in (-static, pkg-config --static)
+for kind in shared archive static; do
+  case $kind in
+    shared) link=$libs; extra= ;;
+    archive) link=$archive_libs; extra= ;;
+    static) link=$static_libs; extra=-static ;;
+  esac
   # $cflags and $link are word lists from pkg-config: split them
   # shellcheck disable=SC2086
   $CC -std=c99 $cflags ../examples/c/sanitize.c $extra $link -o "$work/sanitize-$kind" ||
@@ -72,7 +81,7 @@ for kind in shared static; do
     [ "$needed" = "$soname" ] || fail "the shared build needs '$needed', not $soname"
     run="env LD_LIBRARY_PATH=$root/lib"
   else
-    [ -z "$needed" ] || fail "the static build still needs $needed"
+    [ -z "$needed" ] || fail "the $kind build still needs $needed"
     run=
   fi
   $run "$work/abi_check-$kind"
