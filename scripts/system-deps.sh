@@ -7,9 +7,11 @@
 #                                        pkg-config, libsodium and libutf8proc with their headers
 #   scripts/system-deps.sh arm64         make test-arm64: the aarch64 cross toolchain, qemu-user and
 #                                        the arm64 builds of the two libraries (multiarch)
-#   scripts/system-deps.sh web           make wasm: emscripten, headless Chromium, and the libsodium
-#                                        and utf8proc sources the wasm build compiles (deb-src); node with npm and
-#                                        the TypeScript compiler for the npm package and the extension
+#   scripts/system-deps.sh wasm          make wasm (and make extension): emscripten, and the libsodium
+#                                        and utf8proc sources the wasm build compiles (deb-src)
+#   scripts/system-deps.sh npm           make npm: the wasm group, node and npm
+#   scripts/system-deps.sh web           the tests of all three (make test): both groups, headless
+#                                        Chromium and the TypeScript compiler
 #   scripts/system-deps.sh jvm           make jvm: OpenJDK 17 (javac, jar, the JNI headers)
 #   scripts/system-deps.sh --check core  exit 1, listing what is missing, instead of installing
 #
@@ -19,7 +21,7 @@ set -euo pipefail
 
 check_only=0
 if [ "${1:-}" = "--check" ]; then check_only=1; shift; fi
-[ "$#" -gt 0 ] || { echo "usage: $0 [--check] core|arm64|web|jvm ..." >&2; exit 2; }
+[ "$#" -gt 0 ] || { echo "usage: $0 [--check] core|arm64|wasm|npm|web|jvm ..." >&2; exit 2; }
 
 if [ -n "${LDPTEXT_SKIP_SYSTEM_DEPS:-}" ]; then exit 0; fi
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -33,9 +35,11 @@ packages_of() {
   case "$1" in
     core)  echo "gcc libc6-dev make pkg-config libsodium-dev libutf8proc-dev" ;;
     arm64) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libsodium-dev:arm64 libutf8proc-dev:arm64" ;;
+    wasm)  echo "emscripten dpkg-dev" ;;
+    npm)   echo "emscripten dpkg-dev nodejs" ;;
     web)   echo "emscripten chromium dpkg-dev nodejs node-typescript" ;;
     jvm)   echo "openjdk-17-jdk-headless" ;;
-    *) echo "unknown group '$1' (core, arm64, web, jvm)" >&2; exit 2 ;;
+    *) echo "unknown group '$1' (core, arm64, wasm, npm, web, jvm)" >&2; exit 2 ;;
   esac
 }
 
@@ -49,14 +53,23 @@ apt_update() { if [ "$updated" -eq 0 ]; then $sudo apt-get update -qq; updated=1
 missing=()
 need_arm64_arch=0
 need_deb_src=0
+wasm_sources="$(cd "$(dirname "$0")/.." && pwd)/native/build/wasm/src/.fetched"
 for group in "$@"; do
-  for pkg in $(packages_of "$group"); do installed "$pkg" || missing+=("$pkg"); done
+  pkgs=$(packages_of "$group") || exit 2
+  for pkg in $pkgs; do installed "$pkg" || missing+=("$pkg"); done
   if [ "$group" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
     need_arm64_arch=1
   fi
-  if [ "$group" = web ] && ! apt-cache showsrc libsodium 2>/dev/null | grep -q '^Package: libsodium'; then
-    need_deb_src=1
-  fi
+  # deb-src: only until native/wasm/Makefile has fetched the sources once
+  case "$group" in wasm|npm|web)
+    if [ ! -f "$wasm_sources" ] && ! apt-cache showsrc libsodium 2>/dev/null | grep -q '^Package: libsodium'; then
+      need_deb_src=1
+    fi
+  esac
+  # npm: Debian's own package, unless a node that brings its own npm (NodeSource) is installed
+  case "$group" in npm|web)
+    if ! command -v npm >/dev/null 2>&1 && ! installed npm; then missing+=(npm); fi
+  esac
 done
 
 if [ "$check_only" -eq 1 ]; then
