@@ -2,8 +2,9 @@
 
 Each bundle of the corpus is what a misused trusted key produces (re-signed, so every signature and
 hash check passes) or a control: a relabelled ε or γ, a row whose law is not the mechanism's, a raised
-tail, an understated verbatim median or maximum, a cap below the largest rate, a misstated
-description, a near-identity bundle opened without the opt-in, an untrusted signer, honest bundles.
+tail, an understated verbatim median or maximum (SanText, TEM, CusText), a cap below the largest rate,
+a misstated description, a near-identity bundle (SanText, TEM) opened without the opt-in, an untrusted
+signer, honest bundles.
 Each is opened and then asked to sanitize a document that needs the crafted row, through
 
 * the Python SDK on the numpy fallback (where Python verifies alone) and on its default backend,
@@ -81,12 +82,16 @@ def _victim(path) -> tuple[int, int, str]:
 
 
 def _top_word(path) -> str:
-    """The sensitive word released unchanged most often (exactly, from the tables)."""
+    """The sensitive word released unchanged most often (exactly, from the realised law)."""
     from ldptext import bundle as B
-    from ldptext.santext import Sanitizer
-    b, _ = B.open_unverified(path)
-    rows, p = Sanitizer.verbatim_rates(b)
-    return json.loads(b.blob("vocab.json"))[int(rows[int(np.argmax(p))])]
+    mechanism = B.open_unverified(path)[0].mechanism
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededModeWarning)
+        with registry.get(mechanism).runtime_class().load(path, seed=0, backend="fallback") as san:
+            t = san.tables
+            rows = np.flatnonzero(t.valid_input & ~t.keep_row.astype(bool))
+            own = san.log_probabilities(rows)[np.arange(rows.size), rows]
+            return san.vocab[int(rows[int(np.argmax(own))])]
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +111,8 @@ def corpus(tmp_path_factory):
                                    device="cpu", sign_key=trusted)
     weak = build_tiny_bundle(d / "weak.ldpb", n=80, epsilon=80.0, mechanism="santext+", p=0.3, w=0.7,
                              allow_weak_privacy=True)
+    weak_tem = build_tem_bundle(d / "tem-weak.ldpb", embeddings="unused", loaded=emb, epsilon=30.0, gamma=1.0,
+                                head_size=6, sign_key=trusted)
     x, slot, word = _victim(santext)
     doc = f"w1 {word} w2"
 
@@ -129,6 +136,10 @@ def corpus(tmp_path_factory):
 
     from ldptext import bundle as B
     stated = B.open_unverified(santext)[0].manifest["privacy"]["verbatim"]
+
+    def understated_max(path):  # the largest rate stated as the median (the tail kept consistent)
+        v = B.open_unverified(path)[0].manifest["privacy"]["verbatim"]
+        return verbatim(max=v["median"], p99=v["median"], p90=v["median"], above_0_5=0, above_0_9=0)
     return {
         "honest santext+": (santext, doc, CLEAN),
         "honest tem": (tem, "w1 w2 w3", CLEAN),
@@ -151,6 +162,11 @@ def corpus(tmp_path_factory):
         "notion misstated": (resigned("notion", santext, lambda m: m["privacy"].update(notion="metric-LDP")),
                              doc, MISMATCH),
         "untrusted signer": (resigned("untrusted", santext, key=Ed25519PrivateKey.generate()), doc, TRUST),
+        "tem near identity without opt-in": (weak_tem, "w1 w2", WEAK),
+        "tem largest verbatim rate understated": (resigned("tem-max", tem, understated_max(tem)),
+                                                  f"w1 {_top_word(tem)}", MISMATCH),
+        "custext largest verbatim rate understated": (resigned("custext-max", custext, understated_max(custext)),
+                                                      f"w1 {_top_word(custext)}", MISMATCH),
     }
 
 

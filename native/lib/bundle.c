@@ -753,12 +753,13 @@ static int read_params(ldp_bundle *b) {
     } else if (!number_at(ldp_json_get(privacy, "d_max"), &b->d_max)) {
         return LDP_E_PARAMS;
     }
-    /* SanText(+): the stated largest verbatim rate, checked on every row before its first draw
-     * (check.c check_engine_row); NaN where a bundle older than it states none */
+    /* the stated verbatim rate (SanText, TEM, CusText): the largest checked on every row before its
+     * first draw, the median against random rows at open (check.c); NaN where a bundle older than
+     * it states none */
     b->verbatim_max = b->verbatim_median = NAN;
     b->verbatim_cap = b->verbatim_p90 = b->verbatim_p99 = NAN;
     b->verbatim_above_0_5 = b->verbatim_above_0_9 = NAN;
-    if (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS) {
+    {
         const ldp_json *verbatim = ldp_json_get(privacy, "verbatim");
         if (verbatim != NULL && (!number_at(ldp_json_get(verbatim, "max"), &b->verbatim_max) ||
                                  !number_at(ldp_json_get(verbatim, "median"), &b->verbatim_median)))

@@ -235,18 +235,29 @@ static int rate_above(const ldp_bundle *b, int32_t x, double level, int *exact) 
     return 1.0 / sum > level;
 }
 
+static double tem_verbatim_rate(const ldp_bundle *b, int32_t x);
+static double custext_verbatim_rate(const ldp_bundle *b, int32_t x, double *sim);
+
 /* LDP_OK, or LDP_E_PARAMETER_MISMATCH when too many random sensitive rows lie above the stated
- * median (LDP_E_RANDOM if the OS generator fails). */
+ * median (LDP_E_RANDOM if the OS generator fails). SanText: the bounds above; TEM and CusText: the
+ * row's exact rate (one pass over the outputs, or over the row's output set). */
 static int check_stated_median(const ldp_bundle *b) {
+    const int custext = b->mechanism == LDP_MECH_CUSTEXT || b->mechanism == LDP_MECH_CUSTEXT_PLUS;
     size_t i, n = 0, above = 0;
     int exact = MEDIAN_EXACT_ROWS;
+    double *sim = NULL;
     if (isnan(b->verbatim_median)) return LDP_OK;
+    if (custext && (sim = (double *)malloc((size_t)b->table.head_size * sizeof *sim)) == NULL)
+        return LDP_E_NOMEM;
     for (i = 0; i < MEDIAN_ROWS; i++) {
         int32_t x = random_row(b, 1, 65536);
         if (x < 0) break; /* no sensitive row: nothing is released unchanged by the rule */
         n++;
-        above += (size_t)rate_above(b, x, b->verbatim_median, &exact);
+        if (b->mechanism == LDP_MECH_TEM) above += tem_verbatim_rate(b, x) > b->verbatim_median;
+        else if (custext) above += custext_verbatim_rate(b, x, sim) > b->verbatim_median;
+        else above += (size_t)rate_above(b, x, b->verbatim_median, &exact);
     }
+    free(sim);
     return n > 0 && above >= binomial_threshold(n) ? LDP_E_PARAMETER_MISMATCH : LDP_OK;
 }
 
@@ -331,8 +342,10 @@ static int check_tem(const ldp_bundle *b) {
         check_tem_far(b, rows[0], tol) != LDP_OK ||
         check_tem_far(b, rows[n - RANDOM_ROWS], tol) != LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
-    return check_head_ratios(b, rows, (size_t)n,
-                             2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+    if (check_head_ratios(b, rows, (size_t)n, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max)) !=
+        LDP_OK)
+        return LDP_E_PARAMETER_MISMATCH;
+    return check_stated_median(b);
 }
 
 /* CusText's similarity of rows x and y (custext.py check_parameters): minus the distance, or the
@@ -348,6 +361,57 @@ static double similarity(const ldp_bundle *b, int32_t x, int32_t y) {
     if (!(t->emb_scale[x] > 0 && t->emb_scale[y] > 0 && norms > 0)) return 0.0;
     for (i = 0; i < t->dim; i++) dot += (int32_t)qx[i] * (int32_t)qy[i];
     return (double)dot / norms;
+}
+
+/* TEM's P(x -> x) from its formula (tem.py): exp(-eps min(d(x, x), gamma) / 2) over Z(x), the sum over
+ * L_x of exp(-eps d / 2) plus |Lbar_x| exp(-eps gamma / 2); 0 where x is not an output. Every row's
+ * check shows its realised law to be this formula within the stated tolerance. */
+static double tem_verbatim_rate(const ldp_bundle *b, int32_t x) {
+    const ldp_santext_table *t = &b->table;
+    double log_z = -INFINITY, own = NAN;
+    int64_t far = 0;
+    int32_t i;
+    for (i = 0; i < t->n_outputs; i++) {
+        const double d = ldp_distance(t, x, t->outputs[i]);
+        if (t->outputs[i] == x) own = d;
+        if (d > b->gamma) far++;
+        else log_z = log_add(log_z, -t->half_epsilon * d);
+    }
+    if (isnan(own)) return 0.0;
+    if (far > 0) log_z = log_add(log_z, log((double)far) - t->half_epsilon * b->gamma);
+    return exp(-t->half_epsilon * fmin(own, b->gamma) - log_z);
+}
+
+/* CusText's P(x -> x) from its formula (custext.py): exp(eps u(x, x) / 2) over the sum of exp(eps u / 2)
+ * over x's output set (the head members with proposal mass; u the similarity min-max normalised over
+ * the set); 0 where x is not in its set or is kept (a stop word). sim: K doubles of scratch. */
+static double custext_verbatim_rate(const ldp_bundle *b, int32_t x, double *sim) {
+    const ldp_santext_table *t = &b->table;
+    const size_t k = (size_t)t->head_size, head_at = (size_t)x * k;
+    double smin = INFINITY, smax = -INFINITY, span, log_z = -INFINITY, own = NAN;
+    size_t i, live = 0, self = k;
+    if (!b->valid_input[x] || b->group_id[x] < 0) return 0.0;
+    for (i = 0; i < k; i++) {
+        if (head_log_weight(t, x, i) == -INFINITY) continue;
+        sim[live] = similarity(b, x, ldp_head_id(t, head_at + i));
+        if (ldp_head_id(t, head_at + i) == x) self = live;
+        smin = fmin(smin, sim[live]);
+        smax = fmax(smax, sim[live]);
+        live++;
+    }
+    if (self == k) return 0.0;
+    span = smax - smin;
+    for (i = 0; i < live; i++) {
+        const double u = span > 0 ? fmin(fmax((sim[i] - smin) / span, 0.0), 1.0) : 1.0;
+        log_z = log_add(log_z, t->half_epsilon * u);
+        if (i == self) own = t->half_epsilon * u;
+    }
+    return exp(own - log_z);
+}
+
+/* the largest stated verbatim rate, with the slack of verbatim.py check_stated_maximum */
+static int above_stated_max(const ldp_bundle *b, double rate) {
+    return rate > b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12;
 }
 
 /* 1: row x's realised law over its output set is the exponential mechanism exp(eps u / 2) up to
@@ -429,7 +493,7 @@ static int check_custext(const ldp_bundle *b) {
         checked += (size_t)(r > 0);
     }
     free(scratch);
-    return rc;
+    return rc == LDP_OK ? check_stated_median(b) : rc;
 }
 
 int ldp_check_realised(const ldp_bundle *b) {
@@ -471,7 +535,9 @@ static int check_engine_row(const ldp_bundle *b, int32_t x, double tol, double *
     const size_t k = (size_t)t->head_size, slots = k + 1, head_at = (size_t)x * k;
     const double half = t->half_epsilon, floor_x = t->tail_floor[x];
     const uint64_t n_tail = (uint64_t)t->n_outputs - (uint64_t)k; /* head ⊂ O (bundle.c) */
-    const int rate_stated = !isnan(b->verbatim_max) && !t->keep_row[x];
+    /* SanText's rate (TEM's own, truncated, is checked by check_one_row) */
+    const int rate_stated = !isnan(b->verbatim_max) && !t->keep_row[x] &&
+                            (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS);
     double rmin = INFINITY, rmax = -INFINITY, own = INFINITY, head_sum = 0.0, sum = 0.0;
     int sum_tail;
     size_t j, h = 0;
@@ -551,12 +617,14 @@ static int check_one_row(const ldp_bundle *b, int32_t x, double *scratch) {
     case LDP_MECH_CUSTEXT:
     case LDP_MECH_CUSTEXT_PLUS:
         /* a stop word (group -1) is kept, never drawn: nothing to check */
-        return check_custext_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon), scratch) < 0 ? -1 : 1;
+        if (check_custext_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon), scratch) < 0) return -1;
+        return !isnan(b->verbatim_max) && above_stated_max(b, custext_verbatim_rate(b, x, scratch)) ? -1 : 1;
     case LDP_MECH_TEM:
         tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max);
         if (check_engine_row(b, x, tol, scratch, scratch + 2 * row_scratch_pairs(b)) < 0) return -1;
         tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
-        return check_tem_far(b, x, tol) == LDP_OK ? 1 : -1;
+        if (check_tem_far(b, x, tol) != LDP_OK) return -1;
+        return !isnan(b->verbatim_max) && above_stated_max(b, tem_verbatim_rate(b, x)) ? -1 : 1;
     default:
         return check_engine_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), scratch,
                                 scratch + 2 * row_scratch_pairs(b));

@@ -183,7 +183,8 @@ class CusTextSanitizer(TokenRuntime):
     def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
         """Per row: its whole law over its output set is the exponential mechanism exp(ε·u/2) at the
         stated ε and similarity (u min-max normalised over the set) within twice the stated
-        tolerance (:mod:`ldptext.row_guard`); a CusText+ stop word (kept, never drawn) passes."""
+        tolerance (:mod:`ldptext.row_guard`), and P(x → x) at most the stated largest verbatim rate; a
+        CusText+ stop word (kept, never drawn) passes."""
         t, g, eps = self.tables, self.group_id, self.epsilon
         rows = np.asarray(rows, dtype=np.int64)
         ok = np.ones(rows.size, dtype=bool)
@@ -209,6 +210,7 @@ class CusTextSanitizer(TokenRuntime):
             # the set's law, and nothing outside the set
             ok[i] = bool(law_matches(row[members][None, :], (eps / 2.0 * u)[None, :], tol)[0]) \
                 and np.isclose(np.exp(row[members]).sum(), 1.0, rtol=0, atol=1e-9)
+        ok[live] &= self._verbatim_within_stated(rows[live], realised[np.arange(live.size), rows[live]])
         return ok
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:

@@ -355,7 +355,8 @@ def load_token_runtime(path: BundleSource, *, trusted_keys: Iterable[Any] | None
                                 f"no sanitize runtime for mechanism {bundle.mechanism!r}")
     # the weak-privacy opt-in, for the runtimes whose bundles state a verbatim rate
     cls = mechanism.runtime_class()
-    takes_opt_in = "allow_weak_privacy" in inspect.signature(cls.__init__).parameters
+    takes_opt_in = bool(getattr(cls, "WEAK_PRIVACY_OPT_IN", False)) or \
+        "allow_weak_privacy" in inspect.signature(cls.__init__).parameters
     extra = {"allow_weak_privacy": allow_weak_privacy} if takes_opt_in else {}
     return construct_checked(cls, bundle, seed=seed, **extra)
 

@@ -224,14 +224,17 @@ class TEMSanitizer(TokenRuntime):
     def _row_laws_ok(self, rows: np.ndarray) -> np.ndarray:
         """Per row: its whole law is TEM's at the stated ε and γ (:mod:`ldptext.row_guard`): |L̄_x|
         is ``bot_count[x]``, every output's realised probability is exp(−ε·min(d, γ)/2) / Z(x)
-        within twice the stated tolerance, and every tail output's engine trial is possible."""
+        within twice the stated tolerance, every tail output's engine trial is possible, and P(x → x) is
+        at most the stated largest verbatim rate."""
         t, eps, gamma = self.tables, self.epsilon, self.gamma
         rows = np.asarray(rows, dtype=np.int64)
         outs = t.outputs.astype(np.int64)
         d = engine_distance_rows(t, rows, outs)
         tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps * min(gamma, self.d_max))
-        ok = law_matches(self.log_probabilities(rows)[:, outs], -eps * np.minimum(d, gamma) / 2.0, tol)
+        full = self.log_probabilities(rows)
+        ok = law_matches(full[:, outs], -eps * np.minimum(d, gamma) / 2.0, tol)
         ok &= (d > gamma).sum(axis=1) == self.bot_count[rows]
+        ok &= self._verbatim_within_stated(rows, full[np.arange(rows.size), rows])
         return ok & engine_tail_ok(t, rows, engine_epsilon=eps, d=d)
 
     def _draw(self, flat: np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import unique_rows
 from .tokenization import TextTokenizer
+from .verbatim import VerbatimRate, median_threshold, random_sensitive_rows, refuse_near_identity
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -215,19 +216,26 @@ class TokenRuntime(_runtime.Closable):
 
     #: the bundle mechanisms this runtime loads (set by each subclass)
     MECHANISMS: tuple[str, ...] = ()
+    #: construction takes ``allow_weak_privacy`` (the loaders pass the caller's opt-in on)
+    WEAK_PRIVACY_OPT_IN = True
     _RELEASED = ("_bundle", "_rng", "_vocab", "_tokenizer", "valid_input", "_library", "_sanitizers")
     #: _report's privacy reports by (length, ledger unit, backend), made on first use
     _reports: dict[tuple, Any] | None = None
 
     def __init__(self, bundle: Bundle, *, seed: int | None = None, backend: str = "auto",
-                 ledger: "Ledger | None" = None) -> None:
+                 ledger: "Ledger | None" = None, allow_weak_privacy: bool = False) -> None:
         if bundle.mechanism not in self.MECHANISMS:
             raise BundleFormatError(f"a {type(self).__name__} cannot load a {bundle.mechanism!r} bundle")
         self._bundle = bundle
         self.ledger = ledger
+        self.allow_weak_privacy = bool(allow_weak_privacy)
         self.key_id: str | None = bundle.key_id
         self.manifest: dict = bundle.manifest
         self.mechanism: str = bundle.mechanism
+        privacy = self.manifest.get("privacy") if isinstance(self.manifest.get("privacy"), dict) else {}
+        #: the stated verbatim rate (TEM, CusText(+)): consistency checked here, the median against
+        #: random rows and the largest rate against every row before its first draw
+        self.stated_verbatim: VerbatimRate | None = VerbatimRate.from_manifest(privacy.get("verbatim"))
         try:
             self.params: dict = dict(self.manifest["params"])
             self.epsilon: float = float(self.params["epsilon"])
@@ -253,7 +261,8 @@ class TokenRuntime(_runtime.Closable):
     @classmethod
     def load(cls, path: BundleSource, *, trusted_keys: Iterable[Any] | None = None,
              allow_unsigned: bool = False, seed: int | None = None, backend: str = "auto",
-             ledger: "Ledger | None" = None, expect: Any = None) -> "TokenRuntime":
+             ledger: "Ledger | None" = None, expect: Any = None,
+             allow_weak_privacy: bool = False) -> "TokenRuntime":
         """Verify (signature, key, hashes, then the mechanism's own checks) and open a bundle.
 
         Parameters
@@ -272,6 +281,9 @@ class TokenRuntime(_runtime.Closable):
             Charged before any output is returned, in unit :attr:`ledger_unit`.
         expect : BundleExpectation, mapping or None
             The application's pins (:class:`ldptext.runtime.BundleExpectation`).
+        allow_weak_privacy : bool
+            Accept a bundle whose stated median verbatim rate makes it near identity
+            (:mod:`ldptext.verbatim`; refused with ``WeakPrivacyError`` otherwise).
 
         Returns
         -------
@@ -287,7 +299,7 @@ class TokenRuntime(_runtime.Closable):
         bundle = _runtime.open_bundle(path, mechanisms=cls.MECHANISMS, trusted_keys=trusted_keys,
                                       allow_unsigned=allow_unsigned, expect=expect)
         # construction runs check_parameters and adopts libldptext (_open_checks)
-        return cls(bundle, seed=seed, backend=backend, ledger=ledger)
+        return cls(bundle, seed=seed, backend=backend, ledger=ledger, allow_weak_privacy=allow_weak_privacy)
 
     def _open_checks(self) -> None:
         """The stated parameters against what the arrays realise, at every construction: a trusted
@@ -299,6 +311,37 @@ class TokenRuntime(_runtime.Closable):
             tables.check_description(self.manifest)
         self.check_parameters()
         self._adopt_library(self._bundle)
+        stated = self.stated_verbatim
+        if stated is not None:
+            if self._library is None:  # libldptext checks the median itself when it adopts the bundle
+                self._check_stated_median(stated)
+            refuse_near_identity(stated, allow=self.allow_weak_privacy,
+                                 flag="allow_weak_privacy=True (--allow-weak-privacy)")
+
+    def _check_stated_median(self, stated: VerbatimRate) -> None:
+        """The stated median against sensitive rows drawn at random (:func:`ldptext.verbatim.median_threshold`:
+        an honest statement is refused at most once in 10^11 loads), their rates from the realised law."""
+        t = getattr(self, "tables", None)
+        if t is None:
+            return
+        rows = random_sensitive_rows(t)
+        if rows.size == 0:
+            return
+        own = self.log_probabilities(rows)[np.arange(rows.size), rows]
+        if int((np.exp(own) > stated.median).sum()) >= median_threshold(rows.size):
+            raise ParameterMismatchError(f"manifest states a median verbatim rate of {stated.median:.6g}, but "
+                                         f"too many inputs drawn at random are released unchanged more often")
+
+    def _verbatim_within_stated(self, rows: np.ndarray, own_log_probability: np.ndarray) -> np.ndarray:
+        """Per row: a sensitive row's P(x → x) (``own_log_probability``, realised) is at most the stated
+        largest verbatim rate; True where none is stated or the row is kept in the clear."""
+        stated, t = self.stated_verbatim, self.tables
+        rows = np.asarray(rows, dtype=np.int64)
+        if stated is None:
+            return np.ones(rows.size, dtype=bool)
+        sensitive = t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)
+        limit = stated.maximum + 1e-9 * max(1.0, stated.maximum) + 1e-12
+        return ~sensitive | (np.exp(own_log_probability) <= limit)
 
     @classmethod
     def check_bundle(cls, bundle: Bundle, *, every_row: bool = False) -> None:

@@ -23,6 +23,7 @@ from .. import keys as _keys
 from .. import registry as _registry
 from ..guarantee import number
 from ..verbatim import format_probability
+from ._trust import add_trusted_key_option
 from .keys import add_passphrase_options, read_passphrase
 
 _HIDDEN = ("format", "format_version", "mechanism", "arrays")
@@ -46,8 +47,7 @@ def register(sub) -> None:
 
     verify = actions.add_parser("verify", help="check signature, key trust, hashes and layout")
     verify.add_argument("file", metavar="FILE", help="the bundle to verify")
-    verify.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
-                        help="public key to trust (repeatable); default: the local trust store")
+    add_trusted_key_option(verify)
     verify.add_argument("--allow-unsigned", action="store_true", help="development bundles only")
     verify.add_argument("--full", action="store_true",
                         help="also check every row's whole output law (as `bundle sign` does; seconds "
@@ -65,8 +65,7 @@ def register(sub) -> None:
                          help="also list the N sensitive words most often released unchanged, with their "
                               "exact probability (the vocabulary is public; seconds to a minute on a "
                               "50,000-word bundle)")
-    inspect.add_argument("--trusted-key", action="append", default=None, metavar="PUB",
-                         help="public key to consider trusted; default: the local trust store")
+    add_trusted_key_option(inspect)
     inspect.set_defaults(func=run_inspect)
 
 

@@ -8,7 +8,7 @@ SanText's, so a ledger charges both in one unit).
 from __future__ import annotations
 
 from ..guarantee import Guarantee, Statement
-from . import number, params_of, section_of
+from . import number, params_of, section_of, stated_verbatim
 from .santext import ledger_unit
 
 REFERENCE = ("Carvalho et al. 2021, TEM: High Utility Metric Differential Privacy on Text (arXiv:2107.07928), "
@@ -51,9 +51,10 @@ def guarantee(manifest: dict) -> Guarantee:
     if d_max is not None:
         details.append(("D_max", f"{d_max:.6g}"))
     worst = None if None in (eps, gamma, d_max) else worst_case_epsilon(eps, gamma, d_max)
+    verbatim, shown = stated_verbatim(manifest)
     return Guarantee(
         mechanism=mech, label=get(mech).label, statement=STATEMENTS[mech], epsilon=eps,
         ledger_unit=ledger_unit(manifest), worst_case_epsilon=worst,
         numeric_tolerance=number(section_of(manifest, "numeric").get("max_relative_error")),
         parameters={"epsilon": eps, "gamma": gamma, "beta": beta, "d_max": d_max},
-        details=tuple(details))
+        verbatim=verbatim, details=tuple(details) + shown)
