@@ -12,7 +12,11 @@
 #   scripts/system-deps.sh npm           make npm: the wasm group, node and npm
 #   scripts/system-deps.sh web           the tests of all three (make test): both groups, headless
 #                                        Chromium and the TypeScript compiler
-#   scripts/system-deps.sh jvm           make jvm: OpenJDK 17 (javac, jar, the JNI headers)
+#   scripts/system-deps.sh jvm           make jvm: OpenJDK 17 (javac, jar, the JNI headers); Maven with
+#                                        Debian's own copies of the plugins a compile needs
+#                                        (/usr/share/maven-repo: tests/test_jvm_jar.py builds a Maven
+#                                        project against the jar offline; junit5 for the BOM their POMs
+#                                        import). `make jvm` also runs arm64 (the aarch64 library)
 #   scripts/system-deps.sh --check core  exit 1, listing what is missing, instead of installing
 #
 # Not Debian: install the same libraries with your package manager (Homebrew: libsodium utf8proc
@@ -38,7 +42,7 @@ packages_of() {
     wasm)  echo "emscripten dpkg-dev" ;;
     npm)   echo "emscripten dpkg-dev nodejs" ;;
     web)   echo "emscripten chromium dpkg-dev nodejs node-typescript" ;;
-    jvm)   echo "openjdk-17-jdk-headless" ;;
+    jvm)   echo "openjdk-17-jdk-headless maven libmaven-resources-plugin-java libmaven-compiler-plugin-java junit5" ;;
     *) echo "unknown group '$1' (core, arm64, wasm, npm, web, jvm)" >&2; exit 2 ;;
   esac
 }

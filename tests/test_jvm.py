@@ -17,6 +17,9 @@ compiled with javac against the jar alone and run with the JNI library on java.l
 * The quick-start snippet of docs/jvm.md, extracted from the page, compiled and run: against the
   bundle and its key it prints the sanitized text and the report; against a stranger's key it exits
   with the refusal and code -43.
+* BundleExpectation's pins (ldp_bundle_open_expect): a bundle meeting them all opens from a path and
+  from bytes; each unmet pin refuses it with its LDP_E_EXPECT_* code; values outside their domain
+  throw IllegalArgumentException; a stranger's key is refused whatever the pins.
 
 Skipped, with the reason, when javac, jar or java is absent; with LDPTEXT_REQUIRE_JVM=1 (CI) their
 absence fails instead.
@@ -495,3 +498,72 @@ def test_jni_library_exports_only_jni_symbols(jvm_build):
                          capture_output=True, text=True, check=True).stdout
     names = [ln.split()[-1] for ln in out.splitlines() if ln.split()[-2:-1] == ["T"]]
     assert names and all(n.startswith(("Java_org_ldptext_", "JNI_On")) for n in names), names
+
+
+PINS = r"""
+import java.nio.file.*;
+import java.util.Base64;
+import org.ldptext.*;
+
+public final class Pins {
+    interface Open { LdpText open() throws Exception; }
+
+    /** "ok" when it opens, the LdpTextException's code, or the IllegalArgumentException's class name. */
+    static String attempt(Open o) {
+        try (LdpText l = o.open()) {
+            return "ok " + l.info().mechanism();
+        } catch (LdpTextException e) {
+            return Integer.toString(e.code());
+        } catch (Exception e) {
+            return e.getClass().getSimpleName();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Path path = Paths.get(args[0]);
+        byte[] data = Files.readAllBytes(path), key = Base64.getDecoder().decode(args[1]);
+        String id = args[2];
+        String other = id.replace(id.charAt(0), id.charAt(0) == 'a' ? 'b' : 'a');
+        BundleExpectation all = BundleExpectation.any().mechanism("santext", "santext+").epsilonMin(1.0)
+                .epsilonMax(2.0).bundleId(id).minFormatVersion(1);
+        BundleExpectation[] cases = {all, all.mechanism("tem"), all.minFormatVersion(1000), all.bundleId(other),
+                                     all.epsilonMax(1.5).epsilonMin(1.0), BundleExpectation.any().epsilonMin(2.5)};
+        for (BundleExpectation e : cases) {
+            System.out.println(attempt(() -> LdpText.open(path, e, key)) + " | "
+                    + attempt(() -> LdpText.open(data, e, key)));
+        }
+        System.out.println(all);
+        System.out.println(attempt(() -> LdpText.open(path, BundleExpectation.any().mechanism("dpbart"), key)) + " "
+                + attempt(() -> LdpText.open(path, BundleExpectation.any().epsilonMin(0.0), key)) + " "
+                + attempt(() -> LdpText.open(path, BundleExpectation.any().epsilonMax(1.0 / 0.0), key)) + " "
+                + attempt(() -> LdpText.open(path, BundleExpectation.any().epsilonMin(3).epsilonMax(2), key)) + " "
+                + attempt(() -> LdpText.open(path, BundleExpectation.any().bundleId(id.toUpperCase()), key)) + " "
+                + attempt(() -> LdpText.open(path, BundleExpectation.any().minFormatVersion(0), key)));
+        // pins do not replace the signature: a stranger's key is refused whatever they say
+        System.out.println(attempt(() -> LdpText.open(path, all, new byte[32])));
+    }
+}
+"""
+
+
+def test_pins_refuse_a_bundle_the_app_did_not_expect(jdk, jvm_build, clib, dev_key, bundles, tmp_path):
+    """BundleExpectation: ldp_bundle_open_expect's pins, with the Python runtime's BundleExpectation codes
+    and domain checks."""
+    path = bundles["santext+"]
+    rc, b = clib.open(path, [dev_key])
+    info = clib.bundle_info(b)
+    clib.close(b)
+    assert info["epsilon"] == 2.0 and info["format_version"] < 1000
+    done = compile_and_run(jdk, jvm_build, tmp_path, "Pins", PINS,
+                           [str(path), base64.b64encode(dev_key).decode(), info["bundle_id"]])
+    assert done.returncode == 0, done.stdout + done.stderr
+    codes = (ldp_codes.LDP_E_EXPECT_MECHANISM, ldp_codes.LDP_E_EXPECT_FORMAT, ldp_codes.LDP_E_EXPECT_BUNDLE_ID,
+             ldp_codes.LDP_E_EXPECT_EPSILON)
+    assert codes == (-101, -102, -103, -104)
+    assert done.stdout.splitlines() == [
+        "ok santext+ | ok santext+",
+        *[f"{c} | {c}" for c in codes], f"{codes[3]} | {codes[3]}",
+        f"BundleExpectation{{mechanism=santext|santext+, epsilonMin=1.0, epsilonMax=2.0, bundleId={info['bundle_id']}, "
+        "minFormatVersion=1}",
+        " ".join(["IllegalArgumentException"] * 6),
+        str(ldp_codes.LDP_E_UNTRUSTED_KEY)], done.stdout
