@@ -13,25 +13,24 @@ import os
 
 from setuptools import Extension, find_packages, setup
 
-NATIVE_SOURCES = [
-    "native/chacha20.c",
-    "native/samplers.c",
-    "native/santext_sampler.c",
-    # libldptext, compiled into the extension (not loaded from libldptext.so): ldptext.Sanitizer
-    # tokenizes, samples and detokenizes with the C library's code, in one module with no library
-    # search path, and its batch calls run without the GIL (native/module.c)
-    "native/lib/json.c",
-    "native/lib/unicode.c",
-    "native/lib/tokenizer.c",
-    "native/lib/bundle.c",
-    "native/lib/sanitizer.c",
-    "native/lib/errors.c",
-    "native/lib/check.c",
-    "native/lib/expect.c",
-    "native/lib/tem.c",
-    "native/lib/sha256.c",
-    "native/module.c",
-]
+
+def _library_sources() -> list:
+    """libldptext's C sources, from ``native/sources.mk`` (the one list native/Makefile, the wasm build
+    and the Android recipe read), compiled into the extension (not loaded from libldptext.so):
+    ldptext.Sanitizer tokenizes, samples and detokenizes with the C library's code, in one module with
+    no library search path, and its batch calls run without the GIL (native/module.c)."""
+    import re
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "native", "sources.mk"), encoding="utf-8") as f:
+        text = f.read().replace("\\\n", " ")
+    m = re.search(r"^LDP_LIB_SRC\s*:=(.*)$", text, re.M)
+    if m is None:
+        raise SystemExit("setup.py: native/sources.mk lists no LDP_LIB_SRC")
+    return ["native/" + src for src in m.group(1).split()]
+
+
+NATIVE_SOURCES = _library_sources() + ["native/module.c"]
 
 
 def _system_libraries() -> dict:
