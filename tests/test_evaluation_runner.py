@@ -128,3 +128,45 @@ def test_cli_parses_and_runs(tiny, tmp_path, capsys):
     assert "ldptext" in (res["config"]["command"] or "") or res["config"]["command"] is not None
     assert main(["evaluate", "--mechanism", "bogus", "--out", str(tmp_path / "x"),
                  "--quiet"]) == 2
+
+
+def test_verbatim_cap_builds_capped_bundles_under_their_own_cache_name(tiny, tmp_path):
+    """``--verbatim-cap TAU`` builds the SanText rows' bundles with the cap (stated and realised), under a
+    cache name of their own; without it (the default, or ``none``) the bundles and their names are as
+    before: uncapped."""
+    from ldptext.cli import main
+    from ldptext_precompute.evaluation.bundles import bundle_path, load_unsigned
+    from ldptext_precompute.evaluation.rows import santext_row
+
+    cache = tmp_path / "c"
+    base = ["evaluate", "--data", str(tiny / "data.csv"), "--embeddings", str(tiny / "emb.txt"),
+            "--vocab-size", "0", "--mechanism", "santext+", "--epsilon", "1", "--baselines", "none",
+            "--seeds", "1", "--columns", "3", "--no-plots", "--quiet", "--cache-dir", str(cache)]
+    assert main(base + ["--out", str(tmp_path / "plain")]) == 0
+    assert main(base + ["--verbatim-cap", "0.5", "--out", str(tmp_path / "capped")]) == 0
+    assert main(base + ["--verbatim-cap", "none", "--out", str(tmp_path / "none")]) == 0
+    row = santext_row("santext+")
+    plain_cfg = EvaluationConfig(embeddings=str(tiny / "emb.txt"), vocab_size=None, mechanisms=["santext+"])
+    capped_cfg = EvaluationConfig(embeddings=str(tiny / "emb.txt"), vocab_size=None, mechanisms=["santext+"],
+                                  verbatim_cap=0.5)
+    plain, capped = bundle_path(plain_cfg, cache, row, 1.0), bundle_path(capped_cfg, cache, row, 1.0)
+    assert plain.name.endswith("-eps1.0-p0.3-v2.ldpb")   # the name an uncapped bundle has always had
+    assert capped.name.endswith("-eps1.0-p0.3-cap0.5-v2.ldpb")
+    assert sorted(p.name for p in cache.glob("eval-*.ldpb")) == sorted([plain.name, capped.name])
+    stated = {}
+    for name, path in (("plain", plain), ("capped", capped)):
+        with load_unsigned(path) as san:
+            stated[name] = san.manifest["privacy"]["verbatim"]
+            not_outputs = san.manifest["privacy"]["not_outputs"]
+        stated[name]["removed"] = not_outputs["above_verbatim_cap"]
+    assert stated["plain"]["cap"] is None and stated["plain"]["removed"] == 0
+    assert stated["plain"]["max"] > 0.5            # this tiny vocabulary at ε = 1: the cap has work to do
+    assert stated["capped"]["cap"] == 0.5 and stated["capped"]["max"] <= 0.5
+    assert stated["capped"]["removed"] > 0
+    for out, cap in (("plain", None), ("capped", 0.5), ("none", None)):
+        res = json.loads((tmp_path / out / "results.json").read_text())
+        assert res["config"]["verbatim_cap"] == cap
+    assert "capped: P(M(x) = x) ≤ 0.5" in (tmp_path / "capped" / "report.md").read_text()
+    with pytest.raises(SystemExit) as bad:
+        main(["evaluate", "--verbatim-cap", "1.5", "--out", str(tmp_path / "x"), "--quiet"])
+    assert bad.value.code == 2

@@ -92,11 +92,14 @@ class DPBartBundle(NamedTuple):
 
 
 def bundle_path(cfg: EvaluationConfig, cache: Path, row: Row, epsilon: float) -> Path:
-    """Cache file of the bundle of one (row, ε) under this configuration; ε and p exactly as given."""
+    """Cache file of the bundle of one (row, ε) under this configuration; ε, p and the verbatim cap exactly
+    as given (an uncapped bundle's name has no cap part, as before the cap existed)."""
     emb = cfg.embeddings
     if Path(emb).exists():
         emb = "file-" + hashlib.sha256(str(Path(emb).resolve()).encode()).hexdigest()[:12]
     params = f"p{float(cfg.p)!r}-" if row.mechanism == "santext+" else ""
+    if cfg.verbatim_cap is not None:
+        params += f"cap{float(cfg.verbatim_cap)!r}-"
     name = (f"eval-{emb}-V{cfg.vocab_size or 'all'}-k{cfg.head_size}-{row.file_tag}-"
             f"eps{epsilon_text(epsilon)}-{params}v2.ldpb")
     return cache / name
@@ -123,7 +126,8 @@ def load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[Row, float
     """Build (or reuse from the cache) one unsigned evaluation bundle per (SanText row, ε) and load it.
 
     Each is what ``ldptext precompute santext`` builds with the same embeddings, vocabulary, ε, p, split
-    and head size (its other options at their defaults). The bundles are built here and never leave this
+    and head size, and the configuration's verbatim cap (``verbatim_cap``; None: no cap) (its other options
+    at their defaults). The bundles are built here and never leave this
     machine, hence unsigned; the embeddings are loaded at most once, and only when a bundle has to be built.
     """
     from ..santext import build as santext_build
@@ -143,6 +147,6 @@ def load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[Row, float
                     path, embeddings=cfg.embeddings, epsilon=eps, mechanism=row.mechanism, p=cfg.p,
                     non_sensitive=row.split, vocab_size=cfg.vocab_size, head_size=cfg.head_size,
                     sign_key=False, cache_dir=cache / "neighbours", progress=cfg.progress, loaded=loaded,
-                    allow_weak_privacy=True)
+                    allow_weak_privacy=True, verbatim_cap=cfg.verbatim_cap)
             bundles[(row, eps)] = Bundle(path, load_unsigned(path), file_sha256(path))
     return bundles

@@ -94,6 +94,12 @@ class EvaluationConfig:
         Reuse the checkpoints of finished stages under ``out/checkpoints`` (they are written either way).
     head_size : int
         Bundle head size.
+    verbatim_cap : float or None
+        τ in (0, 1] of the SanText rows' bundles: every sensitive word is released unchanged with
+        probability at most τ (``build_santext_bundle(verbatim_cap=τ)``: a word above it leaves the
+        output domain), as ``ldptext precompute santext --verbatim-cap`` builds by default (0.5).
+        None (default): no cap, as the evaluation has always built them (same bundles, same cache).
+        The comparison mechanisms' bundles are built as before either way.
     dpbart_bundle : str or None
         A ``dpbart`` bundle (``ldptext precompute dpbart``): adds the ``dpbart`` entries (the name
         ``dpbart`` in ``mechanisms`` requires it and is otherwise ignored).
@@ -145,6 +151,7 @@ class EvaluationConfig:
     cache_dir: str | None = None
     resume: bool = True
     head_size: int = DEFAULT_HEAD_SIZE
+    verbatim_cap: float | None = None   # τ of the SanText bundles; None: no cap
     dpbart_bundle: str | None = None
     dpbart_epsilons: list[float] | None = None
     dpbart_delta: float = DEFAULT_DPBART_DELTA
@@ -190,6 +197,10 @@ class EvaluationConfig:
             raise ParameterError("seeds must be >= 1")
         if not 0 < self.threshold <= 1:
             raise ParameterError("threshold must be in (0, 1]")
+        if self.verbatim_cap is not None:
+            if isinstance(self.verbatim_cap, bool) or not 0 < self.verbatim_cap <= 1:
+                raise ParameterError("the verbatim cap must be in (0, 1] (or None for no cap)")
+            self.verbatim_cap = float(self.verbatim_cap)
         if not self.mechanisms and not self.baselines and not self.dpbart_bundle:
             raise ParameterError("nothing to evaluate")
         if self.shard is not None:

@@ -82,13 +82,19 @@ def _setup(results: dict) -> list[str]:
         f"- Data: **{ds['name']}**, {ds['n_train']} training / {ds['n_test']} test documents, "
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
         f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
-        f"p = {cfg['p']:g}{_splits(results)}.",
+        f"p = {cfg['p']:g}{_splits(results)}{_cap(cfg)}.",
         *_classifier_lines(results, ds),
         *_dpbart_setup(results),
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
         f"- Wall time: {results['timings']['total_s']:.0f} s.", *_resumed(results), ""]
+
+
+def _cap(cfg: dict) -> str:
+    """The SanText bundles' verbatim cap, when the sweep built them with one (nothing otherwise)."""
+    cap = cfg.get("verbatim_cap")
+    return "" if cap is None else f"; SanText bundles capped: P(M(x) = x) ≤ {cap:g} for every sensitive word"
 
 
 def _splits(results: dict) -> str:
