@@ -9,6 +9,7 @@ import argparse
 import math
 
 from ldptext.errors import ParameterError
+from ..santext.cli import add_verbatim_cap_option
 
 
 def _floats(text: str) -> list[float]:
@@ -43,19 +44,6 @@ def _split_w(text: str) -> float | None:
         return split_w(text)
     except ParameterError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _verbatim_cap(text: str) -> float | None:
-    """``--verbatim-cap``: a probability in (0, 1], or ``none`` (no cap)."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a probability or 'none': {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError("the verbatim cap must be in (0, 1] (or 'none')")
-    return value
 
 
 def _names(text: str) -> list[str]:
@@ -116,11 +104,12 @@ def register(sub) -> None:
     split.add_argument("--non-sensitive", type=_split_w, default=None, dest="non_sensitive", metavar="SPLIT",
                        help="SanText+: 'frequency:W' is the same as --w W; 'function-words' (the default split, "
                             "always evaluated) adds nothing")
-    p.add_argument("--verbatim-cap", type=_verbatim_cap, default=None, metavar="TAU",
-                   help="build the SanText / SanText+ bundles with every sensitive word released unchanged with "
-                        "probability at most TAU (a word above it is not an output), as ldptext precompute "
-                        "santext does by default with 0.5; 'none' (default): no cap. The cap is part of the "
-                        "bundle's cache name; the comparison mechanisms are built as before")
+    add_verbatim_cap_option(p, default=None,
+                            help="build the SanText / SanText+ bundles with every sensitive word released unchanged "
+                                 "with probability at most TAU (a word above it is not an output), as ldptext "
+                                 "precompute santext does by default with 0.5; 'none' (default): no cap. The cap "
+                                 "is part of the bundle's cache name; the comparison mechanisms are built as "
+                                 "before")
     p.add_argument("--baselines", type=_baselines, default=["none", "random", "cmp"],
                    help="comma list of none, random, cmp; 'no' for none (default: all)")
     p.add_argument("--classifier", type=_classifiers, default=["tfidf"],

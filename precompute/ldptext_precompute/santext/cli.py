@@ -18,14 +18,10 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def verbatim_cap_arg(text: str) -> "float | str | None":
-    """``--verbatim-cap``: a probability in (0, 1], ``none`` for no cap, or ``default``."""
-    from .build import DEFAULT
-
+def _cap_or_none(text: str) -> float | None:
+    """``TAU|none``: a probability in (0, 1], or ``none`` (no cap)."""
     if text.strip().lower() == "none":
         return None
-    if text == DEFAULT:  # (argparse passes a string default through this too)
-        return DEFAULT
     try:
         value = float(text)
     except ValueError:
@@ -35,15 +31,44 @@ def verbatim_cap_arg(text: str) -> "float | str | None":
     return value
 
 
+def verbatim_cap_arg(text: str) -> "float | str | None":
+    """``--verbatim-cap``: a probability in (0, 1], ``none`` for no cap, or ``default``."""
+    from .build import DEFAULT
+
+    if text == DEFAULT:  # (argparse passes a string default through this too)
+        return DEFAULT
+    return _cap_or_none(text)
+
+
+def add_verbatim_cap_option(p: argparse.ArgumentParser, *, help: str, default: Any = None) -> None:
+    """``--verbatim-cap TAU|none``, one option for every command that takes it (``precompute santext``,
+    ``demo``, ``evaluate``).
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+    help : str
+        What the cap does for this command.
+    default : float, None or ``build.DEFAULT``
+        The value without the option; ``build.DEFAULT`` (the builders' own default, resolved later) also
+        lets the word ``default`` through; otherwise only ``TAU`` or ``none`` parse.
+    """
+    from .build import DEFAULT
+
+    p.add_argument("--verbatim-cap", type=verbatim_cap_arg if default == DEFAULT else _cap_or_none,
+                   default=default, metavar="TAU", help=help)
+
+
 def add_verbatim_options(p: argparse.ArgumentParser) -> None:
     """``--verbatim-cap`` and ``--identifier-outputs`` (SanText(+) builds)."""
     from .build import DEFAULT, DEFAULT_VERBATIM_CAP
 
-    p.add_argument("--verbatim-cap", type=verbatim_cap_arg, default=DEFAULT, metavar="TAU",
-                   help=f"every sensitive word is released unchanged with probability at most TAU (default "
-                        f"{DEFAULT_VERBATIM_CAP:g}; 'none': no cap; with --allow-weak-privacy the default is "
-                        f"none): a word that would exceed it is not an output (never released; it is still "
-                        f"sanitized from its own row); stated in the manifest and checked at load")
+    add_verbatim_cap_option(
+        p, default=DEFAULT,
+        help=f"every sensitive word is released unchanged with probability at most TAU (default "
+             f"{DEFAULT_VERBATIM_CAP:g}; 'none': no cap; with --allow-weak-privacy the default is "
+             f"none): a word that would exceed it is not an output (never released; it is still "
+             f"sanitized from its own row); stated in the manifest and checked at load")
     p.add_argument("--identifier-outputs", action="store_true",
                    help="keep identifier-shaped tokens (phone numbers, postal codes, 5+ digit strings, e-mail "
                         "addresses, URLs) as outputs; by default they are never released")
