@@ -14,6 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+from gen_blocks import replace_block, write_or_check
+
+SCRIPT = "gen_android_cmake.py"
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "native" / "sources.mk"
 DOC = ROOT / "docs" / "jvm.md"
@@ -44,30 +47,14 @@ def cmake_block(sources: list[str], width: int = 100) -> str:
     return "\n".join([BEGIN, "add_library(ldptext STATIC"] + lines + [END])
 
 
-def expected_doc(doc: str, sources: list[str]) -> str:
-    """``doc`` with the block between the markers replaced."""
-    start, end = doc.find(BEGIN), doc.find(END)
-    if start < 0 or end < start:
-        raise SystemExit(f"gen_android_cmake.py: the markers are missing from {DOC.relative_to(ROOT)}")
-    return doc[:start] + cmake_block(sources) + doc[end + len(END):]
-
-
 def main(argv: list[str]) -> int:
     """Write the stale block (``--check``: only say so, 1 if stale; ``--print``: the list)."""
     sources = lib_sources()
     if "--print" in argv:
         print("\n".join(sources))
         return 0
-    doc = DOC.read_text(encoding="utf-8")
-    wanted = expected_doc(doc, sources)
-    if "--check" in argv:
-        if wanted != doc:
-            print(f"{DOC.relative_to(ROOT)} is stale: run python native/gen_android_cmake.py", file=sys.stderr)
-            return 1
-        return 0
-    if wanted != doc:
-        DOC.write_text(wanted, encoding="utf-8")
-    return 0
+    wanted = replace_block(DOC.read_text(encoding="utf-8"), BEGIN, END, cmake_block(sources), DOC, SCRIPT)
+    return write_or_check({DOC: wanted}, argv, SCRIPT)
 
 
 if __name__ == "__main__":

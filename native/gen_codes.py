@@ -17,6 +17,9 @@ import re
 import sys
 from pathlib import Path
 
+from gen_blocks import replace_block, write_or_check
+
+SCRIPT = "gen_codes.py"
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "native" / "include" / "ldptext.h"
 PYTHON = ROOT / "sdk" / "ldptext" / "ldp_codes.py"
@@ -66,29 +69,13 @@ def js_block(codes: list[tuple[str, int, str]]) -> str:
     return "\n".join([BEGIN] + [f"export const {name} = {value};" for name, value, _ in codes] + [END])
 
 
-def expected_js(js: str, codes: list[tuple[str, int, str]]) -> str:
-    """``js`` with its generated block rewritten."""
-    if BEGIN not in js or END not in js:
-        raise SystemExit(f"gen_codes.py: {JS.name} lacks the generated-block markers")
-    head, rest = js.split(BEGIN, 1)
-    return head + js_block(codes) + rest.split(END, 1)[1]
-
-
 def main(argv: list[str]) -> int:
     """Write the stale generated files (``--check``: only name them; 1 if any)."""
     codes = parse(HEADER.read_text(encoding="utf-8"))
     wanted = {PYTHON: python_module(codes)}
     if JS.exists():  # an sdist has no web wrapper
-        wanted[JS] = expected_js(JS.read_text(encoding="utf-8"), codes)
-    stale = [path for path, text in wanted.items()
-             if not path.exists() or path.read_text(encoding="utf-8") != text]
-    if "--check" in argv:
-        for path in stale:
-            print(f"{path.relative_to(ROOT)} is stale: run python native/gen_codes.py", file=sys.stderr)
-        return 1 if stale else 0
-    for path in stale:
-        path.write_text(wanted[path], encoding="utf-8")
-    return 0
+        wanted[JS] = replace_block(JS.read_text(encoding="utf-8"), BEGIN, END, js_block(codes), JS, SCRIPT)
+    return write_or_check(wanted, argv, SCRIPT)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "sdk"))
 
+from gen_blocks import replace_block, write_or_check  # noqa: E402
 from ldptext import registry  # noqa: E402
 from ldptext.guarantee import WORST_CASE_RULES  # noqa: E402
+
+SCRIPT = "gen_mechanisms.py"
 
 HEADER = ROOT / "native" / "include" / "ldptext.h"
 C_TABLE = ROOT / "native" / "lib" / "mechanisms.h"
@@ -158,32 +161,18 @@ def java_class(table: list[dict]) -> str:
         "        return mechanism > 0 && mechanism < column.length ? column[mechanism] : null;", "    }", "}", ""])
 
 
-def replace_block(text: str, begin: str, end: str, block: str, path: Path) -> str:
-    """``text`` with the block between ``begin`` and ``end`` replaced."""
-    if begin not in text or end not in text:
-        raise SystemExit(f"gen_mechanisms.py: {path.name} lacks the generated-block markers")
-    head, rest = text.split(begin, 1)
-    return head + block + rest.split(end, 1)[1]
-
-
 def main(argv: list[str]) -> int:
     """Write the stale generated files (``--check``: only name them; 1 if any)."""
     table = rows()
-    wanted = {HEADER: replace_block(HEADER.read_text(encoding="utf-8"), C_BEGIN, C_END, header_block(table), HEADER),
+    wanted = {HEADER: replace_block(HEADER.read_text(encoding="utf-8"), C_BEGIN, C_END, header_block(table), HEADER,
+                                    SCRIPT),
               C_TABLE: c_table(table)}
     for path, block in ((JS, js_block(table)), (DTS, dts_block(table))):
         if path.exists():  # an sdist has no web wrapper
-            wanted[path] = replace_block(path.read_text(encoding="utf-8"), JS_BEGIN, JS_END, block, path)
+            wanted[path] = replace_block(path.read_text(encoding="utf-8"), JS_BEGIN, JS_END, block, path, SCRIPT)
     if JAVA.parent.exists():
         wanted[JAVA] = java_class(table)
-    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
-    if "--check" in argv:
-        for p in stale:
-            print(f"{p.relative_to(ROOT)} is stale: run python native/gen_mechanisms.py", file=sys.stderr)
-        return 1 if stale else 0
-    for p in stale:
-        p.write_text(wanted[p], encoding="utf-8")
-    return 0
+    return write_or_check(wanted, argv, SCRIPT)
 
 
 if __name__ == "__main__":
