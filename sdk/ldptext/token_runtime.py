@@ -39,7 +39,7 @@ from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import unique_rows
 from .tokenization import TextTokenizer
-from .verbatim import VerbatimRate, median_threshold, random_sensitive_rows, refuse_near_identity
+from .verbatim import VerbatimRate, check_stated_median, random_sensitive_rows, refuse_near_identity
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -313,24 +313,16 @@ class TokenRuntime(_runtime.Closable):
         self._adopt_library(self._bundle)
         stated = self.stated_verbatim
         if stated is not None:
-            if self._library is None:  # libldptext checks the median itself when it adopts the bundle
-                self._check_stated_median(stated)
+            if self._library is None and tables is not None:  # libldptext checks it itself when adopted
+                # the realised law: TEM's and CusText's are not SanText's formula
+                check_stated_median(tables, None, stated, random_sensitive_rows(tables),
+                                    own_probability=self._own_probability)
             refuse_near_identity(stated, allow=self.allow_weak_privacy,
                                  flag="allow_weak_privacy=True (--allow-weak-privacy)")
 
-    def _check_stated_median(self, stated: VerbatimRate) -> None:
-        """The stated median against sensitive rows drawn at random (:func:`ldptext.verbatim.median_threshold`:
-        an honest statement is refused at most once in 10^11 loads), their rates from the realised law."""
-        t = getattr(self, "tables", None)
-        if t is None:
-            return
-        rows = random_sensitive_rows(t)
-        if rows.size == 0:
-            return
-        own = self.log_probabilities(rows)[np.arange(rows.size), rows]
-        if int((np.exp(own) > stated.median).sum()) >= median_threshold(rows.size):
-            raise ParameterMismatchError(f"manifest states a median verbatim rate of {stated.median:.6g}, but "
-                                         f"too many inputs drawn at random are released unchanged more often")
+    def _own_probability(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of ``rows``: the realised P(M(x) = x)."""
+        return np.exp(self.log_probabilities(rows)[np.arange(rows.size), rows])
 
     def _verbatim_within_stated(self, rows: np.ndarray, own_log_probability: np.ndarray) -> np.ndarray:
         """Per row: a sensitive row's P(x → x) (``own_log_probability``, realised) is at most the stated

@@ -24,6 +24,7 @@ import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -420,7 +421,8 @@ def random_sensitive_rows(t: SanTextTables, n: int = MEDIAN_ROWS) -> np.ndarray:
     return rows[np.array([secrets.randbelow(rows.size) for _ in range(n)], dtype=np.int64)]
 
 
-def check_stated_median(t: SanTextTables, epsilon: float, stated: VerbatimRate, random_rows: np.ndarray) -> None:
+def check_stated_median(t: SanTextTables, epsilon: float | None, stated: VerbatimRate, random_rows: np.ndarray,
+                        own_probability: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
     """Refuse a stated median verbatim rate that sensitive rows drawn at random at load contradict.
 
     A uniformly random sensitive input lies above the true median with probability at most 1/2, so
@@ -429,15 +431,20 @@ def check_stated_median(t: SanTextTables, epsilon: float, stated: VerbatimRate, 
     where they suffice (not above: the head's terms alone; above: every tail term is at most
     e^(−ε/2·(floor − d(x, x)))), else computed over the outputs for at most
     :data:`MEDIAN_EXACT_ROWS` rows; an undecided row counts as not above (a refusal only gets
-    rarer). libldptext's ``check_stated_median`` (``native/lib/check.c``) is the same test.
+    rarer). libldptext's ``check_stated_median`` (``native/lib/check.c``) is the same test. A
+    runtime whose law is not SanText's formula (TEM, CusText on the same tables) passes
+    ``own_probability``: the rows' rates are then its realised ones, not bounds.
 
     Parameters
     ----------
     t : SanTextTables
-    epsilon : float
+    epsilon : float or None
+        SanText's ε (not used when ``own_probability`` is given).
     stated : VerbatimRate
     random_rows : np.ndarray of int
         Sensitive inputs drawn uniformly at random at this load (:func:`random_sensitive_rows`).
+    own_probability : callable, optional
+        Rows -> the realised P(M(x) = x) of each.
 
     Raises
     ------
@@ -448,7 +455,21 @@ def check_stated_median(t: SanTextTables, epsilon: float, stated: VerbatimRate, 
     rows = rows[t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)]
     if rows.size == 0:
         return
-    level, half, k = stated.median, float(epsilon) / 2.0, t.head_size
+    if own_probability is not None:
+        above = np.asarray(own_probability(rows)) > stated.median
+    else:
+        above = _above_by_bounds(t, float(epsilon), stated.median, rows)
+    if int(above.sum()) >= median_threshold(int(rows.size)):
+        raise ParameterMismatchError(
+            f"manifest states a median verbatim rate of {stated.median:.6g}, but {int(above.sum())} of "
+            f"{rows.size} sensitive inputs drawn at random are released unchanged more often")
+
+
+def _above_by_bounds(t: SanTextTables, epsilon: float, level: float, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows`` (sensitive inputs): whether SanText's P(M(x) = x) is above ``level``,
+    decided by its head's bounds, else exactly for at most :data:`MEDIAN_EXACT_ROWS` rows (an
+    undecided row: False)."""
+    half, k = epsilon / 2.0, t.head_size
     outs = t.outputs.astype(np.int64)
     pos = np.minimum(np.searchsorted(outs, rows), outs.size - 1)
     is_out = outs[pos] == rows
@@ -463,7 +484,4 @@ def check_stated_median(t: SanTextTables, epsilon: float, stated: VerbatimRate, 
     undecided = np.flatnonzero(is_out & ~above & (1.0 / head_sum > level))[:MEDIAN_EXACT_ROWS]
     if undecided.size:
         above[undecided] = verbatim_probabilities(t, epsilon, rows[undecided], threads=1) > level
-    if int(above.sum()) >= median_threshold(int(rows.size)):
-        raise ParameterMismatchError(
-            f"manifest states a median verbatim rate of {stated.median:.6g}, but {int(above.sum())} of "
-            f"{rows.size} sensitive inputs drawn at random are released unchanged more often")
+    return above
