@@ -20,7 +20,6 @@ checks a random sample of rows); nothing is released in either case.
 """
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import warnings
@@ -29,6 +28,7 @@ import numpy as np
 import pytest
 from conftest import build_tiny_bundle, edited_bundle, random_word_embeddings
 from test_libldptext import OK, clib, dev_key  # noqa: F401 (fixtures)
+from wasm_node import run_node_script
 
 from ldptext import keys, registry
 from ldptext.errors import ParameterMismatchError, SignatureError, WeakPrivacyError
@@ -220,20 +220,9 @@ def test_the_python_sdk_gives_the_same_verdicts(corpus, c_codes, backend):
 
 
 def test_the_web_wrapper_gives_the_same_codes(corpus, c_codes, dev_key, tmp_path):  # noqa: F811
-    from test_wasm import WASM_BUILD, _tool
-    node = _tool(["node", "nodejs"], "the wasm tests run in node")
-    _tool(["emcc"], "the browser build needs emscripten")
-    done = subprocess.run(["make", "-s", "-C", str(WASM_BUILD.parents[2] / "native" / "wasm")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     spec = tmp_path / "corpus.json"
     spec.write_text(json.dumps({name: [str(path), doc] for name, (path, doc, _) in corpus.items()}))
-    script = tmp_path / "corpus.mjs"
-    script.write_text(f"""
-import {{ readFile }} from 'node:fs/promises';
-import {{ pathToFileURL }} from 'node:url';
-const api = await import(pathToFileURL({json.dumps(str(WASM_BUILD / 'ldptext-web.js'))}).href);
-const key = {json.dumps(base64.b64encode(dev_key).decode())};
+    out = run_node_script(f"""
 const spec = JSON.parse(await readFile({json.dumps(str(spec))}, 'utf8'));
 const out = {{}};
 for (const [name, [file, doc]] of Object.entries(spec)) {{
@@ -248,10 +237,8 @@ for (const [name, [file, doc]] of Object.entries(spec)) {{
   out[name] = code;
 }}
 process.stdout.write(JSON.stringify(out));
-""", encoding="utf-8")
-    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == c_codes
+""", tmp_path / "corpus.mjs", dev_key, timeout=300)
+    assert out == c_codes
 
 
 def test_the_jvm_binding_gives_the_same_codes(corpus, c_codes, dev_key, tmp_path):  # noqa: F811

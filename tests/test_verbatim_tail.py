@@ -6,7 +6,6 @@ libldptext's ``ldp_bundle_info`` (and so the web wrapper's report and the JVM bi
 exposed words with their exact probability, against an independent float64 evaluation."""
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import warnings
@@ -16,6 +15,7 @@ import pytest
 from conftest import build_tiny_bundle, edited_bundle
 from test_libldptext import OK, clib, dev_key  # noqa: F401 (fixtures)
 from test_verbatim_cap import metric, reference_rates
+from wasm_node import run_node_script
 
 from ldptext import keys
 from ldptext.errors import ParameterMismatchError
@@ -115,27 +115,13 @@ def test_inspect_lists_the_most_exposed_words_with_their_exact_probability(cappe
 
 
 def test_the_web_wrapper_reports_the_tail(capped, dev_key, tmp_path):  # noqa: F811
-    from test_wasm import WASM_BUILD, _tool
-    node = _tool(["node", "nodejs"], "the wasm tests run in node")
-    _tool(["emcc"], "the browser build needs emscripten")
-    done = subprocess.run(["make", "-s", "-C", str(WASM_BUILD.parents[2] / "native" / "wasm")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     path, stated, report = capped
-    script = tmp_path / "tail.mjs"
-    script.write_text(f"""
-import {{ readFile }} from 'node:fs/promises';
-import {{ pathToFileURL }} from 'node:url';
-const api = await import(pathToFileURL({json.dumps(str(WASM_BUILD / 'ldptext-web.js'))}).href);
-const ldp = await api.LdpText.open(new Uint8Array(await readFile({json.dumps(str(path))})),
-                                   [{json.dumps(base64.b64encode(dev_key).decode())}]);
+    r = run_node_script(f"""
+const ldp = await api.LdpText.open(new Uint8Array(await readFile({json.dumps(str(path))})), [key]);
 const r = ldp.sanitize('w1 w2 w3').report;
 ldp.close();
 process.stdout.write(JSON.stringify(r));
-""", encoding="utf-8")
-    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    r = json.loads(done.stdout)
+""", tmp_path / "tail.mjs", dev_key)
     assert [r[f"verbatim_{k}"] for k in TAIL] == [stated[k] for k in TAIL]
     assert (r["notion"], r["neighbouring"]) == (report.notion, report.neighbouring)
 

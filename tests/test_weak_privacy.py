@@ -23,6 +23,7 @@ from ldptext.santext import Sanitizer
 from ldptext.verbatim import MEDIAN_REFUSAL, NEAR_IDENTITY_MEDIAN, VerbatimRate, median_threshold
 
 from test_libldptext import OK, Expect, Report, clib, dev_key  # noqa: F401 (fixtures)
+from wasm_node import run_node_script
 
 E_WEAK_PRIVACY = -105
 E_PARAMETER_MISMATCH = -100
@@ -125,23 +126,10 @@ def test_the_median_threshold_is_the_exact_binomial_tail():
 def test_the_web_wrapper_refuses_it_without_opt_in(weak, dev_key, tmp_path):  # noqa: F811
     """In node, on the wasm build: LDP_E_WEAK_PRIVACY without allowWeakPrivacy; with it, a report
     that says weak_privacy with the stated rates."""
-    import base64
     import json
-    import subprocess
 
-    from test_wasm import WASM_BUILD, _tool
-    node = _tool(["node", "nodejs"], "the wasm tests run in node")
-    _tool(["emcc"], "the browser build needs emscripten")
-    done = subprocess.run(["make", "-s", "-C", str(WASM_BUILD.parents[2] / "native" / "wasm")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     path, misstated, stated = weak
-    script = tmp_path / "weak.mjs"
-    script.write_text(f"""
-import {{ readFile }} from 'node:fs/promises';
-import {{ pathToFileURL }} from 'node:url';
-const api = await import(pathToFileURL({json.dumps(str(WASM_BUILD / 'ldptext-web.js'))}).href);
-const key = {json.dumps(base64.b64encode(dev_key).decode())};
+    out = run_node_script(f"""
 const out = {{}};
 for (const [name, file] of [['weak', {json.dumps(str(path))}], ['misstated', {json.dumps(str(misstated))}]]) {{
   const bytes = new Uint8Array(await readFile(file));
@@ -155,10 +143,7 @@ for (const [name, file] of [['weak', {json.dumps(str(path))}], ['misstated', {js
   }} catch (e) {{ out[name + '_allowed'] = e.code; }}
 }}
 process.stdout.write(JSON.stringify(out));
-""", encoding="utf-8")
-    done = subprocess.run([node, str(script)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+""", tmp_path / "weak.mjs", dev_key)
     assert out["weak_plain"] == E_WEAK_PRIVACY
     assert out["weak_allowed"] == [True, stated.median]
     assert out["misstated_plain"] == E_PARAMETER_MISMATCH and out["misstated_allowed"] == E_PARAMETER_MISMATCH
