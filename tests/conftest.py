@@ -155,3 +155,22 @@ def require_tool(names: list[str], why: str, flag: str) -> str:
     if os.environ.get(flag) == "1":
         pytest.fail(f"{message} ({flag}=1)")
     pytest.skip(message)
+
+
+@pytest.fixture()
+def refusing(monkeypatch):
+    """The runtime refuses any document containing REFUSE (as it would a bad special token): the
+    CLI's file formats (test_cli_formats.py, test_parquet.py) must then leave no output."""
+    from ldptext.errors import InputError
+    from ldptext.santext import Sanitizer
+
+    real = Sanitizer.sanitize_batch
+
+    def sanitize_batch(self, texts):
+        texts = list(texts)
+        for k, t in enumerate(texts):
+            if "REFUSE" in t:
+                raise InputError(f"document {k} could not be tokenized", document=k)
+        return real(self, texts)
+
+    monkeypatch.setattr(Sanitizer, "sanitize_batch", sanitize_batch)

@@ -16,7 +16,6 @@ import pytest
 
 from conftest import build_tiny_bundle
 from ldptext.cli import main
-from ldptext.errors import InputError
 
 MARKER = "SECRETMARKER7f3a"
 REPORT = ["ldp_mechanism", "ldp_epsilon", "ldp_tokens", "ldp_document_epsilon", "ldp_attempt"]
@@ -143,23 +142,6 @@ def test_a_bad_jsonl_line_that_is_not_utf8_and_skip_bad_lines(bundle, tmp_path, 
     err = capsys.readouterr().err
     assert "skipped 1 input records" in err and "line 2" in err and MARKER not in err
     assert len(out.read_text().splitlines()) == 2
-
-
-@pytest.fixture()
-def refusing(monkeypatch):
-    """The runtime refuses any document containing REFUSE (as it would a bad special token)."""
-    from ldptext.santext import Sanitizer
-
-    real = Sanitizer.sanitize_batch
-
-    def sanitize_batch(self, texts):
-        texts = list(texts)
-        for k, t in enumerate(texts):
-            if "REFUSE" in t:
-                raise InputError(f"document {k} could not be tokenized", document=k)
-        return real(self, texts)
-
-    monkeypatch.setattr(Sanitizer, "sanitize_batch", sanitize_batch)
 
 
 def test_a_refused_document_after_the_first_batch_leaves_no_output(bundle, tmp_path, refusing, capsys):

@@ -106,23 +106,6 @@ def test_a_file_that_is_not_parquet_is_an_input_error(bundle, tmp_path, capsys):
     assert not (tmp_path / "o.parquet").exists()
 
 
-@pytest.fixture()
-def refusing(monkeypatch):
-    """The runtime refuses any document containing REFUSE (as it would a bad special token)."""
-    from ldptext.santext import Sanitizer
-
-    real = Sanitizer.sanitize_batch
-
-    def sanitize_batch(self, texts):
-        texts = list(texts)
-        for k, t in enumerate(texts):
-            if "REFUSE" in t:
-                raise InputError(f"document {k} could not be tokenized", document=k)
-        return real(self, texts)
-
-    monkeypatch.setattr(Sanitizer, "sanitize_batch", sanitize_batch)
-
-
 def test_a_refused_row_stops_the_run_by_row_index_with_no_output(bundle, tmp_path, refusing, capsys):
     texts = [f"w{i % 40} {MARKER}" for i in range(300)]
     texts[217] = f"REFUSE {MARKER}"
