@@ -282,6 +282,41 @@ evaluate-paper-table: setup
 	  $(VPY) -m ldptext_precompute.evaluation.paper_table $(EVAL_PAPER_OUT)/results.json \
 	    $${started:+--started $$started}
 
+# What sanitized text keeps and gives away (docs/evaluation.md, "Meaning, style, divergence and who wrote
+# it"), in the background under nice: ldptext evaluate-aspects on the 2012 convention speeches (78 speakers,
+# 936 documents), SanText, SanText+ (default split), TEM, CusText, CusText+, CMP at epsilon 1, 2, 3, random,
+# unsanitized; DP-BART too when EVAL_ASPECTS_DPBART names a trained bundle (make dpbart-train), at
+# EVAL_ASPECTS_DPBART_EPS per chunk. Every finished release is a checkpoint: make evaluate-aspects again
+# resumes; make evaluate-aspects-status shows progress and the table when done; make evaluate-aspects-stop stops.
+EVAL_ASPECTS_OUT        ?= $(CACHE)/evaluate-aspects
+EVAL_ASPECTS_DPBART     ?=
+EVAL_ASPECTS_DPBART_EPS ?= 500,2500,10000
+EVAL_ASPECTS_ARGS       ?= --mechanism santext,santext+,tem,custext,custext+,cmp --embeddings glove-6b-50d \
+  --vocab-size 20000 --epsilon 1,2,3 --baselines none,random --seeds 1 --cache-dir $(CACHE)/evaluate \
+  --out $(EVAL_ASPECTS_OUT) $(if $(EVAL_ASPECTS_DPBART),--dpbart-bundle $(EVAL_ASPECTS_DPBART) \
+  --dpbart-epsilon $(EVAL_ASPECTS_DPBART_EPS) --allow-unsigned)
+.PHONY: evaluate-aspects evaluate-aspects-status evaluate-aspects-stop
+evaluate-aspects: setup native
+	@mkdir -p $(dir $(EVAL_ASPECTS_OUT))
+	@if test -f $(EVAL_ASPECTS_OUT).pid && kill -0 $$(cat $(EVAL_ASPECTS_OUT).pid) 2>/dev/null; then \
+	  echo "already running (pid $$(cat $(EVAL_ASPECTS_OUT).pid)): make evaluate-aspects-status"; exit 0; fi; \
+	echo "== start $$(date -u +%FT%TZ)" >> $(EVAL_ASPECTS_OUT).log; \
+	OMP_NUM_THREADS=1 LDPTEXT_PROGRESS_INTERVAL=60 TOKENIZERS_PARALLELISM=false setsid nohup nice -n 19 \
+	  $(VENV)/bin/ldptext evaluate-aspects $(EVAL_ASPECTS_ARGS) >> $(EVAL_ASPECTS_OUT).log 2>&1 & \
+	echo $$! > $(EVAL_ASPECTS_OUT).pid; \
+	echo "started (pid $$(cat $(EVAL_ASPECTS_OUT).pid)); log: $(EVAL_ASPECTS_OUT).log; make evaluate-aspects-status"
+
+evaluate-aspects-status:
+	@if test -f $(EVAL_ASPECTS_OUT).pid && kill -0 $$(cat $(EVAL_ASPECTS_OUT).pid) 2>/dev/null; then \
+	  echo "running (pid $$(cat $(EVAL_ASPECTS_OUT).pid))"; else echo "not running"; fi
+	@test -f $(EVAL_ASPECTS_OUT).log || exit 0; grep -hE "^ldptext: |\[evaluate\]|^wrote |Error" \
+	  $(EVAL_ASPECTS_OUT).log | tail -n 4; test -f $(EVAL_ASPECTS_OUT)/aspects.md && cat $(EVAL_ASPECTS_OUT)/aspects.md; true
+
+evaluate-aspects-stop:
+	@if test -f $(EVAL_ASPECTS_OUT).pid && kill -0 $$(cat $(EVAL_ASPECTS_OUT).pid) 2>/dev/null; then \
+	  kill -TERM -$$(cat $(EVAL_ASPECTS_OUT).pid); echo "stopping (finished releases are kept: make evaluate-aspects resumes)"; \
+	  else echo "not running"; fi
+
 clean:
 	rm -rf build $(VENV) sdk/ldptext/_native*.so
 	$(MAKE) -C native clean

@@ -26,5 +26,6 @@ def register(sub) -> None:
     for module in PRECOMPUTE_TARGETS:
         module.register(targets)
     evaluation_cli.register(sub)
+    importlib.import_module(".evaluation.aspects.cli", __package__).register(sub)
     calibrate.register(sub)
     demo.register(sub)
