@@ -25,7 +25,7 @@ $(STAMP): setup.py requirements/assets.txt requirements/nodeps.txt scripts/syste
 	@# touches one of those dependencies while they are present makes pip print an ERROR listing
 	@# them, so they are removed before the install that resolves (on a rerun) and installed last.
 	$(VPY) -m pip uninstall -q -y -r requirements/nodeps.txt 2>&1 | grep -v '^WARNING: Skipping .* as it is not installed' || true
-	$(VPY) -m pip install -q -e '.[precompute,evaluate,test,spark]'
+	$(VPY) -m pip install -q -e '.[precompute,evaluate,aspects,test,spark]'
 	$(VPY) -m pip install -q --no-deps -r requirements/nodeps.txt
 	$(VPY) -c "import ldptext._native"   # the extension must build here; the fallback is for users
 	touch $(STAMP)

