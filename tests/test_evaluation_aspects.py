@@ -175,3 +175,30 @@ def test_builtin_corpus_balances_parties():
     assert sorted(set(c.attributes)) == ["democrat", "republican"]
     assert c.attributes.count("democrat") == 60
     assert all(len(t.split()) == 50 for t in c.texts)
+
+
+# --- outputs ------------------------------------------------------------------------------------------
+
+def test_table_and_one_plot_per_aspect_from_results(tmp_path):
+    from ldptext_precompute.evaluation.aspects.plots import write_aspect_plots
+    from ldptext_precompute.evaluation.aspects.report import aspects_markdown
+    from ldptext_precompute.evaluation.aspects.runner import ASPECTS, METRICS
+
+    metrics = {k: 0.5 for k in METRICS}
+    rows = [{"mechanism": "none", "label": "Unsanitized", "epsilon": None, "metrics": metrics},
+            {"mechanism": "santext", "label": "SanText", "epsilon": 1.0, "metrics": metrics},
+            {"mechanism": "santext", "label": "SanText", "epsilon": 3.0, "metrics": metrics},
+            {"mechanism": "dpbart", "label": "DP-BART", "epsilon": 500.0, "metrics": metrics}]
+    results = {"corpus": {"name": "c", "source": "s", "documents": 8, "doc_words": 5, "authors": 4, "per_party": 2,
+                          "attribute": "party", "docs_per_author": 2},
+               "config": {"k": 2, "seeds": 1}, "seeded": "seeded", "tagger": "t", "encoder": "e",
+               "chance": {"reid_top1": 0.25, "reid_topk": 0.5, "linkage": 0.25, "profiling": 0.5},
+               "metrics": METRICS, "aspects": {k: list(v) for k, v in ASPECTS.items()}, "rows": rows,
+               "wall_time_s": 61.0}
+    written = write_aspect_plots(results, tmp_path)
+    assert written == [f"aspect_{a}.png" for a in ASPECTS]
+    assert all((tmp_path / name).stat().st_size > 0 for name in written)
+    md = aspects_markdown(results)
+    assert "| SanText | 3 | 0.500 |" in md and "| DP-BART | 500 / chunk |" in md
+    assert "| chance | | " in md and md.count("|---|") == 1
+    assert "re-id @2" in md and "1m01s" in md

@@ -43,7 +43,7 @@ def write_aspect_plots(results: dict, out: Path) -> list[str]:
                 ax.axhline(results["chance"][key], color="gray", linestyle=":", linewidth=1, label="chance")
             ax.set_xscale("log")
             ax.set_xlabel("ε (per token; DP-BART: per chunk)")
-            ax.set_title(results["metrics"][key], fontsize=9)
+            ax.set_title(results["metrics"][key].replace("top-k", f"top-{results['config']['k']}"), fontsize=9)
             ax.grid(alpha=0.3)
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
