@@ -36,12 +36,14 @@ def test_status_lines_off_a_terminal_are_periodic_with_counts_and_an_estimate():
     bar.update()
     bar.close()
     lines = out.getvalue().splitlines()
-    # one line per 30 s of the 251 s, then the final "done" line
-    assert len(lines) == 251 // 30 + 1
+    # a line at the start and after the first step, one per 30 s of the 251 s, then the final "done" line
+    assert len(lines) == 2 + 251 // 30 + 1
     assert "\r" not in out.getvalue()
-    assert lines[0] == "ldptext: dpbart training: step 30/2000 (2%), 30s elapsed, about 32m50s left"
-    assert re.fullmatch(r"ldptext: dpbart training: step 240/2000 \(12%\), 4m00s elapsed, about 29m20s left",
-                        lines[7])
+    assert lines[0] == "ldptext: dpbart training: step 0/2000 (0%), 0s elapsed, estimate pending"
+    assert lines[1] == "ldptext: dpbart training: step 1/2000 (0%), 1s elapsed, about 33m19s left"
+    assert lines[2] == "ldptext: dpbart training: step 31/2000 (2%), 31s elapsed, about 32m49s left"
+    assert re.fullmatch(r"ldptext: dpbart training: step 241/2000 \(12%\), 4m01s elapsed, about 29m19s left",
+                        lines[9])
     assert lines[-1] == "ldptext: dpbart training: done, 251 steps in 4m11s"
 
 
@@ -51,7 +53,8 @@ def test_status_line_with_postfix_and_unknown_total():
     bar.set_postfix(loss="1.5")
     clock.now += 5
     bar.update(3)
-    assert out.getvalue().splitlines() == ["ldptext: search: 3 rows, 5s elapsed, loss 1.5"]
+    assert out.getvalue().splitlines() == ["ldptext: search: 0 rows, 0s elapsed",
+                                           "ldptext: search: 3 rows, 5s elapsed, loss 1.5"]
 
 
 def test_a_resumed_loop_estimates_from_this_runs_rate_only():
@@ -59,14 +62,30 @@ def test_a_resumed_loop_estimates_from_this_runs_rate_only():
     bar = P.Progress(100, "stage", unit="step", initial=50, stream=out, interval=10, clock=clock)
     clock.now += 10
     bar.update(10)  # 10 steps in 10 s, 40 left
-    assert out.getvalue().splitlines() == ["ldptext: stage: step 60/100 (60%), 10s elapsed, about 40s left"]
+    assert out.getvalue().splitlines() == ["ldptext: stage: step 50/100 (50%), 0s elapsed, estimate pending",
+                                           "ldptext: stage: step 60/100 (60%), 10s elapsed, about 40s left"]
 
 
-def test_no_line_before_the_interval_and_no_done_line_for_a_quick_loop():
+def test_off_a_terminal_a_line_at_the_start_and_after_the_first_unit_then_at_the_interval():
+    """A log shows a loop at once (not only after the interval, 30 s by default): its start, its first unit
+    (the first rate), then a line per interval, and that it ended."""
     clock, out = FakeClock(), io.StringIO()
     for _ in P.track(range(100), "quick", stream=out, interval=30, clock=clock):
         clock.now += 0.1
-    assert out.getvalue() == ""
+    assert out.getvalue().splitlines() == ["ldptext: quick: it 0/100 (0%), 0s elapsed, estimate pending",
+                                           "ldptext: quick: it 1/100 (1%), 0s elapsed, about 10s left",
+                                           "ldptext: quick: done, 100 its in 10s"]
+
+
+def test_an_interrupted_loop_has_no_done_line():
+    clock, out = FakeClock(), io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        for i in P.track(range(10), "stopped", stream=out, interval=30, clock=clock):
+            clock.now += 5
+            if i == 3:
+                raise KeyboardInterrupt
+    assert [line.split(",")[0] for line in out.getvalue().splitlines()] == [
+        "ldptext: stopped: it 0/10 (0%)", "ldptext: stopped: it 1/10 (10%)"]
 
 
 def test_disabled_prints_nothing_even_on_a_terminal():
@@ -99,7 +118,7 @@ def test_track_counts_items_and_takes_the_total_from_len():
         clock.now += 60
         seen.append(x)
     assert seen == ["a", "b", "c"]
-    lines = out.getvalue().splitlines()
+    lines = out.getvalue().splitlines()[1:]     # after the start line
     assert lines[0] == "ldptext: cfg: config 1/3 (33%), 1m00s elapsed, about 2m00s left"
     assert lines[2] == "ldptext: cfg: config 3/3 (100%), 3m00s elapsed"
     assert lines[3] == "ldptext: cfg: done, 3 configs in 3m00s"
@@ -110,7 +129,7 @@ def test_default_stream_is_stderr_at_construction(capsys):
     bar = P.Progress(2, "x", interval=0, clock=clock)
     clock.now += 1
     bar.update()
-    assert capsys.readouterr().err.startswith("ldptext: x: it 1/2 (50%)")
+    assert capsys.readouterr().err.splitlines()[1].startswith("ldptext: x: it 1/2 (50%)")
     assert bar._stream is sys.stderr
 
 

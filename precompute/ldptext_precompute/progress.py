@@ -1,8 +1,9 @@
 """Progress of long precompute and evaluation work, on stderr.
 
 On a terminal: a tqdm bar with rate and estimate. Otherwise (a log file, CI, ``nohup``, a pipe):
-one plain status line at most every ``interval`` seconds, because tqdm's carriage-return redraws
-turn a log into one unreadable line, and a job that prints nothing for ten minutes looks hung.
+plain status lines, because tqdm's carriage-return redraws turn a log into one unreadable line, and
+a job that prints nothing for ten minutes looks hung: one when the loop starts, one after its first
+unit (the first rate and estimate), then one at most every ``interval`` seconds, and a "done" line.
 Example::
 
     ldptext: base (denoising AE): step 250/2000 (12%), 4m10s elapsed, about 29m left
@@ -97,14 +98,18 @@ class Progress:
         self._closed = not enabled
         self._interval = status_interval(interval)
         self._start = self._last = clock()
+        self._updates = 0
         if enabled and _is_terminal(self._stream):
             from tqdm import tqdm
 
             self._bar = tqdm(total=self.total, desc=desc, unit=unit, initial=self.n, file=self._stream,
                              dynamic_ncols=True, leave=leave)
+        elif enabled:   # off a terminal: a line at once, so a log shows the loop started
+            self._write(self.status(self._start))
 
     def update(self, n: int = 1) -> None:
-        """Count ``n`` more units done; off a terminal, print a status line when one is due."""
+        """Count ``n`` more units done; off a terminal, print a status line when one is due (after the first
+        update, then every ``interval`` seconds)."""
         if self._closed:
             return
         self.n += n
@@ -112,7 +117,8 @@ class Progress:
             self._bar.update(n)
             return
         now = self._clock()
-        if now - self._last >= self._interval:
+        self._updates += 1
+        if self._updates == 1 or now - self._last >= self._interval:
             self._last = now
             self._write(self.status(now))
 
@@ -146,7 +152,8 @@ class Progress:
     def close(self, finished: bool = True) -> None:
         """Finish: close the bar, or (off a terminal, if any status line was printed) say it is done.
 
-        ``finished=False`` (an exception or a requested stop) closes without the "done" line.
+        ``finished=False`` (an exception or a requested stop) closes without the "done" line. Off a terminal
+        the "done" line follows the start line (so a log that showed the loop running shows that it ended).
         """
         if self._closed:
             return
