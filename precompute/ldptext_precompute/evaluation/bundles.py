@@ -17,6 +17,7 @@ from ldptext.santext import Sanitizer
 from . import comparison as _comparison
 from .config import SANTEXT_MECHANISMS, EvaluationConfig, epsilon_text
 from .console import log
+from ..epsilon import format_epsilon
 from .records import DPBartBundleInfo
 from .rows import Row
 
@@ -142,7 +143,7 @@ def load_sanitizers(cfg: EvaluationConfig, cache: Path) -> dict[tuple[Row, float
             if not path.exists():
                 if loaded is None:
                     loaded = load_embeddings(cfg.embeddings, cfg.vocab_size)
-                log(cfg, f"building {row.label} bundle, epsilon={epsilon_text(eps)}")
+                log(cfg, f"building {row.label} bundle, eps={format_epsilon(eps)}")
                 santext_build.build_santext_bundle(
                     path, embeddings=cfg.embeddings, epsilon=eps, mechanism=row.mechanism, p=cfg.p,
                     non_sensitive=row.split, vocab_size=cfg.vocab_size, head_size=cfg.head_size,

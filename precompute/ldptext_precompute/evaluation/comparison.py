@@ -32,6 +32,7 @@ import numpy as np
 
 from ldptext import registry
 from ldptext.errors import LdptextError
+from ..epsilon import format_epsilon
 
 __all__ = ["COMPARISON_MECHANISMS", "EXACT_MECHANISMS", "ESTIMATED_MECHANISMS", "DEFAULTS",
            "load_runtime", "build_comparison_bundle", "load_comparison_bundles",
@@ -159,7 +160,7 @@ def load_comparison_bundles(mechanisms: list[str], epsilons: list[float], *, emb
             if not path.exists():
                 if loaded is None:
                     loaded = load_embeddings(embeddings, vocab_size)
-                log(f"building {mech} bundle, epsilon={eps:g}")
+                log(f"building {mech} bundle, eps={format_epsilon(eps)}")
                 build_comparison_bundle(path, mech, eps, embeddings=embeddings, vocab_size=vocab_size,
                                         loaded=loaded, cache=cache, progress=progress)
             out[(mech, eps)] = (path, load_runtime(mech, path))

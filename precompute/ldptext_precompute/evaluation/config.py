@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ldptext import registry
 from ldptext.errors import ParameterError
+from ..epsilon import normalize_epsilons
 from . import comparison as _comparison
 from ..santext.knn import DEFAULT_HEAD_SIZE
 from . import metrics as M
@@ -23,7 +24,8 @@ BASELINES = ("none", "random", "cmp")
 
 
 def epsilon_text(epsilon: float) -> str:
-    """ε as it names a bundle and a random stream: the exact float (``repr``), so 2.53 and 2.530004 differ."""
+    """ε as it names a bundle and a random stream: the exact float (``repr``), so 2.53 and 2.530004 differ.
+    A key, never printed: ε is printed by :func:`ldptext_precompute.epsilon.format_epsilon`."""
     return repr(float(epsilon))
 
 
@@ -61,7 +63,8 @@ class EvaluationConfig:
     vocab_size : int or None
         Word-level vocabulary size; None for the embeddings' default (always None for WordPiece).
     epsilons : list of float
-        The ε of every mechanism and of CMP, each used exactly as given (bundle, cache key and seeds).
+        The ε of every mechanism and of CMP, each used exactly as given (bundle, cache key and seeds);
+        :meth:`validate` keeps numerically equal values once and sorts them ascending (the table columns).
     p : float
         SanText+'s probability of sanitizing a non-sensitive token.
     w : float or None
@@ -104,7 +107,8 @@ class EvaluationConfig:
         A ``dpbart`` bundle (``ldptext precompute dpbart``): adds the ``dpbart`` entries (the name
         ``dpbart`` in ``mechanisms`` requires it and is otherwise ignored).
     dpbart_epsilons : list of float or None
-        DP-BART's ε per chunk (its scale is not the token mechanisms'); None: ``epsilons``.
+        DP-BART's ε per chunk (its scale is not the token mechanisms'); None: ``epsilons``. Distinct and
+        ascending after :meth:`validate`, as ``epsilons``.
     dpbart_delta : float
         δ per chunk of the Gaussian mechanism (:data:`DEFAULT_DPBART_DELTA`; 0 is recorded for Laplace).
     dpbart_mechanism : str
@@ -187,7 +191,7 @@ class EvaluationConfig:
             self.baselines = [b for b in self.baselines if b != "cmp"]
         if not self.epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
             raise ParameterError("every epsilon must be a positive finite number")
-        self.epsilons = [float(e) for e in self.epsilons]
+        self.epsilons = normalize_epsilons(self.epsilons)[0]
         if not 0 < self.p <= 1 or (self.w is not None and not 0 < self.w <= 1):
             raise ParameterError("p and w must be in (0, 1]")
         if not self.classifiers or len(set(self.classifiers)) != len(self.classifiers) or any(
@@ -237,6 +241,7 @@ class EvaluationConfig:
             self.dpbart_epsilons = list(self.epsilons)
         if not self.dpbart_epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.dpbart_epsilons):
             raise ParameterError("every DP-BART epsilon must be a positive finite number")
+        self.dpbart_epsilons = normalize_epsilons(self.dpbart_epsilons)[0]
         if self.dpbart_mechanism not in DPBART_NOISE:
             raise ParameterError(f"unknown DP-BART mechanism {self.dpbart_mechanism!r} (choose from "
                                  f"{', '.join(DPBART_NOISE)})")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ldptext import registry
 from ldptext.fileio import atomic_path
+from ..epsilon import format_epsilon
 from .records import ATTACK_TARGETS, attack_success, classifier_scores
 from .report import LABELS, MAJORITY_LABEL, classifier_names, classifier_tag, shareable_mode
 from .rows import DEFAULT_SPLIT, Row, ordered_rows, row_of
@@ -215,7 +216,7 @@ def write_plots(results: dict, out: Path) -> list[str]:
                     continue
                 xs.append(x)
                 ys.append(accuracy(e, name)["mean"])
-                labels.append("" if e["epsilon"] is None else f"ε={e['epsilon']:g}")
+                labels.append("" if e["epsilon"] is None else f"ε={format_epsilon(e['epsilon'])}")
             if not xs:
                 continue
             ax.plot(xs, ys, marker="o", color=_color(m), label=m.label,

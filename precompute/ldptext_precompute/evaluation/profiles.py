@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from ..checkpoints import jsonable
+from ..epsilon import format_epsilon
 from . import comparison as _comparison
 from . import metrics as M
 from .bundles import Bundle
@@ -56,7 +57,7 @@ def _profile_comparison(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> E
             "profile", key, lambda: _comparison.estimate_inversion_attack(
                 _comparison.load_runtime(mech, bundle.path, seed), sweep.corpus.counts, sweep.prior),
             lambda d: d, lambda d: d)
-        log(cfg, f"privacy {mech} eps={eps:g}: estimated attack {estimate['success_rate_dataset']:.4f}")
+        log(cfg, f"privacy {mech} eps={format_epsilon(eps)}: estimated attack {estimate['success_rate_dataset']:.4f}")
         return Entry(mechanism=mech, epsilon=eps, bundle=info, privacy=_comparison.EstimatedAttackPrivacy(
             estimate=estimate, guarantee=_comparison.guarantee_of(runtime)))
     key = {"stage": "profile", "bundle": bundle.digest, "mechanism": mech, "epsilon": eps,
@@ -70,11 +71,11 @@ def _profile_comparison(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> E
         prof = M.profile_mechanism(runtime.log_probabilities, domain.inputs, domain.vocab_size,
                                    threshold=cfg.threshold, prior=sweep.prior, prior_name=PRIOR_NAME,
                                    columns=np.intersect1d(sweep.column_pool, outputs),
-                                   progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
+                                   progress=cfg.progress, desc=f"privacy {mech} eps={format_epsilon(eps)}")
         seconds = time.perf_counter() - started
         sweep.store.save_arrays("profile", key, _profile_to_arrays(prof, {"seconds": seconds}))
     summary = PrivacySummary.of(prof, sweep.corpus.counts)
-    log(cfg, f"privacy {mech} eps={eps:g}: attack {summary.attack.exact_success_rate_dataset:.4f}")
+    log(cfg, f"privacy {mech} eps={format_epsilon(eps)}: attack {summary.attack.exact_success_rate_dataset:.4f}")
     # the rows are the sampler's realised law itself (tests/test_tem.py, test_custext.py check the formula)
     return Entry(mechanism=mech, epsilon=eps, profile=prof, bundle=info,
                  privacy=MechanismPrivacy(summary=summary, formula_vs_realised=None, seconds=seconds))
@@ -98,7 +99,7 @@ def _profile_santext(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> Entr
         prof = M.profile_mechanism(rows, domain.inputs, domain.vocab_size, threshold=cfg.threshold,
                                    prior=sweep.prior, prior_name=PRIOR_NAME,
                                    columns=np.intersect1d(sweep.column_pool, san.outputs),
-                                   progress=cfg.progress, desc=f"privacy {mech} eps={eps:g}")
+                                   progress=cfg.progress, desc=f"privacy {mech} eps={format_epsilon(eps)}")
         check_rows = rank(f"agree:{mech}:{eps}", domain.inputs)[:cfg.agreement_rows]
         agreement = realised_agreement(san, rows, check_rows) if cfg.agreement_rows else None
         seconds = time.perf_counter() - started
@@ -106,7 +107,7 @@ def _profile_santext(sweep: Sweep, row: Row, eps: float, bundle: Bundle) -> Entr
             prof, {"formula_vs_realised": agreement, "seconds": seconds}))
     summary = PrivacySummary.of(prof, sweep.corpus.counts)
     privacy = MechanismPrivacy(summary=summary, formula_vs_realised=agreement, seconds=seconds)
-    log(cfg, f"privacy {mech} eps={eps:g}: median N_x {summary.vocabulary['n_x']['median']:.4f}, "
+    log(cfg, f"privacy {mech} eps={format_epsilon(eps)}: median N_x {summary.vocabulary['n_x']['median']:.4f}, "
         f"attack {summary.attack.exact_success_rate_dataset:.4f}")
     return Entry(mechanism=row.mechanism, split=row.split, epsilon=eps, privacy=privacy, profile=prof,
                  bundle=BundleInfo.of(bundle.path, san, domain.vocab_size))

@@ -14,6 +14,7 @@ from .baselines import CMPMechanism, random_replacement
 from .bundles import load_unsigned
 from .config import DPBART, DPBART_BATCH, SANTEXT_MECHANISMS, EvaluationConfig, epsilon_text
 from .console import progress_iter
+from ..epsilon import format_epsilon
 from .records import Entry
 from .sweep import Sweep, generator, stream_seed
 
@@ -72,7 +73,7 @@ def sanitize(sweep: Sweep, entry: Entry, seed_index: int) -> np.ndarray:
         return random_replacement(corpus.flat, domain.outputs, gen).astype(np.int64)
     cmp = CMPMechanism(domain.reference.embeddings, domain.outputs, eps)
     return cmp.sample_ids(corpus.flat, gen, track=lambda chunks: progress_iter(
-        chunks, cfg, desc=f"cmp eps={epsilon_text(eps)} seed {seed_index}", unit="chunk")).astype(np.int64)
+        chunks, cfg, desc=f"cmp eps={format_epsilon(eps)} seed {seed_index}", unit="chunk")).astype(np.int64)
 
 
 def rewritten_sample(sweep: Sweep, entry: Entry, seed_index: int, key: dict) -> dict:
@@ -105,7 +106,8 @@ def _rewrite(sweep: Sweep, entry: Entry, seed_index: int) -> dict:
     done = []
     with rewriter:
         starts = range(0, len(texts), DPBART_BATCH)
-        for start in progress_iter(starts, cfg, desc=f"dpbart eps={entry.epsilon:g} seed {seed_index}", unit="batch"):
+        desc = f"dpbart eps={format_epsilon(entry.epsilon)} seed {seed_index}"
+        for start in progress_iter(starts, cfg, desc=desc, unit="batch"):
             done += rewriter.rewrite_batch(texts[start:start + DPBART_BATCH], **options)
     chunks = [r.report.chunks for r in done]
     longest = max(range(len(done)), key=chunks.__getitem__) if done else None
