@@ -112,6 +112,35 @@ def test_santext_plus_floor_is_reported_not_hidden(emb):
     assert any("1 - p" in n for n in result.notes)
 
 
+@pytest.mark.parametrize("split, says, never", [
+    ("function-words", "lower p, or use SanText", "raise w"),
+    ("frequency:0.9", "raise w", "function words"),
+])
+def test_unreachable_target_advice_depends_on_the_split(split, says, never):
+    """The default split (a fixed list of function words) has no w to raise; the frequency split has."""
+    domain = CalibrationDomain.of(mechanism="santext+", p=0.3, embeddings=np.zeros((2, 1)), outputs=np.arange(2),
+                                  valid_input=np.ones(2, bool), sensitive=np.array([True, False]), vocab=["a", "b"],
+                                  description="fake", weights=np.ones(2), split=split)
+    result = calibrate(domain, metric="verbatim", target=0.1, epsilon_range=(0.1, 1.0),
+                       evaluate=lambda e: ExactMetrics(epsilon=e, attack_success=0.5, verbatim_rate=0.5))
+    assert result.epsilon is None
+    (note,) = [n for n in result.notes if "smallest epsilon" in n]
+    assert says in note and never not in note and "1 - p" in note
+
+
+def test_from_embeddings_records_the_split_and_states_the_vocabulary_as_evaluate_does(emb):
+    from ldptext_precompute.santext.embeddings import describe_vocabulary, load_embeddings
+    n_words = len(load_embeddings(str(emb), None).vocab) - 1
+    default = CalibrationDomain.from_embeddings(str(emb), mechanism="santext+", vocab_size=None)
+    freq = CalibrationDomain.from_embeddings(str(emb), mechanism="santext+", w=0.5, vocab_size=None)
+    plain = CalibrationDomain.from_embeddings(str(emb), mechanism="santext", vocab_size=None)
+    assert (default.split, freq.split, plain.split) == ("function-words", "frequency:0.5", None)
+    stated = f"{n_words} words + the input-only <unk> row (V = {n_words + 1})"
+    assert describe_vocabulary(load_embeddings(str(emb), None).vocab) == stated
+    assert f"(vocabulary {stated}, p = 0.3" in default.description and "V = " not in default.description.split(
+        "(vocabulary ")[0]
+
+
 def _fake_domain():
     return CalibrationDomain.of(mechanism="santext", p=None, embeddings=np.zeros((2, 1)), outputs=np.arange(2),
                                 valid_input=np.ones(2, bool), sensitive=np.ones(2, bool), vocab=["a", "b"],
@@ -144,6 +173,42 @@ def test_the_search_stops_at_the_first_crossing_and_uses_the_epsilon_it_prints(c
     assert "chosen epsilon: 2.53\n" in capsys.readouterr().out
 
 
+def test_every_epsilon_evaluated_is_a_short_decimal_printed_as_evaluated(capsys):
+    """The bisection evaluates short decimals (no 2.2627416997969525), and the progress line prints each ε
+    as the formatter shared with ``evaluate`` writes it: the float evaluated, ``eps=`` like evaluate's."""
+    from ldptext_precompute.epsilon import format_epsilon
+    calls = []
+
+    def fake(eps: float) -> ExactMetrics:        # crosses 0.1 at 2.41 (the grid: 0.1, 0.2, ... 1.6, 3.2)
+        calls.append(eps)
+        return ExactMetrics(epsilon=eps, attack_success=0.05 if eps < 2.41 else 0.2, verbatim_rate=0.0)
+
+    result = calibrate(_fake_domain(), metric="attack", target=0.1, epsilon_range=(0.1, 64.0), evaluate=fake,
+                       progress=True)
+    err = capsys.readouterr().err
+    assert 2.3 < result.epsilon < 2.41
+    for eps in calls:
+        assert len(format_epsilon(eps).replace(".", "")) <= 4, eps       # at most 4 significant digits
+        assert float(format_epsilon(eps)) == eps                           # printed = evaluated
+        assert f"[calibrate] eps={format_epsilon(eps)}: attack success " in err
+    assert "eps=1.6:" in err and "epsilon " not in err
+
+
+def test_the_accuracy_interval_spans_the_neighbouring_epsilons_and_the_seed_spread():
+    """The researcher's steep curve: 0.30 at epsilon 2, 0.54 at 2.41 (chosen), 0.88 at 3."""
+    from ldptext_precompute.calibrate import _accuracy_interval, neighbouring_epsilons
+    result = Calibration(metric="attack", target=0.1, epsilon=2.41, achieved=None, monotone=True, evaluated=[
+        ExactMetrics(e, 0.0, 0.0) for e in (0.1, 1.6, 2.0, 2.41, 3.0, 3.2)])
+    assert neighbouring_epsilons(result) == [2.0, 2.41, 3.0]
+    per = {2.0: {"mean": 0.30, "std": 0.02, "original": 0.5}, 2.41: {"mean": 0.54, "std": 0.03, "original": 0.6},
+           3.0: {"mean": 0.88, "std": 0.01, "original": 0.7}}
+    got = _accuracy_interval(per, 2.41)
+    assert got["accuracy_sanitized_test"] == 0.54 and got["accuracy_original_test"] == 0.6
+    assert got["interval"] == pytest.approx([0.28, 0.89]) and got["by_epsilon"] == {"2": 0.30, "2.41": 0.54, "3": 0.88}
+    result.epsilon = 3.2                                 # the end of the search: no neighbour above
+    assert neighbouring_epsilons(result) == [3.0, 3.2]
+
+
 def test_bad_targets_are_refused(emb):
     from ldptext.errors import ParameterError
     domain = CalibrationDomain.from_embeddings(str(emb), mechanism="santext", vocab_size=None)
@@ -160,6 +225,8 @@ def test_bundle_family_picks_the_largest_epsilon_that_meets_the_target(emb, tmp_
     target = (by_eps[2.0].attack_success + by_eps[8.0].attack_success) / 2
     result = calibrate_family(paths[::-1], metric="attack", target=target, allow_unsigned=True)
     assert result.epsilon == 2.0 and result.bundle == str(paths[1])
+    from ldptext_precompute.calibrate import neighbouring_epsilons    # the bundles of the accuracy interval
+    assert neighbouring_epsilons(result) == [0.5, 2.0, 8.0] and result.family[8.0] == str(paths[2])
     # a bundle's own tables give the same numbers as the embeddings they were built from
     for m in result.evaluated:
         assert m.attack_success == pytest.approx(by_eps[m.epsilon].attack_success, rel=1e-12)
@@ -188,6 +255,17 @@ def test_cli_prints_the_choice_writes_json_and_reports_expected_utility(emb, tmp
     assert saved["achieved"]["attack_success"] <= 0.3
     assert set(saved["expected_utility"]["sanitized"]) == {"tfidf"}
     assert (tmp_path / "eval" / "report.md").is_file()
+    # an interval from the evaluated neighbours of the chosen epsilon, printed with how it is computed
+    tfidf = saved["expected_utility"]["sanitized"]["tfidf"]
+    lo, hi = tfidf["interval"]
+    assert lo <= tfidf["accuracy_sanitized_test"] <= hi and len(tfidf["by_epsilon"]) == 3
+    chosen = saved["epsilon"]
+    below = max(m["epsilon"] for m in saved["evaluated"] if m["epsilon"] < chosen)
+    above = min(m["epsilon"] for m in saved["evaluated"] if m["epsilon"] > chosen)
+    from ldptext_precompute.epsilon import format_epsilon
+    assert list(tfidf["by_epsilon"]) == [format_epsilon(e) for e in (below, chosen, above)]
+    assert f"[{lo:.4f}, {hi:.4f}] trained and tested on sanitized text" in printed
+    assert "  interval: from the lowest (mean - std) to the highest (mean + std)" in printed
 
 
 

@@ -99,7 +99,7 @@ def test_sweep_reports_the_default_row_resumes_and_says_so(tiny, tmp_path, capsy
     first = evaluate(cfg)
     err = capsys.readouterr().err
     assert "eps=None" not in err and SECRET not in err
-    assert "utility SanText+ (default split) eps=2.0:" in err and "utility Unsanitized:" in err
+    assert "utility SanText+ (default split) eps=2:" in err and "utility Unsanitized:" in err
     assert {e["label"] for e in first["entries"]} == {"SanText+ (default split)", "Unsanitized", "Random"}
     report = (tmp_path / "o" / "report.md").read_text()
     assert "| SanText+ (default split) |" in report and "Resumed" not in report and first["reused"] == {}

@@ -23,7 +23,9 @@ is increasing; SanText+'s non-sensitive words add the constant 1 − p). A(ε) u
 nothing guarantees it (the decoder changes with ε), so: the metric is evaluated on a doubling grid over
 ``--epsilon-range``, in increasing order, up to the first grid point above the target (no larger ε is
 evaluated: the first crossing is the one chosen); that point brackets the crossing with the last one below,
-and bisection (geometric) narrows the bracket to a relative width of ``rtol``. The chosen ε is always a
+and bisection (geometric, each midpoint rounded to a short decimal: 2.26, not 2.2627416997969525) narrows
+the bracket to a relative width of ``rtol``. Every ε is printed as :func:`.epsilon.format_epsilon` writes
+it, the shortest decimal of the float evaluated. The chosen ε is always a
 point **where the metric was evaluated and met the target**, rounded down to three significant digits when
 that also meets it; the rounded value is the float of its decimal (2.53, not 2.5300000000000002), so the ε
 printed is the ε evaluated, and ``ldptext evaluate --epsilon`` with it builds the same bundle and draws the
@@ -54,6 +56,7 @@ import numpy as np
 from ldptext import registry
 from ldptext.cli import EXIT_OK, EXIT_TARGET_UNMET
 from ldptext.errors import ParameterError
+from .epsilon import format_epsilon
 
 __all__ = ["CalibrationDomain", "ExactMetrics", "Calibration", "exact_metrics", "calibrate", "calibrate_family",
            "register", "run", "METRICS", "VERBATIM_WARNING"]
@@ -89,6 +92,9 @@ class CalibrationDomain:
         weights of both averages.
     description : str
         What the domain was built from.
+    split : str or None
+        SanText+'s split (``function-words``, the default, or ``frequency:W``; :mod:`.evaluation.rows`);
+        None for SanText or when unknown (a bundle). The advice of an unreachable target depends on it.
     """
 
     mechanism: str
@@ -99,6 +105,7 @@ class CalibrationDomain:
     sensitive: np.ndarray
     weights: np.ndarray
     description: str
+    split: str | None = None
 
     @classmethod
     def from_embeddings(cls, embeddings: str, *, mechanism: str = "santext+", p: float | None = 0.3,
@@ -129,7 +136,7 @@ class CalibrationDomain:
         """
         from .evaluation.rows import DEFAULT_SPLIT, Row, frequency_split
         from .santext import build
-        from .santext.embeddings import load_embeddings
+        from .santext.embeddings import describe_vocabulary, load_embeddings
 
         if mechanism == "santext":
             p = w = non_sensitive = None
@@ -143,8 +150,9 @@ class CalibrationDomain:
                   if mechanism == "santext+" else None)
         params = f", p = {p:g}, non-sensitive = {domain.non_sensitive}" if mechanism == "santext+" else ""
         return cls.of(mechanism=mechanism, p=p, embeddings=metric, outputs=domain.outputs,
-                      valid_input=emb.valid_input, sensitive=domain.sensitive, vocab=emb.vocab,
-                      description=f"{row.label} over {embeddings} (V = {len(emb.vocab)}{params})")
+                      valid_input=emb.valid_input, sensitive=domain.sensitive, vocab=emb.vocab, split=row.split,
+                      description=f"{row.label} over {embeddings} (vocabulary {describe_vocabulary(emb.vocab)}"
+                                  f"{params})")
 
     @classmethod
     def from_bundle(cls, san) -> CalibrationDomain:
@@ -158,15 +166,17 @@ class CalibrationDomain:
         -------
         CalibrationDomain
         """
+        from .santext.embeddings import describe_vocabulary
+
         return cls.of(mechanism=san.mechanism, p=san.p, embeddings=np.asarray(san.embeddings, np.float64),
                       outputs=np.asarray(san.outputs), valid_input=np.asarray(san.valid_input, bool),
                       sensitive=np.asarray(san.sensitive, bool), vocab=san.vocab,
-                      description=f"{san.mechanism} bundle (V = {len(san.vocab)})")
+                      description=f"{san.mechanism} bundle (vocabulary {describe_vocabulary(list(san.vocab))})")
 
     @classmethod
     def of(cls, *, mechanism: str, p: float | None, embeddings: np.ndarray, outputs: np.ndarray,
            valid_input: np.ndarray, sensitive: np.ndarray, vocab: Sequence[str], description: str,
-           weights: np.ndarray | None = None) -> CalibrationDomain:
+           weights: np.ndarray | None = None, split: str | None = None) -> CalibrationDomain:
         """A domain from its parts; the weights default to the public ``wordfreq`` prior of ``vocab``.
 
         Parameters
@@ -177,6 +187,8 @@ class CalibrationDomain:
             The token of each id (for the ``wordfreq`` prior).
         weights : numpy.ndarray, optional
             Non-negative weights over ids instead of the prior (tests).
+        split : str, optional
+            SanText+'s split, when known.
 
         Returns
         -------
@@ -191,7 +203,7 @@ class CalibrationDomain:
         return cls(mechanism=mechanism, p=None if mechanism == "santext" else p,
                    embeddings=np.asarray(embeddings, np.float64), outputs=np.asarray(outputs, np.int64),
                    valid_input=valid, sensitive=np.asarray(sensitive, bool), weights=prior / prior.sum(),
-                   description=description)
+                   description=description, split=split if mechanism == "santext+" else None)
 
     def rows(self, epsilon: float) -> Callable[[np.ndarray], np.ndarray]:
         """The exact log-probability rows at ``epsilon`` (:func:`.evaluation.mechanisms.santext_log_prob_rows`)."""
@@ -305,6 +317,8 @@ class Calibration:
         From ``--data``: accuracies at the chosen ε and unsanitized.
     bundle : str or None
         The chosen bundle of a family (:func:`calibrate_family`).
+    family : dict of float to str or None
+        A family's bundle of each ε (:func:`calibrate_family`).
     """
 
     metric: str
@@ -317,6 +331,7 @@ class Calibration:
     domain: str = ""
     expected_utility: dict | None = None
     bundle: str | None = None
+    family: dict[float, str] | None = None
 
     def value(self, m: ExactMetrics) -> float:
         """The target metric of one evaluation."""
@@ -328,6 +343,8 @@ class Calibration:
                 "achieved": None if self.achieved is None else asdict(self.achieved),
                 "evaluated": [asdict(m) for m in self.evaluated], "monotone": self.monotone,
                 "notes": self.notes, "domain": self.domain, "bundle": self.bundle,
+                "family": (None if self.family is None
+                           else {format_epsilon(e): p for e, p in sorted(self.family.items())}),
                 "expected_utility": self.expected_utility}
 
 
@@ -338,6 +355,21 @@ def _round_down(x: float, digits: int = 3) -> float:
         return x
     exponent = math.floor(math.log10(x)) - digits + 1
     return float(f"{math.floor(x / 10.0 ** exponent + 1e-9)}e{exponent}")
+
+
+def _short_decimal_between(good: float, bad: float) -> float:
+    """The next point of the bisection of ``[good, bad]``: the geometric midpoint rounded to the fewest
+    significant digits (at least 3) that keep it in the middle half of the bracket (log scale), as the float
+    of that decimal. So the ε evaluated, printed (:func:`.epsilon.format_epsilon`) and usable with
+    ``ldptext evaluate --epsilon`` is a short decimal (``2.26``, not ``2.2627416997969525``), and every
+    step still shrinks the bracket by at least a quarter (log scale)."""
+    mid = math.sqrt(good * bad)
+    lo, hi = good * (bad / good) ** 0.25, good * (bad / good) ** 0.75
+    for digits in range(3, 18):
+        short = float(f"{mid:.{digits - 1}e}")
+        if lo <= short <= hi and good < short < bad:
+            return short
+    return mid
 
 
 def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
@@ -386,8 +418,8 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
             cache[eps] = evaluate(eps)
             if progress:
                 m = cache[eps]
-                print(f"[calibrate] epsilon {eps!r}: attack success {m.attack_success:.4f}, verbatim rate "
-                      f"{m.verbatim_rate:.4f}", file=sys.stderr)
+                print(f"[calibrate] eps={format_epsilon(eps)}: attack success {m.attack_success:.4f}, verbatim "
+                      f"rate {m.verbatim_rate:.4f}", file=sys.stderr)
         return cache[eps]
 
     def value(eps: float) -> float:
@@ -404,21 +436,18 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
             break
     if not met[0]:
         result.notes.append(
-            f"the smallest epsilon searched, {lo!r}, does not meet {metric} <= {target:g}: its value is "
-            f"{value(lo):.4f}" + (
-                "; SanText+ releases non-sensitive words in the clear with probability 1 - p at every "
-                "epsilon: lower p or raise w (more words sensitive), or use SanText" if domain.mechanism == "santext+"
-                else "; lower the range or relax the target"))
+            f"the smallest epsilon searched, {format_epsilon(lo)}, does not meet {metric} <= {target:g}: its value is "
+            f"{value(lo):.4f}; " + _unreachable_advice(domain))
     else:
         first_miss = next((i for i, ok in enumerate(met) if not ok), None)
         if first_miss is None:
             chosen = hi
-            result.notes.append(f"the target holds over the whole range: epsilon {hi:g} is the largest searched "
-                                f"(--epsilon-range to search further)")
+            result.notes.append(f"the target holds over the whole range: epsilon {format_epsilon(hi)} is the largest "
+                                f"searched (--epsilon-range to search further)")
         else:
             good, bad = grid[first_miss - 1], grid[first_miss]
             while bad / good > 1 + rtol:
-                mid = math.sqrt(good * bad)
+                mid = _short_decimal_between(good, bad)
                 good, bad = (mid, bad) if value(mid) <= target else (good, mid)
             chosen = good
             rounded = _round_down(chosen)
@@ -432,16 +461,32 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
     if drops:
         result.monotone = False
         result.notes.append("non-monotone: the metric decreases between epsilon " +
-                            "; ".join(f"{a:.4g} and {b:.4g}" for a, b in drops))
+                            "; ".join(f"{format_epsilon(a)} and {format_epsilon(b)}" for a, b in drops))
     _verbatim_note(result)
     return result
+
+
+def _unreachable_advice(domain: CalibrationDomain) -> str:
+    """What to change when even the smallest ε misses the target: for SanText+, what its split allows."""
+    from .evaluation.rows import DEFAULT_SPLIT
+
+    if domain.mechanism != "santext+":
+        return "lower the range or relax the target"
+    floor = ("SanText+ releases its non-sensitive words in the clear with probability 1 - p at every epsilon, "
+             "whatever epsilon: ")
+    if domain.split == DEFAULT_SPLIT:      # a fixed word list: no fraction to raise
+        return (floor + "the default split's non-sensitive words are the function words and punctuation, a fixed "
+                "list; lower p, or use SanText (--mechanism santext), which sanitizes every word")
+    if domain.split and domain.split.startswith("frequency:"):
+        return floor + "lower p or raise w (more words sensitive), or use SanText (--mechanism santext)"
+    return floor + "lower p or make more words sensitive, or use SanText"
 
 
 def _verbatim_note(result: Calibration) -> None:
     """Flag a chosen ε whose output is nearly its input."""
     if result.achieved is not None and result.achieved.verbatim_rate > VERBATIM_WARNING:
         result.notes.append(
-            f"warning: at epsilon {result.epsilon!r} a word is released unchanged with probability "
+            f"warning: at epsilon {format_epsilon(result.epsilon)} a word is released unchanged with probability "
             f"{result.achieved.verbatim_rate:.3f} (public-frequency average): the output is nearly the input")
 
 
@@ -503,13 +548,14 @@ def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
                                  f"embedding and split must agree; only epsilon may differ)")
         m = exact_metrics(domain, san.epsilon)
         if progress:
-            print(f"[calibrate] {path}: epsilon {san.epsilon:g}, attack success {m.attack_success:.4f}, "
+            print(f"[calibrate] {path}: eps={format_epsilon(san.epsilon)}, attack success {m.attack_success:.4f}, "
                   f"verbatim rate {m.verbatim_rate:.4f}", file=sys.stderr)
         rows.append((m, str(path)))
         san.close()
     rows.sort(key=lambda r: r[0].epsilon)
     result = Calibration(metric=metric, target=target, epsilon=None, achieved=None,
-                         evaluated=[m for m, _ in rows], monotone=True, domain=domain.description)
+                         evaluated=[m for m, _ in rows], monotone=True, domain=domain.description,
+                         family={m.epsilon: p for m, p in rows})
     values = [result.value(m) for m, _ in rows]
     result.monotone = all(b >= a - 1e-12 for a, b in zip(values, values[1:]))
     if not result.monotone:
@@ -529,36 +575,74 @@ def calibrate_family(paths: Sequence[str | Path], *, metric: str, target: float,
 
 # -- expected utility -------------------------------------------------------------------------------
 
-def _expected_utility_from_embeddings(args, epsilon: float) -> dict:
-    """A short ``ldptext evaluate`` run at the chosen ε (and unsanitized), its accuracies."""
+def neighbouring_epsilons(result: Calibration) -> list[float]:
+    """The ε of the accuracy interval: the nearest evaluated ε below the chosen one, the chosen one, and the
+    nearest evaluated above it (the search's own points, so the bracket of its last step; either is missing
+    at an end of the search). For a bundle family: the neighbouring bundles' ε."""
+    chosen = result.epsilon
+    evaluated = sorted({m.epsilon for m in result.evaluated})
+    below = [e for e in evaluated if e < chosen]
+    above = [e for e in evaluated if e > chosen]
+    return below[-1:] + [chosen] + above[:1]
+
+
+#: How the interval of the expected accuracy is computed (printed with it and stored in the JSON).
+INTERVAL_RULE = ("from the lowest (mean - std) to the highest (mean + std) over the chosen epsilon and the "
+                 "nearest epsilon evaluated below and above it (std: the sample std over seeds, 0 with one seed); "
+                 "wide where accuracy changes fast with epsilon")
+
+
+def _accuracy_interval(per_epsilon: dict[float, dict], chosen: float) -> dict:
+    """One classifier's expected accuracy from its ``{ε: {"mean", "std", "original"}}``: the chosen ε's
+    mean (trained and tested on sanitized text) and original-test accuracy, the interval
+    (:data:`INTERVAL_RULE`) and the mean at each ε."""
+    lo = min(v["mean"] - v["std"] for v in per_epsilon.values())
+    hi = max(v["mean"] + v["std"] for v in per_epsilon.values())
+    at = per_epsilon[chosen]
+    return {"accuracy_sanitized_test": at["mean"], "accuracy_original_test": at["original"], "std": at["std"],
+            "interval": [max(0.0, lo), min(1.0, hi)],
+            "by_epsilon": {format_epsilon(e): v["mean"] for e, v in sorted(per_epsilon.items())}}
+
+
+def _expected_utility_from_embeddings(args, result: Calibration) -> dict:
+    """A short ``ldptext evaluate`` run at the chosen ε, its evaluated neighbours
+    (:func:`neighbouring_epsilons`) and unsanitized: the accuracies, with an interval."""
     from .evaluation.rows import santext_row
     from .evaluation.runner import EvaluationConfig, command_line, evaluate
 
+    epsilons = neighbouring_epsilons(result)
     cfg = EvaluationConfig(out=args.out, data=args.data, text_col=args.text_col, label_col=args.label_col,
                            test=args.test, mechanisms=[args.mechanism], embeddings=args.embeddings,
-                           vocab_size=args.vocab_size or None, epsilons=[epsilon], p=args.p, w=args.w,
+                           vocab_size=args.vocab_size or None, epsilons=epsilons, p=args.p, w=args.w,
                            baselines=["none"], classifiers=args.classifier, seeds=args.seeds,
                            max_train=args.max_train, max_test=args.max_test, cache_dir=args.cache_dir,
                            progress=not args.quiet, command=command_line())
     results = evaluate(cfg)
-    out = {"data": args.data, "out": args.out, "seeds": args.seeds}
+    out: dict[str, Any] = {"data": args.data, "out": args.out, "seeds": args.seeds, "unsanitized": {},
+                           "sanitized": {}, "interval_rule": INTERVAL_RULE}
     calibrated = santext_row(args.mechanism, args.w).key
+    per: dict[str, dict[float, dict]] = {}
     for e in results["entries"]:
-        if e["mechanism"] != "none" and e.get("row") != calibrated:
-            continue
-        key = "unsanitized" if e["mechanism"] == "none" else "sanitized"
-        out[key] = {name: {"accuracy_sanitized_test": c["sanitized_test"]["accuracy"]["mean"],
-                           "accuracy_original_test": c["original_test"]["accuracy"]["mean"]}
-                    for name, c in e["utility"]["classifiers"].items()}
-        if key == "sanitized":
-            out["attack_success_on_data"] = e["privacy"]["attack"]["exact_success_rate_dataset"]
+        if e["mechanism"] == "none":
+            out["unsanitized"] = {name: {"accuracy_sanitized_test": c["sanitized_test"]["accuracy"]["mean"],
+                                         "accuracy_original_test": c["original_test"]["accuracy"]["mean"]}
+                                  for name, c in e["utility"]["classifiers"].items()}
+        elif e.get("row") == calibrated:
+            for name, c in e["utility"]["classifiers"].items():
+                acc = c["sanitized_test"]["accuracy"]
+                per.setdefault(name, {})[e["epsilon"]] = {"mean": acc["mean"], "std": acc["std"],
+                                                          "original": c["original_test"]["accuracy"]["mean"]}
+            if e["epsilon"] == result.epsilon:
+                out["attack_success_on_data"] = e["privacy"]["attack"]["exact_success_rate_dataset"]
+    out["sanitized"] = {name: _accuracy_interval(by_eps, result.epsilon) for name, by_eps in per.items()}
     out["majority_rate"] = results["dataset"]["majority_rate_test"]
     return out
 
 
-def _expected_utility_from_bundle(args, path: str) -> dict:
+def _expected_utility_from_bundle(args, result: Calibration) -> dict:
     """Accuracy of the chosen bundle on the data: sanitize train and test text with it (seeded), train the
-    classifier on the sanitized training text, score on sanitized and original test text; and unsanitized.
+    classifier on the sanitized training text, score on sanitized and original test text; the same for the
+    neighbouring bundles of the family (:func:`neighbouring_epsilons`), for the interval; and unsanitized.
     """
     from ldptext.santext import Sanitizer
     from .evaluation.datasets import load_dataset
@@ -568,29 +652,33 @@ def _expected_utility_from_bundle(args, path: str) -> dict:
     ds = load_dataset(args.data, text_col=args.text_col, label_col=args.label_col, test=args.test,
                       max_train=args.max_train, max_test=args.max_test)
     out: dict[str, Any] = {"data": args.data, "seeds": args.seeds, "sanitized": {}, "unsanitized": {},
-                           "majority_rate": ds.majority_rate()}
+                           "majority_rate": ds.majority_rate(), "interval_rule": INTERVAL_RULE}
+    paths = {e: result.family[e] for e in neighbouring_epsilons(result)}
     for name in args.classifier:
         settings = classifier_settings(name)
         raw = fit_and_score(ds.train_texts, ds.train_labels, {"t": ds.test_texts}, ds.test_labels, settings=settings)
         out["unsanitized"][name] = {"accuracy_sanitized_test": raw.scores["t"]["accuracy"],
                                     "accuracy_original_test": raw.scores["t"]["accuracy"]}
-        san_acc, orig_acc = [], []
-        for seed in range(args.seeds):
-            with warnings.catch_warnings():
-                # seeded on purpose (a reproducible estimate); the bundle was verified and any unsigned
-                # warning shown when calibrate_family loaded it
-                warnings.simplefilter("ignore")
-                san = Sanitizer.load(path, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
-                                     seed=seed, allow_weak_privacy=True)
-            corpus = Corpus(ds, san)
-            train_txt, test_txt = corpus.decode(san.sample_ids(corpus.flat).astype(np.int64))
-            run = fit_and_score(train_txt, ds.train_labels, {"s": test_txt, "o": ds.test_texts}, ds.test_labels,
-                                seed=seed, settings=settings)
-            san_acc.append(run.scores["s"]["accuracy"])
-            orig_acc.append(run.scores["o"]["accuracy"])
-            san.close()
-        out["sanitized"][name] = {"accuracy_sanitized_test": float(np.mean(san_acc)),
-                                  "accuracy_original_test": float(np.mean(orig_acc))}
+        per_epsilon = {}
+        for eps, path in paths.items():
+            san_acc, orig_acc = [], []
+            for seed in range(args.seeds):
+                with warnings.catch_warnings():
+                    # seeded on purpose (a reproducible estimate); the bundle was verified and any unsigned
+                    # warning shown when calibrate_family loaded it
+                    warnings.simplefilter("ignore")
+                    san = Sanitizer.load(path, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
+                                         seed=seed, allow_weak_privacy=True)
+                corpus = Corpus(ds, san)
+                train_txt, test_txt = corpus.decode(san.sample_ids(corpus.flat).astype(np.int64))
+                run = fit_and_score(train_txt, ds.train_labels, {"s": test_txt, "o": ds.test_texts},
+                                    ds.test_labels, seed=seed, settings=settings)
+                san_acc.append(run.scores["s"]["accuracy"])
+                orig_acc.append(run.scores["o"]["accuracy"])
+                san.close()
+            per_epsilon[eps] = {"mean": float(np.mean(san_acc)), "original": float(np.mean(orig_acc)),
+                                "std": float(np.std(san_acc, ddof=1)) if len(san_acc) > 1 else 0.0}
+        out["sanitized"][name] = _accuracy_interval(per_epsilon, result.epsilon)
     return out
 
 
@@ -711,6 +799,31 @@ def run(args) -> int:
         raise ParameterError("--data needs --out: the directory the evaluate run at the chosen epsilon writes to")
     if args.w is None:
         args.w = args.non_sensitive
+    try:
+        return _run(args, metric, target)
+    except KeyboardInterrupt:   # Ctrl-C: say what is kept and how to resume, then exit 130 (ldptext.cli)
+        print(_interrupted_message(args), file=sys.stderr)
+        raise
+
+
+def _interrupted_message(args) -> str:
+    """What an interrupted calibration prints: the search keeps nothing; the utility run of ``--data`` keeps
+    its finished stages in ``--out``; the exact command that resumes."""
+    from .evaluation.console import kept_checkpoints, resume_command
+
+    command = resume_command("calibrate")
+    kept = kept_checkpoints(args.out) if args.out and args.data and not args.bundles else {}
+    if not kept:
+        return ("ldptext: interrupted: nothing is kept (the exact search is held in memory and takes seconds to "
+                f"minutes); the same command starts again:\n  {command}")
+    stages = ", ".join(f"{n} {stage}" for stage, n in sorted(kept.items()))
+    return (f"ldptext: interrupted: the exact search keeps nothing (it is redone, seconds to minutes); the "
+            f"evaluate run of --data keeps every finished stage in {args.out}/checkpoints ({stages} checkpoint "
+            f"file(s)). To resume, run the same command again; it recomputes only what is missing:\n  {command}")
+
+
+def _run(args, metric: str, target: float) -> int:
+    """:func:`run` after the options are checked."""
     if args.bundles:
         result = calibrate_family(args.bundles, metric=metric, target=target, progress=not args.quiet,
                                   trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned)
@@ -721,9 +834,9 @@ def run(args) -> int:
                            rtol=args.rtol, progress=not args.quiet)
     if result.epsilon is not None and args.data:
         if args.bundles:
-            result.expected_utility = _expected_utility_from_bundle(args, result.bundle)
+            result.expected_utility = _expected_utility_from_bundle(args, result)
         else:
-            result.expected_utility = _expected_utility_from_embeddings(args, result.epsilon)
+            result.expected_utility = _expected_utility_from_embeddings(args, result)
     _print(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -739,16 +852,21 @@ def _print(result: Calibration) -> None:
         print("chosen epsilon: none")
     else:
         a = result.achieved
-        print(f"chosen epsilon: {result.epsilon!r}")
+        print(f"chosen epsilon: {format_epsilon(result.epsilon)}")
         print(f"  attack success {a.attack_success:.4f}, verbatim rate {a.verbatim_rate:.4f} (exact)")
     u = result.expected_utility
     if u:
         for name, acc in u["sanitized"].items():
             raw = u["unsanitized"].get(name, {})
+            lo, hi = acc.get("interval") or (acc["accuracy_sanitized_test"],) * 2
             print(f"  expected accuracy ({name}, {u['seeds']} seed(s)): {acc['accuracy_sanitized_test']:.4f} "
-                  f"trained and tested on sanitized text, {acc['accuracy_original_test']:.4f} tested on original "
-                  f"text; unsanitized {raw.get('accuracy_sanitized_test', float('nan')):.4f}; majority class "
-                  f"{u['majority_rate']:.4f}")
+                  f"[{lo:.4f}, {hi:.4f}] trained and tested on sanitized text, {acc['accuracy_original_test']:.4f} "
+                  f"tested on original text; unsanitized {raw.get('accuracy_sanitized_test', float('nan')):.4f}; "
+                  f"majority class {u['majority_rate']:.4f}")
+            if acc.get("by_epsilon"):
+                print("    at eps=" + ", eps=".join(f"{e}: {v:.4f}" for e, v in acc["by_epsilon"].items()))
+        if u.get("interval_rule"):
+            print(f"  interval: {u['interval_rule']}")
         if u.get("attack_success_on_data") is not None:
             print(f"  exact attack success on the data's own tokens: {u['attack_success_on_data']:.4f}")
         if u.get("out"):

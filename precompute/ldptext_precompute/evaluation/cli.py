@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from ldptext.errors import ParameterError
 from ..santext.cli import add_verbatim_cap_option
@@ -183,6 +184,8 @@ def run(args) -> int:
     ParameterError
         On an invalid option value.
     """
+    from .console import interrupted_message, resume_command
+    from .output import wall_time_text
     from .runner import EvaluationConfig, command_line, evaluate
 
     if args.vocab_size is not None and args.vocab_size < 0:
@@ -200,11 +203,15 @@ def run(args) -> int:
         dpbart_mechanism=args.dpbart_mechanism, trusted_keys=args.trusted_key, allow_unsigned=args.allow_unsigned,
         resume=not args.fresh, progress=not args.quiet, plots=not args.no_plots, shard=args.shard,
         command=command_line())
-    results = evaluate(cfg)
+    try:
+        results = evaluate(cfg)
+    except KeyboardInterrupt:   # Ctrl-C: say what is kept and how to resume, then exit 130 (ldptext.cli)
+        print(interrupted_message(args.out, resume_command("evaluate")), file=sys.stderr)
+        raise
     if args.shard is not None:
         print(f"shard {args.shard}: scored {results['configurations']} configurations into "
               f"{args.out}/checkpoints in {results['timings']['total_s']:.0f} s; run without --shard for the report")
         return 0
     print(f"wrote {args.out}/results.json, report.md and "
-          f"{len(results.get('plots', []))} plots in {results['timings']['total_s']:.0f} s")
+          f"{len(results.get('plots', []))} plots in {wall_time_text(results['timings'])}")
     return 0

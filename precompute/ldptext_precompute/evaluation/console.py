@@ -27,3 +27,63 @@ def log(cfg: EvaluationConfig, msg: str) -> None:
     if cfg.progress:
         from tqdm.auto import tqdm
         tqdm.write(f"[evaluate] {msg}", file=sys.stderr)
+
+
+def resume_command(command: str, argv: list[str] | None = None) -> str:
+    """The command line that resumes an interrupted ``ldptext COMMAND`` run: the same arguments, without
+    ``--fresh`` (which would recompute the kept stages), shell-quoted.
+
+    Parameters
+    ----------
+    command : str
+        ``evaluate`` or ``calibrate``.
+    argv : list of str, optional
+        The arguments after the program name (default ``sys.argv[1:]``); when they are not this command's
+        (an API call), ``ldptext COMMAND`` with the same options.
+    """
+    import shlex
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if command not in args:
+        return f"ldptext {command} with the same options (without --fresh)"
+    return " ".join(["ldptext"] + [shlex.quote(a) for a in args if a != "--fresh"])
+
+
+def kept_checkpoints(out) -> dict[str, int]:
+    """The finished stages kept under ``OUT/checkpoints``, counted by stage (``sample``, ``utility``, ...)."""
+    from pathlib import Path
+
+    from .sweep import CHECKPOINT_DIR
+
+    root = Path(out) / CHECKPOINT_DIR
+    counts: dict[str, int] = {}
+    if root.is_dir():
+        for p in root.iterdir():
+            stage, sep, _ = p.name.rpartition("-")
+            if p.is_file() and sep and p.suffix in (".npz", ".json") and not p.name.startswith("."):
+                counts[stage] = counts.get(stage, 0) + 1
+    return counts
+
+
+def interrupted_message(out, command: str) -> str:
+    """What an interrupted ``evaluate`` run (Ctrl-C) prints: what is kept and the exact command that resumes.
+
+    Parameters
+    ----------
+    out : str or Path
+        The output folder (``--out``).
+    command : str
+        The command line that resumes (:func:`resume_command`).
+    """
+    from .sweep import CHECKPOINT_DIR
+
+    kept = kept_checkpoints(out)
+    where = f"{out}/{CHECKPOINT_DIR}"
+    if not kept:
+        return (f"ldptext: interrupted before any stage finished: nothing is kept; the same command starts "
+                f"again: {command}")
+    stages = ", ".join(f"{n} {stage}" for stage, n in sorted(kept.items()))
+    return (f"ldptext: interrupted. Kept in {where}: every finished stage ({stages} checkpoint file(s); the "
+            f"sanitized samples among them are your data, private to you). To resume, run the same command "
+            f"again; it recomputes only what is missing and the report counts the time of both runs:\n"
+            f"  {command}")

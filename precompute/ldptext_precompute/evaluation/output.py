@@ -19,8 +19,11 @@ from .utility import classifier_settings
 
 
 def assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
-                     timings: dict[str, float], notes: Warnings, reused: dict[str, int] | None = None) -> Results:
-    """Step 7a: the ``results.json`` record (``reused``: checkpoints read from an earlier run, per stage)."""
+                     timings: dict[str, float], notes: Warnings, reused: dict[str, int] | None = None,
+                     vocabulary: str | None = None, runs: list[dict] | None = None) -> Results:
+    """Step 7a: the ``results.json`` record (``reused``: checkpoints read from an earlier run, per stage;
+    ``vocabulary``: :func:`..santext.embeddings.describe_vocabulary` of the bundles' vocabulary; ``runs``: the
+    runs of this sweep into this folder, :func:`.runlog.record_run`)."""
     chosen = [classifier_settings(c) for c in cfg.classifiers]
     settings = chosen[0]
     counts = {lab: ds.train_labels.count(lab) for lab in sorted(set(ds.train_labels))}
@@ -29,7 +32,8 @@ def assemble_results(cfg: EvaluationConfig, ds: Dataset, entries: list[Entry],
                             "train_class_counts": counts},
                    randomness=randomness_description(cfg.reproducible),
                    privacy_metric_definitions=privacy_metric_definitions(cfg.threshold),
-                   entries=entries, timings=timings, reused=dict(reused or {}), classifier=settings.describe(),
+                   entries=entries, timings=timings, reused=dict(reused or {}), vocabulary=vocabulary, runs=runs,
+                   classifier=settings.describe(),
                    classifier_settings=settings.to_dict(), warnings=list(notes),
                    classifiers={c.name: {"description": c.describe(), "settings": c.to_dict()} for c in chosen})
 
@@ -46,8 +50,18 @@ def write_outputs(cfg: EvaluationConfig, results: Results, out: Path) -> dict:
         results.plots = write_plots(document, out)
         document = results.to_dict()
         write_json(out / "results.json", document)
-    log(cfg, f"done in {results.timings['total_s']:.0f} s: {out / 'report.md'}")
+    log(cfg, f"done in {wall_time_text(results.timings)}: {out / 'report.md'}")
     return document
+
+
+def wall_time_text(timings: dict) -> str:
+    """``52 s`` for a run that did everything itself; ``52 s (this run; 1240 s over every run of this sweep)``
+    for a resumed one (:mod:`.runlog`)."""
+    own = f"{timings['total_s']:.0f} s"
+    total = timings.get("all_runs_s")
+    if total is None or total <= timings["total_s"] + 0.5:
+        return own
+    return f"{own} (this run; {total:.0f} s over every run of this sweep)"
 
 
 def write_json(path: Path, document: dict) -> None:

@@ -272,6 +272,11 @@ class UtilitySummary:
         of str to MeanStd) and ``hyperparameters`` (list of dict); the first is the one above.
     nn_inversion : dict of str to MeanStd or None
         success@k of the embedding nearest-neighbour inversion (``nn_inversion_success`` in the file).
+    kept_words : dict of str to MeanStd or None
+        SanText+ rows only, per classifier: the accuracy of the same classifier trained and tested on the
+        kept-in-clear words alone (the released tokens whose input is non-sensitive under the row's split and
+        that came out unchanged; ``kept_words_accuracy`` in the file): how much of the row's utility the words
+        its split keeps explain. None for every other row.
     """
 
     seeds: int
@@ -284,6 +289,7 @@ class UtilitySummary:
     hyperparameters: list[dict] = field(default_factory=list)
     classifiers: dict[str, dict] = field(default_factory=dict)
     nn_inversion: dict[str, MeanStd] | None = None
+    kept_words: dict[str, MeanStd] | None = None
 
     @classmethod
     def of(cls, runs: Sequence[SeedRun], seconds: float) -> UtilitySummary:
@@ -346,6 +352,8 @@ class UtilitySummary:
                 name: {**{test: {m: s.to_dict() for m, s in c[test].items()} for test in TEST_SETS},
                        "classifier_hyperparameters": c["hyperparameters"]}
                 for name, c in self.classifiers.items()}
+        if self.kept_words:
+            out["kept_words_accuracy"] = {name: s.to_dict() for name, s in self.kept_words.items()}
         out["seconds"] = self.seconds
         return out
 
@@ -872,6 +880,13 @@ class Results:
         :data:`PAPER_SST2` (mechanism -> ε -> accuracy).
     plots : list of str or None
         PNG files written next to the results (None, and absent from the file, without plots).
+    runs : list of dict or None
+        The runs of this sweep into this output folder (:func:`.runlog.record_run`: start, wall time,
+        outcome), this one last; ``timings["all_runs_s"]`` is their total (:func:`.runlog.total_seconds`).
+    vocabulary : str or None
+        The bundles' vocabulary as ``ldptext calibrate`` states it too
+        (:func:`ldptext_precompute.santext.embeddings.describe_vocabulary`: ``10000 words + the input-only
+        <unk> row (V = 10001)``); None (and absent from the file) when not recorded.
     format, format_version : str, int
         File format name and version.
     """
@@ -891,6 +906,8 @@ class Results:
     bleu: str = BLEU_DESCRIPTION
     paper_reference_sst2: dict = field(default_factory=lambda: PAPER_SST2)
     plots: list[str] | None = None
+    vocabulary: str | None = None
+    runs: list[dict] | None = None
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -911,7 +928,9 @@ class Results:
                "privacy_metric_definitions": self.privacy_metric_definitions,
                "paper_reference_sst2": {k: {str(e): v for e, v in d.items()}
                                         for k, d in self.paper_reference_sst2.items()},
-               "entries": [e.to_dict() for e in self.entries], "timings": self.timings, "reused": self.reused}
+               **({"vocabulary": self.vocabulary} if self.vocabulary else {}),
+               "entries": [e.to_dict() for e in self.entries], "timings": self.timings, "reused": self.reused,
+               **({"runs": self.runs} if self.runs is not None else {})}
         entries = out["entries"]
         names = list(self.classifiers) or [None]
         out["utility_at_attack_success"] = {
@@ -930,6 +949,13 @@ class Results:
         if self.plots is not None:
             out["plots"] = self.plots
         return out
+
+
+def kept_share(kept: float, accuracy: float, majority: float) -> float | None:
+    """The share of a row's gain over the majority class that its kept-in-clear words alone reach:
+    ``(kept − majority) / (accuracy − majority)``; None when the row does not beat the majority class."""
+    gain = accuracy - majority
+    return None if not gain > 1e-9 else (kept - majority) / gain
 
 
 def classifier_scores(entry: dict, classifier: str | None = None) -> dict | None:

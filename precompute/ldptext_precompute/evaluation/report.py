@@ -18,7 +18,8 @@ from typing import Callable
 
 from ldptext import registry
 from ldptext.fileio import write_bytes_atomic
-from .records import ATTACK_TARGETS, FRONTIER_ATTACKS, classifier_scores, utility_at_attack_success
+from .records import ATTACK_TARGETS, FRONTIER_ATTACKS, classifier_scores, kept_share, utility_at_attack_success
+from ..epsilon import format_epsilon
 from .rows import ROW_ORDER, Row, frequency_split, ordered_rows, row_of
 
 __all__ = ["write_report", "shareable_mode", "ROW_ORDER", "LABELS", "MAJORITY_LABEL", "CLASSIFIER_LABELS",
@@ -81,14 +82,27 @@ def _setup(results: dict) -> list[str]:
     return lines + [
         f"- Data: **{ds['name']}**, {ds['n_train']} training / {ds['n_test']} test documents, "
         f"labels {', '.join(ds['labels'])}; majority-class test accuracy {ds['majority_rate_test']:.4f}.",
-        f"- Embeddings: `{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ "
-        f"p = {cfg['p']:g}{_splits(results)}{_cap(cfg)}.",
+        f"- Embeddings: `{cfg['embeddings']}`, vocabulary {_vocabulary(results)}{_santext_plus_p(results)}"
+        f"{_splits(results)}{_cap(cfg)}.",
         *_classifier_lines(results, ds),
         *_dpbart_setup(results),
         f"- Seeds: {cfg['seeds']} ({results['randomness']}); cells are mean ± sample std over seeds "
         f"(the unsanitized row is deterministic).",
         f"- BLEU: {results['bleu']}.",
-        f"- Wall time: {results['timings']['total_s']:.0f} s.", *_resumed(results), ""]
+        _wall_time(results), *_resumed(results), ""]
+
+
+def _vocabulary(results: dict) -> str:
+    """The vocabulary as ``ldptext calibrate`` states it too (the ``--vocab-size`` words and the input-only
+    ``<unk>`` row); the requested size for a file that predates the record."""
+    return results.get("vocabulary") or str(results["config"]["vocab_size"] or "all")
+
+
+def _santext_plus_p(results: dict) -> str:
+    """``; SanText+ p = 0.3`` when a SanText+ row is in the report (nothing otherwise: p is its alone)."""
+    if not any(e["mechanism"] == "santext+" for e in results["entries"]):
+        return ""
+    return f"; SanText+ p = {results['config']['p']:g}"
 
 
 def _cap(cfg: dict) -> str:
@@ -104,6 +118,20 @@ def _splits(results: dict) -> str:
         return ""
     return ("; " + ", ".join(f"{r.label}: non-sensitive = {r.split}" for r in rows)
             + " (the default split is what `ldptext precompute santext` builds without --non-sensitive)")
+
+
+def _wall_time(results: dict) -> str:
+    """The wall time: this run's; for a resumed sweep also the total over its runs, and how it is counted."""
+    t = results["timings"]
+    runs = results.get("runs") or []
+    if len(runs) < 2:
+        return f"- Wall time: {t['total_s']:.0f} s."
+    earlier = ", ".join(f"{r['seconds']:.0f} s ({r['outcome']}{', shard ' + r['shard'] if r.get('shard') else ''}, "
+                        f"started {r['started']})" for r in runs[:-1])
+    return (f"- Wall time: **{t.get('all_runs_s', t['total_s']):.0f} s in all** over {len(runs)} runs of this sweep "
+            f"into this folder (the sum of their own times: the time between runs is not counted, runs that "
+            f"overlapped, such as parallel shards, are counted once): {earlier}; this run (which wrote this "
+            f"report) {t['total_s']:.0f} s, started {runs[-1]['started']}.")
 
 
 def _resumed(results: dict) -> list[str]:
@@ -126,7 +154,7 @@ def _dpbart_setup(results: dict) -> list[str]:
     delta = f", δ = {cfg['dpbart_delta']:g} per chunk" if noise == "gaussian" else ""
     return [f"- DP-BART: bundle `{bundle['path']}` ({signer}; variant {bundle['variant']}, L = {bundle['seq_len']}, "
             f"C = {bundle['clip']:g}), {noise} noise{delta}, ε per chunk "
-            f"{', '.join(f'{e:g}' for e in cfg.get('dpbart_epsilons') or [])}; every document rewritten "
+            f"{', '.join(format_epsilon(e) for e in cfg.get('dpbart_epsilons') or [])}; every document rewritten "
             f"(long documents split into chunks, greedy decoding) once per ε and seed."]
 
 
@@ -203,7 +231,9 @@ def _utility_tables(results: dict) -> list[str]:
 
         tag = classifier_tag(results, name)
         lines += (_table(results, f"Accuracy{tag} — trained on sanitized text, tested on sanitized text "
-                                  "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"), majority)
+                                  "(the setting of Yue 2023, Table 2.1)", score("sanitized_test"), majority,
+                         sub_row=_kept_words_row(results, name, majority))
+                  + _kept_words_legend(results)
                   + _table(results, f"Accuracy{tag} — trained on sanitized text, tested on original text",
                            score("original_test"), majority)
                   + _table(results, f"Macro-F1{tag} — sanitized test text", score("sanitized_test", "macro_f1"))
@@ -221,6 +251,50 @@ def _utility_tables(results: dict) -> list[str]:
             + _table(results, "Embedding nearest-neighbour inversion success @1 / @10 (empirical, on the sample "
                               "drawn: the original is the nearest / among the 10 nearest words of the released "
                               "one in the public embedding; needs no knowledge of the mechanism)", _nn_cell))
+
+
+#: The sub-row under each SanText+ row of the accuracy table.
+KEPT_WORDS_LABEL = "↳ its kept-in-clear words alone"
+
+
+def _kept_words(e: dict, name: str | None) -> dict | None:
+    kept = (e.get("utility") or {}).get("kept_words_accuracy") or {}
+    return kept.get(name) if name in kept else next(iter(kept.values()), None)
+
+
+def _kept_words_row(results: dict, name: str | None, majority: float | None):
+    """The sub-row of a SanText+ row: the accuracy of its kept-in-clear words alone and their share of the
+    row's gain over the majority class (None for every other row, and for a file without the record)."""
+    def cell(e: dict) -> str:
+        kept = _kept_words(e, name)
+        if kept is None:
+            return "–"
+        acc = classifier_scores(e, name)["sanitized_test"]["accuracy"]["mean"]
+        share = None if majority is None else kept_share(kept["mean"], acc, majority)
+        return _fmt(kept) + ("" if share is None else f" ({share:.0%} of the gain)")
+
+    def sub_row(row: Row):
+        if row.mechanism != "santext+" or not any(_kept_words(e, name) for e in results["entries"]
+                                                  if row_of(e) == row):
+            return None
+        return KEPT_WORDS_LABEL, cell
+
+    return sub_row
+
+
+def _kept_words_legend(results: dict) -> list[str]:
+    """What the kept-words sub-rows are (nothing without them)."""
+    if not any(_kept_words(e, None) for e in results["entries"]):
+        return []
+    return [f"*{KEPT_WORDS_LABEL}* (under each SanText+ row): how much of the row's utility the words its split "
+            "keeps explain. SanText+ releases each non-sensitive word (the default split: function words and "
+            "punctuation; the frequency split: the most frequent words) unchanged with probability 1 − p; the "
+            "same classifier (same settings, tuning and seed) is trained and tested on **those kept-in-clear words "
+            "alone** — in each seed's sample, the released tokens whose input is non-sensitive and that came out "
+            "unchanged, every other token dropped. Cell: its accuracy (mean ± std over seeds), and in parentheses "
+            "its share of the row's gain over the majority class, (kept − majority) / (row − majority): near "
+            "100% means the row's accuracy comes from the words kept in the clear, not from the sanitized ones.",
+            ""]
 
 
 def _nn_cell(e: dict) -> str:
@@ -263,7 +337,7 @@ def _equal_attack_tables(results: dict) -> list[str]:
                     if c is None:
                         row.append("–")
                         continue
-                    eps = "" if c["epsilon"] is None else f"ε={c['epsilon']:g}, "
+                    eps = "" if c["epsilon"] is None else f"ε={format_epsilon(c['epsilon'])}, "
                     row.append(f"{c['accuracy']:.4f} ({eps}attack {c['attack_success']:.3f})")
                 lines.append(f"| {m.label} | " + " | ".join(row) + " |")
             lines.append("")
@@ -316,12 +390,12 @@ def _privacy_table(results: dict) -> list[str]:
     for e in sorted(results["entries"], key=lambda e: (order[row_of(e)], e["epsilon"] or 0)):
         pv = e.get("privacy", {})
         if e["mechanism"] == "dpbart":
-            lines.append(f"| {LABELS['dpbart']} | {e['epsilon']:g} |" + " – |" * 8)
+            lines.append(f"| {LABELS['dpbart']} | {format_epsilon(e['epsilon'])} |" + " – |" * 8)
             continue
         if "vocabulary" not in pv:
             continue
         voc, dat = pv["vocabulary"], pv["dataset"]
-        eps = "–" if e["epsilon"] is None else f"{e['epsilon']:g}"
+        eps = "–" if e["epsilon"] is None else format_epsilon(e["epsilon"])
         lines.append(f"| {row_of(e).label} | {eps} | {_iqr(voc['n_x'])} | "
                      f"{_q(dat['n_x'])} | {_iqr(voc['s_x'])} | {_q(dat['s_x'])} | "
                      f"{_iqr(voc.get('s_y_star'))} | {_q(voc['h_inf'])} | {_q(voc['h1'])} | "
@@ -340,7 +414,7 @@ def _dpbart_note(results: dict) -> list[str]:
     entries = _dpbart_entries(results)
     if not entries:
         return []
-    stated = "; ".join(f"ε = {e['epsilon']:g}: {e['privacy'].get('description', '–')}" for e in entries)
+    stated = "; ".join(f"ε = {format_epsilon(e['epsilon'])}: {e['privacy'].get('description', '–')}" for e in entries)
     return ["DP-BART: – in every token-level privacy and attack cell (N_x, S_x, S_y*, entropies, the Bayes and "
             "nearest-neighbour inversion attacks, the unchanged-token rate): its output is a new text, not aligned "
             "token by token with its input. Its guarantee is document-level (ε, δ)-LDP, each chunk of at most L "
@@ -386,28 +460,34 @@ def _plots(results: dict) -> list[str]:
 # -- table cells --------------------------------------------------------------------------------
 
 def _table(results: dict, title: str, getter: Callable[[dict], str],
-           majority: float | None = None) -> list[str]:
+           majority: float | None = None, sub_row: Callable[[Row], tuple | None] | None = None) -> list[str]:
     """A mechanism × ε table of ``getter(entry)``; rows without any entry are left out; a last
-    "Majority class" row of ``majority`` in every column when it is given.
+    "Majority class" row of ``majority`` in every column when it is given; ``sub_row(row)``, when given and
+    not None for a row, is a ``(label, getter)`` pair drawn as a row right under it.
     """
     eps = _epsilon_columns(results)
-    lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {e:g}" for e in eps) + " |",
+    lines = [f"**{title}**", "", "| mechanism | " + " | ".join(f"ε = {format_epsilon(e)}" for e in eps) + " |",
              "| --- |" + " --- |" * len(eps)]
     for row in ordered_rows(results["entries"]):
         cells = [_cell(results["entries"], row, e, getter) for e in eps]
         if all(c is None for c in cells):
             continue
         lines.append(f"| {row.label} | " + " | ".join(c or "–" for c in cells) + " |")
+        extra = sub_row(row) if sub_row else None
+        if extra:
+            label, get = extra
+            lines.append(f"| {label} | " + " | ".join(_cell(results["entries"], row, e, get) or "–" for e in eps)
+                         + " |")
     if majority is not None:
         lines.append(f"| {MAJORITY_LABEL} | " + " | ".join(f"{majority:.4f}" for _ in eps) + " |")
     return lines + [""]
 
 
 def _epsilon_columns(results: dict) -> list[float]:
-    """The ε columns of the mechanism × ε tables: the swept ε and any other ε of an entry (DP-BART's own)."""
-    eps = list(results["config"]["epsilons"])
-    extra = sorted({e["epsilon"] for e in results["entries"] if e["epsilon"] is not None} - set(eps))
-    return sorted(eps + extra) if extra else eps
+    """The ε columns of the mechanism × ε tables, ascending, each once: the swept ε and any other ε of an
+    entry (DP-BART's own)."""
+    swept = {float(e) for e in results["config"]["epsilons"]}
+    return sorted(swept | {e["epsilon"] for e in results["entries"] if e["epsilon"] is not None})
 
 
 def _cell(entries: list[dict], row: Row, eps, getter: Callable[[dict], str]) -> str | None:

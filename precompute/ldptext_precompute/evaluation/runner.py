@@ -78,17 +78,20 @@ from typing import Iterator
 import numpy as np
 from filelock import FileLock
 
+from . import runlog
 from .attacks import wordfreq_prior
 from .bundles import load_bundles, load_dpbart
 from .config import (BASELINES, DEFAULT_DPBART_DELTA, DPBART, DPBART_NOISE, MECHANISMS, SANTEXT_MECHANISMS,
                      EvaluationConfig)
 from .console import Warnings, log
 from .datasets import Dataset, dataset_warnings, load_dataset
+from ..epsilon import normalize_epsilons
 from .output import assemble_results, command_line, write_outputs
 from .profiles import dpbart_entries, profile_baselines, profile_mechanisms
 from .scoring import measure_utility
 from .sweep import CHECKPOINT_DIR, Corpus, Sweep, TokenDomain, checkpoint_store, rank, seed_int, timed
 from .utility import classifier_settings
+from ..santext.embeddings import describe_vocabulary
 
 __all__ = ["EvaluationConfig", "evaluate", "command_line", "seed_int", "MECHANISMS", "SANTEXT_MECHANISMS",
            "BASELINES", "DPBART", "DPBART_NOISE", "DEFAULT_DPBART_DELTA", "CHECKPOINT_DIR"]
@@ -120,17 +123,33 @@ def evaluate(config: EvaluationConfig | None = None, **overrides) -> dict:
     """
     cfg = _resolve_config(config, overrides)
     created = not Path(cfg.out).exists()
+    began, started = runlog.now(), time.perf_counter()
     try:
-        return _sweep(cfg)
-    except BaseException:
+        return _sweep(cfg, began, started)
+    except BaseException as e:
+        _record_stopped_run(cfg, began, time.perf_counter() - started, e)
         if created:
             _remove_empty_tree(Path(cfg.out))   # a failed run leaves no empty output folder behind
         raise
 
 
-def _sweep(cfg: EvaluationConfig) -> dict:
-    """The steps of :func:`evaluate` on a validated configuration."""
-    started = time.perf_counter()
+def _record_stopped_run(cfg: EvaluationConfig, began: float, seconds: float, error: BaseException) -> None:
+    """Record a run that stopped (Ctrl-C, SIGTERM, an error) after keeping checkpoints, so that the report of
+    the run that resumes it counts its time (:mod:`.runlog`); nothing when it kept none."""
+    root = Path(cfg.out) / CHECKPOINT_DIR
+    try:
+        if not root.is_dir() or not any(p.is_file() and not p.name.startswith(".") and p.name != runlog.RUNS_FILE
+                                         for p in root.iterdir()):
+            return
+        stopped = isinstance(error, (KeyboardInterrupt, SystemExit))
+        runlog.record_run(root, cfg, began, seconds, "interrupted" if stopped else "failed")
+    except Exception:   # never hide why the run stopped
+        pass
+
+
+def _sweep(cfg: EvaluationConfig, began: float, started: float) -> dict:
+    """The steps of :func:`evaluate` on a validated configuration (``began``: its start, seconds since the
+    epoch; ``started``: the same instant on ``time.perf_counter``)."""
     timings: dict[str, float] = {}
     out, cache = _prepare_directories(cfg)
     notes = Warnings()
@@ -158,11 +177,15 @@ def _sweep(cfg: EvaluationConfig) -> dict:
         log(cfg, "resumed from " + ", ".join(f"{n} {k}" for k, n in sorted(store.reused.items()))
             + f" checkpoints in {store.root}")
     timings["total_s"] = time.perf_counter() - started
+    runs = runlog.record_run(store.root, cfg, began, timings["total_s"], "finished")
+    timings["all_runs_s"] = runlog.total_seconds(runs)
     if cfg.shard is not None:  # its share is in the checkpoints; the whole run writes the report
         scored = sum(e.utility is not None for e in entries)
         log(cfg, f"shard {cfg.shard}: {scored} of {len(entries)} configurations scored into {store.root}")
         return {"shard": cfg.shard, "configurations": scored, "timings": timings, "reused": dict(store.reused)}
-    return write_outputs(cfg, assemble_results(cfg, ds, entries, timings, notes, reused=store.reused), out)
+    return write_outputs(cfg, assemble_results(cfg, ds, entries, timings, notes, reused=store.reused,
+                                               vocabulary=describe_vocabulary(list(domain.reference.vocab)),
+                                               runs=runs), out)
 
 
 @contextmanager
@@ -193,7 +216,12 @@ def _resolve_config(config: EvaluationConfig | None, overrides: dict) -> Evaluat
     cfg = config or EvaluationConfig()
     if overrides:
         cfg = EvaluationConfig(**{**asdict(cfg), **overrides})
-    cfg.validate()
+    given = {"": list(cfg.epsilons or []), "DP-BART ": list(cfg.dpbart_epsilons or [])}
+    cfg.validate()   # equal ε once, ascending: say so
+    for what, values in given.items():
+        note = normalize_epsilons(values)[1] if values else None
+        if note:
+            log(cfg, f"{what}{note}")
     return cfg
 
 

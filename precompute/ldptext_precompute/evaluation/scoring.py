@@ -8,9 +8,11 @@ import numpy as np
 
 from ..bleu import bleu_tokenize, corpus_bleu
 from .attacks import empirical_attack_success, nearest_neighbour_inversion
-from .config import DPBART, epsilon_text
+from .config import DPBART
+from ..epsilon import format_epsilon
 from .console import Warnings, log, progress_iter
-from .records import Entry, SeedRun, UtilitySummary
+from .mechanisms import santext_keep_rows
+from .records import Entry, MeanStd, SeedRun, UtilitySummary, kept_share
 from .sampling import rewritten_sample, sample_key, sanitized_sample
 from .sweep import NN_KS, NN_TABLE_VERSION, Sweep
 from .finetune import FineTuneSettings, fingerprint as finetune_fingerprint
@@ -30,17 +32,96 @@ def measure_utility(sweep: Sweep, entries: list[Entry], notes: Warnings) -> None
         ordered = ordered[shard[0]::shard[1]]
     for entry in progress_iter(ordered, sweep.cfg, desc="utility", unit="config"):
         started = time.perf_counter()
-        entry.utility = UtilitySummary.of(_utility_runs(sweep, entry), seconds=time.perf_counter() - started)
+        runs = _utility_runs(sweep, entry)
+        kept = _kept_words_accuracy(sweep, entry)
+        entry.utility = UtilitySummary.of(runs, seconds=time.perf_counter() - started)
+        entry.utility.kept_words = kept
         if entry.mechanism == DPBART:  # the guarantee as the Rewriter reported it (chunks are seed-free)
             sample = rewritten_sample(sweep, entry, 0, sample_key(sweep, entry, 0))
             entry.privacy = entry.privacy.with_sample(sample["chunks"], sample["report"])
         accuracies = ", ".join(f"{name} {c['sanitized_test']['accuracy'].mean:.4f}"
                                for name, c in entry.utility.classifiers.items())
-        at = "" if entry.epsilon is None else f" eps={epsilon_text(entry.epsilon)}"
-        log(sweep.cfg, f"utility {entry.row.label}{at}: accuracy (sanitized test) "
+        at = "" if entry.epsilon is None else f" eps={format_epsilon(entry.epsilon)}"
+        tested = "trained and tested on unsanitized text" if entry.mechanism == "none" else "sanitized test"
+        if kept:
+            accuracies += "; kept-in-clear words alone " + ", ".join(
+                f"{name} {k.mean:.4f}" + _share_text(k.mean, entry.utility.classifiers[name]["sanitized_test"]
+                                                     ["accuracy"].mean, majority) for name, k in kept.items())
+        log(sweep.cfg, f"utility {entry.row.label}{at}: accuracy ({tested}) "
             f"{accuracies} (majority class {majority:.4f})")
         if entry.mechanism == "none":
             notes.extend(_ceiling_warnings(entry.utility, majority))
+
+
+def _share_text(kept: float, accuracy: float, majority: float) -> str:
+    share = kept_share(kept, accuracy, majority)
+    return "" if share is None else f" ({share:.0%} of the gain)"
+
+
+def _kept_words_accuracy(sweep: Sweep, entry: Entry) -> dict[str, MeanStd] | None:
+    """For a SanText+ row, per classifier: the accuracy (mean over seeds) of the same classifier trained and
+    tested on the kept-in-clear words alone of each seed's sample — the released tokens whose input is
+    non-sensitive under the row's split and that came out unchanged (:func:`kept_words_texts`); how much of the
+    row's utility the words its split keeps explain. None for every other row."""
+    if entry.mechanism != "santext+" or (entry.row, entry.epsilon) not in sweep.bundles:
+        return None
+    keep_rows = santext_keep_rows(sweep.bundles[(entry.row, entry.epsilon)].sanitizer)
+    out = {}
+    for settings in sweep.classifiers:
+        fingerprint = _classifier_fingerprint(sweep, settings)
+        values = []
+        for s in range(sweep.cfg.seeds):
+            skey = sample_key(sweep, entry, s)
+            key = {"stage": "kept_words", "sample": skey, "classifier": fingerprint}
+
+            def compute(s=s, skey=skey, settings=settings) -> dict:
+                released = sanitized_sample(sweep, entry, s, skey)
+                train_txt, test_txt = kept_words_texts(sweep.corpus, released, keep_rows)
+                ds = sweep.corpus.ds
+                try:
+                    run = fit_and_score(train_txt, ds.train_labels, {"kept": test_txt}, ds.test_labels, seed=s,
+                                        settings=settings, encoder=sweep.encoder(settings),
+                                        progress=sweep.cfg.progress)
+                except ValueError as e:   # too few kept words for a TF-IDF vocabulary: nothing to learn from,
+                    if "empty vocabulary" not in str(e):    # the majority class is what is left
+                        raise
+                    return {"accuracy": float(ds.majority_rate())}
+                return {"accuracy": run.scores["kept"]["accuracy"]}
+
+            values.append(sweep.store.cached_json("kept_words", key, compute, dict, dict)["accuracy"])
+        out[settings.name] = MeanStd.of(values)
+    return out
+
+
+def kept_words_texts(corpus, released: np.ndarray, keep_rows: np.ndarray) -> tuple[list[str], list[str]]:
+    """The kept-in-clear words of a released corpus: per document, only the released tokens whose input is
+    in ``keep_rows`` (SanText+'s non-sensitive words) and that were released unchanged, in order; (train
+    texts, test texts). Every other token is dropped.
+
+    Parameters
+    ----------
+    corpus : Corpus
+        The tokenised data (``flat``, ``lengths``, ``n_train``, ``tokenizer``).
+    released : numpy.ndarray, int, shape like ``corpus.flat``
+        One sanitized sample.
+    keep_rows : numpy.ndarray, bool, shape (V,)
+        The inputs the split keeps in the clear (:func:`.mechanisms.santext_keep_rows`).
+    """
+    mask = keep_rows[corpus.flat] & (released == corpus.flat)
+    bounds = np.cumsum(corpus.lengths)[:-1] if corpus.lengths else []
+    pieces = [ids[m] for ids, m in zip(np.split(released, bounds), np.split(mask, bounds))] if corpus.lengths else []
+    texts = corpus.tokenizer.decode_batch(pieces)
+    return texts[:corpus.n_train], texts[corpus.n_train:]
+
+
+def _classifier_fingerprint(sweep: Sweep, classifier: ClassifierSettings) -> dict:
+    """What determines a classifier's runs besides its data and seed (part of their checkpoint keys)."""
+    settings = classifier.to_dict()
+    if isinstance(classifier, SentenceEmbeddingSettings):
+        settings["encoder"] = sweep.encoder_fingerprint(classifier)
+    elif isinstance(classifier, FineTuneSettings):   # the weights, versions and training procedure
+        settings["fine_tuning"] = finetune_fingerprint(classifier)
+    return settings
 
 
 def _ceiling_warnings(utility: UtilitySummary, majority: float) -> list[str]:
@@ -85,11 +166,7 @@ def _nn_inversion(sweep: Sweep, entry: Entry, seed_index: int) -> dict:
 
 def _classifier_runs(sweep: Sweep, entry: Entry, classifier: ClassifierSettings) -> list[SeedRun]:
     """The runs of one configuration with one classifier, each from its checkpoint when there is one."""
-    settings = classifier.to_dict()
-    if isinstance(classifier, SentenceEmbeddingSettings):
-        settings["encoder"] = sweep.encoder_fingerprint(classifier)
-    elif isinstance(classifier, FineTuneSettings):   # the weights, versions and training procedure
-        settings["fine_tuning"] = finetune_fingerprint(classifier)
+    settings = _classifier_fingerprint(sweep, classifier)
     if entry.mechanism == "none":
         key = {"stage": "utility", "mechanism": "none", "classifier": settings}
         return [sweep.store.cached_json("utility", key, lambda: _unsanitized_run(sweep, classifier),

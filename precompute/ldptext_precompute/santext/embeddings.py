@@ -60,6 +60,28 @@ def _sha256_array(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
+def describe_vocabulary(vocab: list[str]) -> str:
+    """The size of a vocabulary as ``ldptext evaluate`` and ``ldptext calibrate`` both state it.
+
+    A word-level vocabulary is the ``--vocab-size`` words plus the input-only ``<unk>`` row (last), so
+    V = size + 1: ``10000 words + the input-only <unk> row (V = 10001)``; WordPiece: ``30522 tokens (V =
+    30522)``.
+
+    Parameters
+    ----------
+    vocab : list of str
+        The token of each row (``Embeddings.vocab``, ``Sanitizer.vocab``).
+
+    Returns
+    -------
+    str
+    """
+    v = len(vocab)
+    if v and vocab[-1] == OOV_TOKEN:
+        return f"{v - 1} words + the input-only {OOV_TOKEN} row (V = {v})"
+    return f"{v} tokens (V = {v})"
+
+
 def word_tokenizer_json(vocab: list[str], lowercase: bool = True) -> str:
     """A word-level tokenizer over ``vocab``.
 
