@@ -298,3 +298,22 @@ def test_cli_bundle_family_refuses_unsigned_bundles_unless_allowed_and_then_warn
     with pytest.warns(UnsignedBundleWarning):
         assert main(args + ["--allow-unsigned"]) == 0
     assert main(["calibrate", "--allow-unsigned", "--max-attack-success", "0.5"]) == 2  # only with --bundles
+
+
+def test_cli_bundle_family_expected_accuracy_has_an_interval_over_the_neighbouring_bundles(emb, tmp_path, capsys):
+    from ldptext.cli import main
+    paths = [str(_bundle(emb, tmp_path, "santext", eps)[0]) for eps in (0.5, 2.0, 8.0)]
+    data = tmp_path / "d.csv"
+    rows = [f"{'good great' if i % 2 else 'bad awful'} the film," + ("pos" if i % 2 else "neg") for i in range(30)]
+    data.write_text("text,label\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "c.json"
+    with pytest.warns(Warning):
+        assert main(["calibrate", "--bundles", *paths, "--allow-unsigned", "--max-attack-success", "0.99",
+                     "--data", str(data), "--seeds", "2", "--quiet", "--json", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["epsilon"] == 8.0 and set(saved["family"]) == {"0.5", "2", "8"}
+    tfidf = saved["expected_utility"]["sanitized"]["tfidf"]
+    assert list(tfidf["by_epsilon"]) == ["2", "8"]                 # the chosen bundle and its neighbour below
+    lo, hi = tfidf["interval"]
+    assert lo <= min(tfidf["by_epsilon"].values()) and max(tfidf["by_epsilon"].values()) <= hi
+    assert "interval: from the lowest (mean - std)" in capsys.readouterr().out

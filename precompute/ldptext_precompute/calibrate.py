@@ -472,8 +472,7 @@ def _unreachable_advice(domain: CalibrationDomain) -> str:
 
     if domain.mechanism != "santext+":
         return "lower the range or relax the target"
-    floor = ("SanText+ releases its non-sensitive words in the clear with probability 1 - p at every epsilon, "
-             "whatever epsilon: ")
+    floor = "SanText+ releases its non-sensitive words in the clear with probability 1 - p at every epsilon: "
     if domain.split == DEFAULT_SPLIT:      # a fixed word list: no fraction to raise
         return (floor + "the default split's non-sensitive words are the function words and punctuation, a fixed "
                 "list; lower p, or use SanText (--mechanism santext), which sanitizes every word")
