@@ -127,6 +127,7 @@ def test_ctrl_c_says_what_is_kept_and_how_to_resume_and_the_report_counts_both_r
     assert main(argv + ["--fresh"]) == 130
     err = capsys.readouterr().err
     assert "ldptext: interrupted. Kept in " in err and " utility" in err and SECRET not in err
+    assert f"the bundles built so far stay in {tiny / 'cache'}" in err
     resume = err.strip().splitlines()[-1].strip()
     assert resume.startswith("ldptext evaluate --data ") and "--fresh" not in resume
     assert "epsilon 3, 1, 1 given: 1 numerically equal value(s) evaluated once and columns in ascending order: " \
@@ -231,3 +232,12 @@ def test_each_santext_plus_row_says_how_much_of_its_utility_the_kept_words_expla
     assert report.count("| ↳ its kept-in-clear words alone |") == 1          # one accuracy table, one row
     assert "*↳ its kept-in-clear words alone* (under each SanText+ row)" in report
     assert "SanText+ p = 0.3" in report                                     # a SanText+ row: its p is stated
+
+
+def test_interrupted_before_any_checkpoint_says_nothing_is_kept(tmp_path):
+    from ldptext_precompute.evaluation.console import interrupted_message, resume_command
+
+    msg = interrupted_message(tmp_path / "o", "ldptext evaluate --out o", tmp_path / "c")
+    assert "no checkpoint is kept" in msg and f"stay in {tmp_path / 'c'}" in msg
+    assert msg.splitlines()[-1] == "  ldptext evaluate --out o"
+    assert resume_command("evaluate", ["evaluate", "--fresh", "--out", "my out"]) == "ldptext evaluate --out 'my out'"

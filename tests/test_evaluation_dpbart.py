@@ -78,6 +78,7 @@ def _comparable(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     doc.pop("timings")
     doc.pop("reused")            # which stages came from checkpoints: differs by design
+    doc.pop("runs")              # when each run of the sweep started and how long it took
     doc.pop("plots", None)
     for k in ("out", "command", "resume", "plots"):
         doc["config"].pop(k)

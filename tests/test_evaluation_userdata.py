@@ -169,6 +169,7 @@ def _comparable(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     doc.pop("timings")
     doc.pop("reused")            # which stages came from checkpoints: differs by design
+    doc.pop("runs")              # when each run of the sweep started and how long it took
     for k in ("out", "command", "resume"):
         doc["config"].pop(k)
     for e in doc["entries"]:

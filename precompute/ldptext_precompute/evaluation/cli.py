@@ -206,7 +206,7 @@ def run(args) -> int:
     try:
         results = evaluate(cfg)
     except KeyboardInterrupt:   # Ctrl-C: say what is kept and how to resume, then exit 130 (ldptext.cli)
-        print(interrupted_message(args.out, resume_command("evaluate")), file=sys.stderr)
+        print(interrupted_message(args.out, resume_command("evaluate"), args.cache_dir), file=sys.stderr)
         raise
     if args.shard is not None:
         print(f"shard {args.shard}: scored {results['configurations']} configurations into "

@@ -65,7 +65,7 @@ def kept_checkpoints(out) -> dict[str, int]:
     return counts
 
 
-def interrupted_message(out, command: str) -> str:
+def interrupted_message(out, command: str, cache=None) -> str:
     """What an interrupted ``evaluate`` run (Ctrl-C) prints: what is kept and the exact command that resumes.
 
     Parameters
@@ -74,16 +74,20 @@ def interrupted_message(out, command: str) -> str:
         The output folder (``--out``).
     command : str
         The command line that resumes (:func:`resume_command`).
+    cache : str or Path, optional
+        The bundle cache (``--cache-dir``; default ``~/.cache/ldptext/evaluate``), where the bundles built
+        so far stay.
     """
     from .sweep import CHECKPOINT_DIR
 
     kept = kept_checkpoints(out)
     where = f"{out}/{CHECKPOINT_DIR}"
+    bundles = f"the bundles built so far stay in {cache or '~/.cache/ldptext/evaluate'}"
     if not kept:
-        return (f"ldptext: interrupted before any stage finished: nothing is kept; the same command starts "
-                f"again: {command}")
+        return (f"ldptext: interrupted before any stage finished: no checkpoint is kept ({bundles}); the same "
+                f"command starts again:\n  {command}")
     stages = ", ".join(f"{n} {stage}" for stage, n in sorted(kept.items()))
     return (f"ldptext: interrupted. Kept in {where}: every finished stage ({stages} checkpoint file(s); the "
-            f"sanitized samples among them are your data, private to you). To resume, run the same command "
-            f"again; it recomputes only what is missing and the report counts the time of both runs:\n"
+            f"sanitized samples among them are your data, private to you); {bundles}. To resume, run the same "
+            f"command again; it recomputes only what is missing and the report counts the time of both runs:\n"
             f"  {command}")
