@@ -134,3 +134,15 @@ def test_make_status_of_a_finished_sweep_says_done_not_its_last_progress_line(tm
     (out / "results.json").write_text(json.dumps(results()))
     done = status()
     assert f"done: {out}/results.json written" in done and "left" not in done
+
+
+def test_header_states_the_vocabulary_p_and_every_runs_time_as_the_report_does():
+    doc = results()
+    doc["vocabulary"] = "20000 words + the input-only <unk> row (V = 20001)"
+    doc["timings"] = {"total_s": 600.0, "all_runs_s": 3725.0}
+    doc["runs"] = [{"seconds": 3125.0}, {"seconds": 600.0}]
+    table = paper_table(doc)
+    assert "vocabulary 20000 words + the input-only <unk> row (V = 20001); SanText+ p = 0.3;" in table
+    assert "Wall time: 1 h 02 min over the 2 runs of this sweep" in table and "this invocation 10 min 00 s" in table
+    doc["entries"] = [e for e in doc["entries"] if e["mechanism"] != "santext+"]
+    assert "SanText+ p" not in paper_table(doc)

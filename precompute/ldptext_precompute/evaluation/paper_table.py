@@ -79,14 +79,21 @@ def _header(results: dict, classifier: str | None, test: str, since: tuple[datet
     described = (results.get("classifiers") or {}).get(classifier) or {}
     runs = [h for e in results["entries"] for h in (classifier_scores(e, classifier) or {}).get(
         "classifier_hyperparameters") or [] if isinstance(h, dict) and "train_s" in h]
+    from .report import _santext_plus_p, _vocabulary   # one wording with report.md and calibrate
+
     wall = results.get("timings", {}).get("total_s")
+    every_run = results.get("timings", {}).get("all_runs_s")
+    n_runs = len(results.get("runs") or [])
     resumed = sum((results.get("reused") or {}).values())
     lines = [f"Data: {ds['name']} ({ds['n_train']} training / {ds['n_test']} test documents); embedding "
-             f"`{cfg['embeddings']}`, vocabulary {cfg['vocab_size'] or 'all'}; SanText+ p = {cfg['p']:g}; "
+             f"`{cfg['embeddings']}`, vocabulary {_vocabulary(results)}{_santext_plus_p(results)}; "
              f"classifier: {described.get('description') or results.get('classifier', classifier)}; "
              f"accuracy on the {'sanitized' if test == 'sanitized_test' else 'original'} test text, mean ± "
              f"sample std over {cfg['seeds']} seeds (the unsanitized and random rows have no ε)."]
-    if wall is not None:
+    if wall is not None and every_run is not None and n_runs > 1:
+        lines.append(f"Wall time: {_duration(every_run)} over the {n_runs} runs of this sweep (their own times "
+                     f"summed, the time between them not counted); this invocation {_duration(wall)}.")
+    elif wall is not None:
         note = (f" (this invocation, which resumed from {resumed} checkpoints of earlier ones)" if resumed else "")
         lines.append(f"Wall time: {_duration(wall)}{note}.")
     if since is not None:
