@@ -749,7 +749,8 @@ def register(sub) -> None:
     p.add_argument("--rtol", type=float, default=0.01, help="relative precision of the search (0.01)")
     p.add_argument("--data", default=None,
                    help="labelled data (FILE.csv | FILE.tsv | FILE.jsonl | rotten-tomatoes): report the accuracy "
-                        "to expect at the chosen epsilon (a short evaluate run, written to --out)")
+                        "to expect at the chosen epsilon, with an interval over the nearest epsilon evaluated "
+                        "below and above it and the seed spread (a short evaluate run, written to --out)")
     p.add_argument("--text-col", default="text", help="text column of --data (default text)")
     p.add_argument("--label-col", default="label", help="label column of --data (default label)")
     p.add_argument("--test", default=None, help="separate test file for --data")

@@ -93,8 +93,8 @@ def register(sub) -> None:
                    help="word-level vocabulary size (most frequent GloVe words; default 20000; "
                         "0 = the embeddings' default)")
     p.add_argument("--epsilon", type=_epsilons, default=[1.0, 2.0, 3.0],
-                   help="comma list of finite ε > 0 to sweep (default 1,2,3); 'inf' is refused: the "
-                        "unsanitized text is the 'none' baseline")
+                   help="comma list of finite ε > 0 to sweep (default 1,2,3; numerically equal values once, in "
+                        "ascending order); 'inf' is refused: the unsanitized text is the 'none' baseline")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
     split = p.add_mutually_exclusive_group()
     split.add_argument("--w", type=float, default=None,
