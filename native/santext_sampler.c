@@ -291,6 +291,106 @@ void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out)
     for (i = 0; i < t->n_outputs; i++) out[i] = distance_sq(t, x, t->outputs[i]);
 }
 
+/* The block kernel: the rows' codes widened to int16 once (up to BLOCK_WIDE_DIM codes each), then
+ * each output's codes are read once for all the rows, 8 rows at a time (8 accumulators, summed
+ * across lanes by one hadd tree). Integer arithmetic (wrapping like int8_dot's lanes), so every
+ * path gives distance_sq's value bit for bit. */
+#define BLOCK_WIDE_DIM 768 /* 48 KiB of stack for 32 rows */
+#if defined(__GNUC__) || defined(__clang__)
+#define LDP_ALIGN32 __attribute__((aligned(32)))
+#else
+#define LDP_ALIGN32
+#endif
+#if defined(LDP_DOT_AVX2_DISPATCH) || \
+    (defined(__AVX2__) && !defined(LDP_PORTABLE) && !defined(LDP_NO_AVX2))
+#define LDP_BLOCK_AVX2 1
+#if defined(LDP_DOT_AVX2_DISPATCH)
+__attribute__((target("avx2")))
+#endif
+static void distance_sq_block_avx2(const ldp_santext_table *t, const int32_t *xs, int nx, const int32_t *ys,
+                                   int32_t ny, int32_t readable, double *out) {
+    const int32_t dim = t->dim, n16 = dim / 16 * 16, groups = (nx + 7) / 8;
+    /* outputs in cluster order are scattered rows: ask for them early enough to hide a miss to
+     * memory (a step is shorter for short rows) */
+    const int32_t ahead = dim <= 128 ? 16 : 8;
+    LDP_ALIGN32 int16_t wide[LDP_DIST_BLOCK * BLOCK_WIDE_DIM];
+    const int8_t *qa[LDP_DIST_BLOCK];
+    double sa[LDP_DIST_BLOCK], own[LDP_DIST_BLOCK]; /* s_a, s_a^2 |q_a|^2 */
+    int32_t r, c, j, g;
+    for (r = 0; r < groups * 8; r++) { /* a group's missing rows repeat row 0: computed, not stored */
+        const int32_t x = xs[r < nx ? r : 0];
+        int16_t *wg = wide + (size_t)(r / 8) * (size_t)n16 * 8;
+        qa[r] = t->emb_q + (size_t)x * (size_t)dim;
+        sa[r] = (double)t->emb_scale[x];
+        own[r] = (sa[r] * sa[r]) * (double)t->emb_sqnorm[x];
+        /* interleaved: a group's 16 codes at c, row after row (one base pointer per step) */
+        for (c = 0; c < n16; c++) wg[(c / 16 * 8 + r % 8) * 16 + c % 16] = qa[r][c];
+    }
+    for (j = 0; j < ny; j++) {
+        const int32_t y = ys[j];
+        const int8_t *qb = t->emb_q + (size_t)y * (size_t)dim;
+        const double sb = (double)t->emb_scale[y], nb = (double)t->emb_sqnorm[y];
+        int32_t dots[LDP_DIST_BLOCK];
+        if (j + ahead < readable) prefetch_bytes(t->emb_q + (size_t)ys[j + ahead] * (size_t)dim, (size_t)dim);
+        for (g = 0; g < groups; g++) {
+            const int16_t *wg = wide + (size_t)g * (size_t)n16 * 8;
+            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+            __m256i h01, h23, h45, h67, h0123, h4567;
+            for (c = 0; c < n16; c += 16) {
+                const __m256i q = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qb + c)));
+                const int16_t *w = wg + (size_t)c * 8;
+#define LDP_ACC(k) a##k = _mm256_add_epi32(a##k, _mm256_madd_epi16( \
+                _mm256_load_si256((const __m256i *)(w + k * 16)), q))
+                LDP_ACC(0); LDP_ACC(1); LDP_ACC(2); LDP_ACC(3);
+                LDP_ACC(4); LDP_ACC(5); LDP_ACC(6); LDP_ACC(7);
+#undef LDP_ACC
+            }
+            h01 = _mm256_hadd_epi32(a0, a1);
+            h23 = _mm256_hadd_epi32(a2, a3);
+            h45 = _mm256_hadd_epi32(a4, a5);
+            h67 = _mm256_hadd_epi32(a6, a7);
+            h0123 = _mm256_hadd_epi32(h01, h23);
+            h4567 = _mm256_hadd_epi32(h45, h67);
+            _mm256_storeu_si256((__m256i *)(dots + g * 8),
+                                _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                                 _mm256_permute2x128_si256(h0123, h4567, 0x31)));
+        }
+        if (n16 < dim)
+            for (r = 0; r < nx; r++)
+                for (c = n16; c < dim; c++) dots[r] += (int32_t)qa[r][c] * (int32_t)qb[c];
+        { /* distance_sq's expression, 4 rows per step (the same IEEE operations in the same order) */
+            const __m256d vb = _mm256_set1_pd((sb * sb) * nb), vsb = _mm256_set1_pd(sb), two = _mm256_set1_pd(2.0);
+            LDP_ALIGN32 double d4[4];
+            for (r = 0; r < nx; r += 4) {
+                const __m256d dot = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(dots + r)));
+                const __m256d cross = _mm256_mul_pd(_mm256_mul_pd(two, _mm256_mul_pd(_mm256_loadu_pd(sa + r), vsb)), dot);
+                const int lanes = nx - r < 4 ? nx - r : 4;
+                int l;
+                _mm256_store_pd(d4, _mm256_sub_pd(_mm256_add_pd(_mm256_loadu_pd(own + r), vb), cross));
+                for (l = 0; l < lanes; l++) out[(size_t)(r + l) * (size_t)ny + (size_t)j] = d4[l];
+            }
+        }
+    }
+}
+#endif
+
+void ldp_distance_sq_block(const ldp_santext_table *t, const int32_t *xs, int nx, const int32_t *ys, int32_t ny,
+                           int32_t readable, double *out) {
+    int32_t j;
+    int r;
+#if defined(LDP_BLOCK_AVX2)
+#if defined(LDP_DOT_AVX2_DISPATCH)
+    if (__builtin_cpu_supports("avx2"))
+#endif
+        if (nx > 1 && t->dim >= 16 && t->dim <= BLOCK_WIDE_DIM) {
+            distance_sq_block_avx2(t, xs, nx, ys, ny, readable, out);
+            return;
+        }
+#endif
+    for (j = 0; j < ny; j++)
+        for (r = 0; r < nx; r++) out[(size_t)r * (size_t)ny + (size_t)j] = distance_sq(t, xs[r], ys[j]);
+}
+
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
     const double d2 = distance_sq(t, a, b);
     return d2 > 0.0 ? sqrt(d2) : 0.0;

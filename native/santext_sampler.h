@@ -163,6 +163,14 @@ double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
  * outputs[i]) == sqrt(out[i]) where positive (one inlined pass: the row check's kernel,
  * lib/check.c). */
 void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out);
+/* The same squared distances from each of the rows xs[0..nx) (1 <= nx <= LDP_DIST_BLOCK) to the
+ * rows ys[0..ny) (outputs): out[r * ny + j] for xs[r] and ys[j], bit for bit
+ * ldp_distance_sq_outputs's. Each output's codes are read once for all nx rows: the check of a
+ * call's new rows (lib/check.c) is one pass over the outputs per LDP_DIST_BLOCK rows.
+ * ys[ny..readable) may be read too (the rows that follow, asked for ahead of their turn). */
+#define LDP_DIST_BLOCK 32
+void ldp_distance_sq_block(const ldp_santext_table *t, const int32_t *xs, int nx, const int32_t *ys, int32_t ny,
+                           int32_t readable, double *out);
 /* The exponent of the second tail trial of tail candidate y of row x at distance d, exactly as the
  * sampler computes it: eps/2 (d - tail_floor[x]) - LOG[cluster_gamma[x][c(y)]] + accept_gamma[x][K].
  * The sampler refuses a negative one; libldptext's row check (lib/check.c) reads it for every

@@ -173,3 +173,28 @@ def test_python_row_check_agrees_with_the_formula_independently(base):
             engine = realised[i, outs] / realised[i, outs].sum()  # before SanText+'s keep
             assert np.allclose(engine, w / w.sum(), rtol=1e-6, atol=0)
         assert san._row_laws_ok(rows).all()
+
+
+@pytest.mark.skipif(not available(), reason="needs the C extension")
+@pytest.mark.parametrize("case", list(CASES))
+def test_rows_checked_together_get_the_verdicts_of_rows_checked_alone(crafted, case):
+    """libldptext checks a call's new rows together, up to 32 per pass over the outputs
+    (native/lib/check.c check_engine_rows): the wrong row is found wherever it falls in a block,
+    and the rows beside it get the verdict they get alone."""
+    paths, x = crafted
+    try:
+        alone = _load(paths[case], "auto")
+    except ParameterMismatchError:
+        return  # refused at open (a random row hit it)
+    with alone:
+        rows = np.flatnonzero(alone.valid_input)
+        verdicts = [alone._library.check_rows(int(r), 1) for r in rows]
+        assert [int(r) for r, v in zip(rows, verdicts) if v >= 0] == [x]
+    for first in (0, max(0, x - 31), x, max(0, x - 7)):
+        with _load(paths[case], "auto") as san:
+            assert san._library.check_rows(first, san.n_rows) == (x if first <= x else -1)
+    with _load(paths[case], "auto") as san:  # one call with the row among 100 others: refused
+        others = rows[rows != x][:100]
+        with pytest.raises(ParameterMismatchError):
+            san.sample_ids(np.insert(others, 50, x))
+        assert san.sample_ids(others).shape == others.shape  # each of the others checked right

@@ -527,31 +527,71 @@ int ldp_check_realised(const ldp_bundle *b) {
  * output's realised probability is the formula's); every output of the tail has probability > 0
  * (mass_K > 0) and a second-trial exponent >= 0 as the sampler computes it (the floor and the
  * cluster bounds are lower bounds: no draw can fail half-way); and, for a sensitive row, P(x -> x)
- * from the formula is at most the stated largest verbatim rate. One pass over O; the rate's sum
- * over O only when the head's own bound (the head's terms alone give P(x -> x) at most
- * e^(-eps d(x,x)/2) / sum over the head) does not already show it. 1 right, -1 refused. */
-static int check_engine_row(const ldp_bundle *b, int32_t x, double tol, double *nearest, double *dist2) {
+ * from the formula is at most the stated largest verbatim rate. One pass over O, shared by up to
+ * LDP_DIST_BLOCK rows (each output's codes read once for all of them: check_engine_rows); the
+ * rate's sum over O only when the head's own bound (the head's terms alone give P(x -> x) at most
+ * e^(-eps d(x,x)/2) / sum over the head) does not already show it.
+ *
+ * A row in three steps: engine_head (everything the head decides), the pass (engine_scan, per
+ * chunk of outputs), engine_finish. */
+#define SCAN_CHUNK 256 /* outputs per step of the pass: a block's distances stay in L2 */
+typedef struct {
+    int32_t x;
+    int sum_tail;     /* the rate needs the sum over O */
+    double own;       /* d(x, x) if x is a head output, else inf */
+    double head_sum, sum;
+    int32_t *skip;    /* positions in the scan order of the head's outputs (not tail outputs) */
+    size_t n_skip;
+    double *near_d;   /* per cluster: the nearest tail output's squared distance and id */
+    int32_t *near_y;
+} engine_row;
+
+/* The pass reads the outputs in cluster order (each cluster's outputs ascending: the sampler's
+ * cluster order; one cluster, the outputs themselves), so that each cluster's nearest is the
+ * minimum of a contiguous run. */
+static const int32_t *scan_order(const ldp_santext_table *t) {
+    return t->sorted_outputs != NULL ? t->sorted_outputs : t->outputs;
+}
+static int32_t cluster_end(const ldp_santext_table *t, int32_t c) {
+    return t->sorted_outputs != NULL ? (int32_t)t->cluster_start[c + 1] : t->n_outputs;
+}
+
+static int engine_head(const ldp_bundle *b, engine_row *e, double tol) {
     const ldp_santext_table *t = &b->table;
+    const int32_t x = e->x, *order = scan_order(t);
     const size_t k = (size_t)t->head_size, slots = k + 1, head_at = (size_t)x * k;
     const double half = t->half_epsilon, floor_x = t->tail_floor[x];
     const uint64_t n_tail = (uint64_t)t->n_outputs - (uint64_t)k; /* head ⊂ O (bundle.c) */
     /* SanText's rate (TEM's own, truncated, is checked by check_one_row) */
     const int rate_stated = !isnan(b->verbatim_max) && !t->keep_row[x] &&
                             (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS);
-    double rmin = INFINITY, rmax = -INFINITY, own = INFINITY, head_sum = 0.0, sum = 0.0;
-    int sum_tail;
-    size_t j, h = 0;
-    int32_t i;
+    double rmin = INFINITY, rmax = -INFINITY;
+    size_t j;
+    e->own = INFINITY;
+    e->head_sum = e->sum = 0.0;
+    e->sum_tail = 0;
+    e->n_skip = 0;
     for (j = 0; j < k; j++) {
         const int32_t y = ldp_head_id(t, head_at + j);
         const uint64_t mass = ldp_table_realised_mass(t, x, j);
         const double d = ldp_distance(t, x, y);
+        int32_t lo = 0, hi = t->n_outputs;
         double r;
         if (mass == 0) return -1; /* an output the formula gives mass, never drawn */
         r = log((double)mass) - ldp_accept_gamma(t, (size_t)x * slots + j) + half * d;
         rmin = fmin(rmin, r);
         rmax = fmax(rmax, r);
-        if (y == x) own = d;
+        if (y == x) e->own = d;
+        if (t->sorted_outputs != NULL) { /* y's position in the scan order: within its cluster */
+            lo = (int32_t)t->cluster_start[t->tail_cluster[y]];
+            hi = (int32_t)t->cluster_start[t->tail_cluster[y] + 1];
+        }
+        while (lo < hi) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            if (order[mid] < y) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < t->n_outputs && order[lo] == y) e->skip[e->n_skip++] = lo;
     }
     if (n_tail > 0) {
         const uint64_t mass = t->tail_mass[x];
@@ -564,111 +604,296 @@ static int check_engine_row(const ldp_bundle *b, int32_t x, double tol, double *
     }
     if (!(rmax - rmin <= tol)) return -1;
     /* the rate's bound from the head (terms shifted by d(x, x), the smallest distance up to rounding) */
-    sum_tail = 0;
-    if (rate_stated && own != INFINITY) {
+    if (rate_stated && e->own != INFINITY) {
         for (j = 0; j < k; j++)
-            head_sum += exp(-half * (ldp_distance(t, x, ldp_head_id(t, head_at + j)) - own));
-        sum_tail = 1.0 / head_sum > b->verbatim_max;
+            e->head_sum += exp(-half * (ldp_distance(t, x, ldp_head_id(t, head_at + j)) - e->own));
+        e->sum_tail = 1.0 / e->head_sum > b->verbatim_max;
     }
-    /* The tail's second trial: its exponent grows with d (every step of ldp_tail_exponent is a
-     * monotone rounding), so in each cluster the nearest tail output has the smallest; find it by
-     * the squared distance (sqrt is monotone), then take the exponent of each cluster's nearest
-     * exactly as the sampler computes it. nearest: C (squared distance, output) pairs. */
-    for (j = 0; j < (size_t)t->n_clusters; j++) nearest[2 * j] = INFINITY, nearest[2 * j + 1] = -1.0;
-    ldp_distance_sq_outputs(t, x, dist2);
-    for (i = 0; i < t->n_outputs; i++) {
-        const int32_t y = t->outputs[i];
-        const double d2 = dist2[i];
-        while (h < k && ldp_head_id(t, head_at + h) < y) h++;
-        if (h < k && ldp_head_id(t, head_at + h) == y) continue;
-        if (d2 < nearest[2 * t->tail_cluster[y]]) {
-            nearest[2 * t->tail_cluster[y]] = d2;
-            nearest[2 * t->tail_cluster[y] + 1] = (double)y;
+    for (j = 0; j < (size_t)t->n_clusters; j++) e->near_d[j] = INFINITY, e->near_y[j] = -1;
+    return 1;
+}
+
+/* Row e's part of the pass over the scan order's [i0, i1), d2 the squared distances to them
+ * (overwritten). The tail's second trial: its exponent grows with d (every step of
+ * ldp_tail_exponent is a monotone rounding), so in each cluster the nearest tail output has the
+ * smallest; find it by the squared distance (sqrt is monotone). seg: the clusters' runs in
+ * [i0, i1), seg_at[s] to seg_at[s + 1] of cluster seg_c[s]. */
+static void engine_scan(const ldp_santext_table *t, engine_row *e, double *d2, int32_t i0, int32_t i1,
+                        const int32_t *seg_at, const int32_t *seg_c, size_t n_seg) {
+    const int32_t *order = scan_order(t);
+    size_t j, s;
+    if (e->sum_tail) { /* the rate's sum over this chunk's tail outputs, from below (engine_finish) */
+        double sum_d = 0.0;
+        int32_t i, cnt = i1 - i0;
+        for (i = i0; i < i1; i++) sum_d += d2[i - i0] > 0.0 ? sqrt(d2[i - i0]) : 0.0;
+        for (j = 0; j < e->n_skip; j++)
+            if (e->skip[j] >= i0 && e->skip[j] < i1) {
+                const double d = d2[e->skip[j] - i0];
+                sum_d -= d > 0.0 ? sqrt(d) : 0.0;
+                cnt--;
+            }
+        /* Jensen: exp is convex, so the mean of exp(-eps/2 (d - own)) is at least exp of the mean */
+        if (cnt > 0) e->sum += (double)cnt * exp(-t->half_epsilon * (fmax(sum_d, 0.0) / (double)cnt - e->own));
+    }
+    for (j = 0; j < e->n_skip; j++) /* a head output is not in the tail */
+        if (e->skip[j] >= i0 && e->skip[j] < i1) d2[e->skip[j] - i0] = INFINITY;
+    for (s = 0; s < n_seg; s++) {
+        const double *d = d2 + (seg_at[s] - i0);
+        const int32_t n = seg_at[s + 1] - seg_at[s], c = seg_c[s];
+        double m0 = INFINITY, m1 = INFINITY, m2 = INFINITY, m3 = INFINITY, m;
+        int32_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            m0 = d[i] < m0 ? d[i] : m0;
+            m1 = d[i + 1] < m1 ? d[i + 1] : m1;
+            m2 = d[i + 2] < m2 ? d[i + 2] : m2;
+            m3 = d[i + 3] < m3 ? d[i + 3] : m3;
         }
-        if (sum_tail) sum += exp(-half * ((d2 > 0.0 ? sqrt(d2) : 0.0) - own));
+        for (; i < n; i++) m0 = d[i] < m0 ? d[i] : m0;
+        m = fmin(fmin(m0, m1), fmin(m2, m3));
+        if (m < e->near_d[c]) { /* the first of equals: the lowest id (ascending within a cluster) */
+            for (i = 0; d[i] != m; i++) {}
+            e->near_d[c] = m;
+            e->near_y[c] = order[seg_at[s] + i];
+        }
     }
+}
+
+/* The rate's sum over the tail outputs of row x, exactly (in output order, skipping the head):
+ * for a row whose bound from below does not show the rate within the stated maximum. */
+static double tail_sum_exact(const ldp_santext_table *t, const engine_row *e, double *d2) {
+    const size_t k = (size_t)t->head_size, head_at = (size_t)e->x * k;
+    const double half = t->half_epsilon;
+    double sum = 0.0;
+    size_t h = 0;
+    int32_t i0, i;
+    for (i0 = 0; i0 < t->n_outputs; i0 += SCAN_CHUNK) {
+        const int32_t i1 = t->n_outputs - i0 > SCAN_CHUNK ? i0 + SCAN_CHUNK : t->n_outputs;
+        ldp_distance_sq_block(t, &e->x, 1, t->outputs + i0, i1 - i0, t->n_outputs - i0, d2);
+        for (i = i0; i < i1; i++) {
+            const int32_t y = t->outputs[i];
+            const double d = d2[i - i0];
+            while (h < k && ldp_head_id(t, head_at + h) < y) h++;
+            if (h < k && ldp_head_id(t, head_at + h) == y) continue;
+            sum += exp(-half * ((d > 0.0 ? sqrt(d) : 0.0) - e->own));
+        }
+    }
+    return sum;
+}
+
+static int engine_finish(const ldp_bundle *b, const engine_row *e, double *d2) {
+    const ldp_santext_table *t = &b->table;
+    size_t j;
     for (j = 0; j < (size_t)t->n_clusters; j++) {
-        const double d2 = nearest[2 * j];
-        if (nearest[2 * j + 1] < 0.0) continue; /* no tail output in this cluster */
-        if (!(ldp_tail_exponent(t, x, (int32_t)nearest[2 * j + 1], d2 > 0.0 ? sqrt(d2) : 0.0) >= 0.0))
-            return -1;
+        const double d = e->near_d[j];
+        if (e->near_y[j] < 0) continue; /* no tail output in this cluster */
+        if (!(ldp_tail_exponent(t, e->x, e->near_y[j], d > 0.0 ? sqrt(d) : 0.0) >= 0.0)) return -1;
     }
-    if (sum_tail && 1.0 / (head_sum + sum) > b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12)
+    /* the bound from below shows the rate within the maximum (no slack: the exact sum, within
+     * rounding of it, would too), or the exact sum decides */
+    if (e->sum_tail && 1.0 / (e->head_sum + e->sum) > b->verbatim_max &&
+        1.0 / (e->head_sum + tail_sum_exact(t, e, d2)) >
+            b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12)
         return -1;
     return 1;
 }
 
-/* Scratch for check_one_row: max(K, C) pairs of doubles (CusText's weights and similarities; the
- * tail's nearest output per cluster), then n_outputs doubles (the squared distances of a row). */
-static size_t row_scratch_pairs(const ldp_bundle *b) {
+/* Scratch of check_engine_rows: the squared distances of a block to a chunk of outputs, and
+ * per row its head positions and nearest tail output per cluster. */
+typedef struct {
+    double *d2;       /* [LDP_DIST_BLOCK][SCAN_CHUNK] */
+    double *near_d;   /* [LDP_DIST_BLOCK][C] */
+    int32_t *near_y;  /* [LDP_DIST_BLOCK][C] */
+    int32_t *skip;    /* [LDP_DIST_BLOCK][K] */
+    double *pairs;    /* CusText's: max(K, C) pairs (weights and similarities) */
+} row_scratch;
+
+static int scratch_alloc(const ldp_bundle *b, row_scratch *s) {
     const size_t k = (size_t)b->table.head_size, c = (size_t)b->table.n_clusters;
-    return k > c ? k : c;
-}
-static double *row_scratch(const ldp_bundle *b) {
-    return (double *)malloc((2u * row_scratch_pairs(b) + (size_t)b->table.n_outputs) * sizeof(double));
+    const size_t blk = LDP_DIST_BLOCK;
+    s->d2 = (double *)malloc(blk * SCAN_CHUNK * sizeof(double));
+    s->near_d = (double *)malloc(blk * c * sizeof(double));
+    s->near_y = (int32_t *)malloc(blk * c * sizeof(int32_t));
+    s->skip = (int32_t *)malloc(blk * (k > 0 ? k : 1) * sizeof(int32_t));
+    s->pairs = (double *)malloc(2u * (k > c ? k : c) * sizeof(double));
+    return s->d2 && s->near_d && s->near_y && s->skip && s->pairs ? LDP_OK : LDP_E_NOMEM;
 }
 
-/* Row x's whole check for its mechanism: 1 right (or not an input: never drawn), -1 refused.
- * scratch: row_scratch's. */
-static int check_one_row(const ldp_bundle *b, int32_t x, double *scratch) {
-    double tol;
-    if (!b->valid_input[x]) return 1;
-    switch (b->mechanism) {
-    case LDP_MECH_CUSTEXT:
-    case LDP_MECH_CUSTEXT_PLUS:
-        /* a stop word (group -1) is kept, never drawn: nothing to check */
-        if (check_custext_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon), scratch) < 0) return -1;
-        return !isnan(b->verbatim_max) && above_stated_max(b, custext_verbatim_rate(b, x, scratch)) ? -1 : 1;
-    case LDP_MECH_TEM:
-        tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max);
-        if (check_engine_row(b, x, tol, scratch, scratch + 2 * row_scratch_pairs(b)) < 0) return -1;
-        tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
-        if (check_tem_far(b, x, tol) != LDP_OK) return -1;
-        return !isnan(b->verbatim_max) && above_stated_max(b, tem_verbatim_rate(b, x)) ? -1 : 1;
-    default:
-        return check_engine_row(b, x, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), scratch,
-                                scratch + 2 * row_scratch_pairs(b));
+static void scratch_free(row_scratch *s) {
+    free(s->d2);
+    free(s->near_d);
+    free(s->near_y);
+    free(s->skip);
+    free(s->pairs);
+    memset(s, 0, sizeof *s);
+}
+
+/* The engine law of rows xs[0..n) (n <= LDP_DIST_BLOCK): verdict[i] 1 right, -1 refused. */
+static void check_engine_rows(const ldp_bundle *b, const int32_t *xs, size_t n, double tol, row_scratch *s,
+                              int *verdict) {
+    const ldp_santext_table *t = &b->table;
+    const int32_t *order = scan_order(t);
+    const size_t k = (size_t)t->head_size, c = (size_t)t->n_clusters;
+    engine_row rows[LDP_DIST_BLOCK];
+    int32_t live[LDP_DIST_BLOCK], seg_at[SCAN_CHUNK + 1], seg_c[SCAN_CHUNK], cur = 0, end = cluster_end(t, 0);
+    size_t i, n_live = 0, at[LDP_DIST_BLOCK];
+    int32_t i0;
+    for (i = 0; i < n; i++) {
+        engine_row *e = &rows[i];
+        e->x = xs[i];
+        e->skip = s->skip + i * k;
+        e->near_d = s->near_d + i * c;
+        e->near_y = s->near_y + i * c;
+        verdict[i] = engine_head(b, e, tol);
+        if (verdict[i] > 0) {
+            at[n_live] = i;
+            live[n_live++] = xs[i];
+        }
     }
-}
-
-
-/* Check row x unless its verdict is known; LDP_OK or LDP_E_PARAMETER_MISMATCH. *scratch is
- * allocated on first need (the caller frees it). */
-static int check_row_once(const ldp_bundle *b, int32_t x, double **scratch) {
-    uint8_t *state = b->row_state + x;
-    uint8_t v = ROW_STATE_LOAD(state);
-    if (v == 0) {
-        if (*scratch == NULL && (*scratch = row_scratch(b)) == NULL) return LDP_E_NOMEM;
-        v = check_one_row(b, x, *scratch) > 0 ? 1 : 2;
-        ROW_STATE_STORE(state, v);
+    if (n_live == 0) return;
+    for (i0 = 0; i0 < t->n_outputs; i0 += SCAN_CHUNK) {
+        const int32_t i1 = t->n_outputs - i0 > SCAN_CHUNK ? i0 + SCAN_CHUNK : t->n_outputs;
+        size_t n_seg = 0;
+        int32_t p = i0;
+        while (p < i1) { /* the clusters' runs in [i0, i1) (a cluster may be empty) */
+            while (end <= p) end = cluster_end(t, ++cur);
+            seg_at[n_seg] = p;
+            seg_c[n_seg++] = cur;
+            p = end < i1 ? end : i1;
+        }
+        seg_at[n_seg] = i1;
+        ldp_distance_sq_block(t, live, (int)n_live, order + i0, i1 - i0, t->n_outputs - i0, s->d2);
+        for (i = 0; i < n_live; i++)
+            engine_scan(t, &rows[at[i]], s->d2 + i * (size_t)(i1 - i0), i0, i1, seg_at, seg_c, n_seg);
     }
-    return v == 1 ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+    for (i = 0; i < n_live; i++) verdict[at[i]] = engine_finish(b, &rows[at[i]], s->d2);
 }
 
+/* The whole check of rows xs[0..n) (valid inputs, distinct) for their mechanism: each verdict
+ * stored in row_state (1 right, 2 refused). Rows on the SanText engine (SanText, TEM) share
+ * one pass over the outputs per LDP_DIST_BLOCK rows. LDP_OK, or LDP_E_PARAMETER_MISMATCH with
+ * *bad the first refused row in xs's order. */
+static int check_rows_now(const ldp_bundle *b, const int32_t *xs, size_t n, row_scratch *s, int32_t *bad) {
+    int verdict[LDP_DIST_BLOCK];
+    size_t i, j;
+    *bad = -1;
+    for (i = 0; i < n; i += LDP_DIST_BLOCK) {
+        const size_t m = n - i < LDP_DIST_BLOCK ? n - i : LDP_DIST_BLOCK;
+        double tol;
+        switch (b->mechanism) {
+        case LDP_MECH_CUSTEXT:
+        case LDP_MECH_CUSTEXT_PLUS:
+            /* a stop word (group -1) is kept, never drawn: nothing to check */
+            tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon);
+            for (j = 0; j < m; j++)
+                verdict[j] = check_custext_row(b, xs[i + j], tol, s->pairs) < 0 ||
+                                     (!isnan(b->verbatim_max) &&
+                                      above_stated_max(b, custext_verbatim_rate(b, xs[i + j], s->pairs)))
+                                 ? -1
+                                 : 1;
+            break;
+        case LDP_MECH_TEM:
+            check_engine_rows(b, xs + i, m, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), s,
+                              verdict);
+            tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
+            for (j = 0; j < m; j++)
+                if (verdict[j] > 0 &&
+                    (check_tem_far(b, xs[i + j], tol) != LDP_OK ||
+                     (!isnan(b->verbatim_max) && above_stated_max(b, tem_verbatim_rate(b, xs[i + j])))))
+                    verdict[j] = -1;
+            break;
+        default:
+            check_engine_rows(b, xs + i, m, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), s,
+                              verdict);
+        }
+        for (j = 0; j < m; j++) ROW_STATE_STORE(b->row_state + xs[i + j], verdict[j] > 0 ? 1 : 2);
+        for (j = 0; j < m; j++)
+            if (verdict[j] < 0) {
+                *bad = xs[i + j];
+                return LDP_E_PARAMETER_MISMATCH;
+            }
+    }
+    return LDP_OK;
+}
+
+static int cmp_int32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Before a call's first draw: the rows of xs whose verdict is unknown are checked now, together
+ * (distinct, in id order), the rows of a 300-word document in a few passes over the outputs. */
 int ldp_check_rows_of(const ldp_bundle *b, const int32_t *xs, size_t n) {
-    double *scratch = NULL;
-    size_t i;
-    int rc = LDP_OK;
+    row_scratch s;
+    int32_t *todo, bad;
+    size_t i, m = 0, u = 0;
+    int rc;
     if (b->row_state == NULL) return LDP_OK; /* not a bundle on the SanText engine */
-    for (i = 0; i < n && rc == LDP_OK; i++)
-        if (ROW_STATE_LOAD(b->row_state + xs[i]) != 1) rc = check_row_once(b, xs[i], &scratch);
-    free(scratch);
+    for (i = 0; i < n; i++) { /* the common case: every row checked */
+        const uint8_t v = ROW_STATE_LOAD(b->row_state + xs[i]);
+        if (v == 2) return LDP_E_PARAMETER_MISMATCH;
+        m += v != 1;
+    }
+    if (m == 0) return LDP_OK;
+    todo = (int32_t *)malloc(m * sizeof(int32_t));
+    if (todo == NULL) return LDP_E_NOMEM;
+    for (i = 0, m = 0; i < n; i++)
+        if (ROW_STATE_LOAD(b->row_state + xs[i]) != 1) todo[m++] = xs[i];
+    qsort(todo, m, sizeof(int32_t), cmp_int32);
+    for (i = 0; i < m; i++) { /* distinct, and not an input (never drawn): right */
+        if (i > 0 && todo[i] == todo[i - 1]) continue;
+        if (!b->valid_input[todo[i]]) ROW_STATE_STORE(b->row_state + todo[i], 1);
+        else todo[u++] = todo[i];
+    }
+    memset(&s, 0, sizeof s);
+    rc = u == 0 ? LDP_OK : scratch_alloc(b, &s);
+    if (rc == LDP_OK && u > 0) rc = check_rows_now(b, todo, u, &s, &bad);
+    scratch_free(&s);
+    free(todo);
     return rc;
 }
 
 int ldp_bundle_check_rows(const ldp_bundle *b, int64_t first, int64_t count, int64_t *bad_row) {
-    double *scratch = NULL;
+    row_scratch s;
+    int32_t todo[4 * LDP_DIST_BLOCK], bad;
     int64_t x;
+    size_t m = 0;
     int rc = LDP_OK;
     if (bad_row != NULL) *bad_row = -1;
     if (b == NULL || first < 0 || count < 0) return LDP_E_ARG;
     if (b->row_state == NULL) return LDP_OK;
     if (first > b->table.n_rows) first = b->table.n_rows;
     if (count > b->table.n_rows - first) count = b->table.n_rows - first;
-    for (x = first; x < first + count && rc == LDP_OK; x++) {
-        rc = check_row_once(b, (int32_t)x, &scratch);
-        if (rc == LDP_E_PARAMETER_MISMATCH && bad_row != NULL) *bad_row = x;
+    memset(&s, 0, sizeof s);
+    if (scratch_alloc(b, &s) != LDP_OK) {
+        scratch_free(&s);
+        return LDP_E_NOMEM;
     }
-    free(scratch);
+    /* in id order, a block at a time: the first refused row is the lowest */
+    for (x = first; x <= first + count && rc == LDP_OK; x++) {
+        const int end = x == first + count;
+        if (!end) {
+            const uint8_t v = ROW_STATE_LOAD(b->row_state + x);
+            if (v == 2) {
+                rc = check_rows_now(b, todo, m, &s, &bad);
+                if (rc == LDP_OK) { /* the earlier rows right: x is the first refused */
+                    bad = (int32_t)x;
+                    rc = LDP_E_PARAMETER_MISMATCH;
+                }
+                break;
+            }
+            if (v == 1) continue;
+            if (!b->valid_input[x]) {
+                ROW_STATE_STORE(b->row_state + x, 1);
+                continue;
+            }
+            todo[m++] = (int32_t)x;
+        }
+        if (m == sizeof todo / sizeof todo[0] || (end && m > 0)) {
+            rc = check_rows_now(b, todo, m, &s, &bad);
+            m = 0;
+        }
+    }
+    if (rc == LDP_E_PARAMETER_MISMATCH && bad_row != NULL) *bad_row = bad;
+    scratch_free(&s);
     return rc;
 }

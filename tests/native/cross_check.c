@@ -156,6 +156,25 @@ int main(void) {
     }
     printf("distances");
     for (i = 0; i < V * V; i += 7) printf(" %a", ldp_distance(&table, (int32_t)(i / V), (int32_t)(i % V)));
+    { /* the row check's block kernel (lib/check.c): bit for bit the per-row distances, 1..32 rows */
+        static double blk[LDP_DIST_BLOCK * V], one[V];
+        int32_t rows[LDP_DIST_BLOCK];
+        int nx, r, same = 1;
+        for (nx = 1; nx <= LDP_DIST_BLOCK; nx += 3) {
+            for (r = 0; r < nx; r++) rows[r] = (int32_t)((r * 7 + nx) % V);
+            ldp_distance_sq_block(&table, rows, nx, outputs, V, V, blk);
+            for (r = 0; r < nx; r++) {
+                ldp_distance_sq_outputs(&table, rows[r], one);
+                same &= memcmp(one, blk + (size_t)r * V, sizeof one) == 0;
+            }
+        }
+        if (!same) {
+            fprintf(stderr, "cross_check: block distances differ from the per-row distances\n");
+            return 1;
+        }
+        printf("\nblock distances");
+        for (i = 0; i < V; i += 5) printf(" %a", blk[i]);
+    }
     for (i = 0; i < 4096; i++) xs[i] = (int32_t)(i % V);
     rc = ldp_santext_sample_many(&g, &table, xs, ys, 4096, &failed);
     printf("\nsample rc %d", rc);
