@@ -209,6 +209,23 @@ def test_the_accuracy_interval_spans_the_neighbouring_epsilons_and_the_seed_spre
     assert neighbouring_epsilons(result) == [3.0, 3.2]
 
 
+@pytest.mark.parametrize("crossing, rtol", [(2.5371, 0.01), (2.5371, 0.2), (0.99995, 0.01), (10.04, 0.01)])
+def test_the_chosen_epsilon_is_the_largest_three_digit_decimal_that_meets_the_target(crossing, rtol):
+    """Whatever the bisection's path (rtol), the choice is the largest ε of three significant digits below
+    the first crossing, and it was evaluated."""
+    from ldptext_precompute.calibrate import _round_down
+    calls = []
+
+    def fake(eps: float) -> ExactMetrics:
+        calls.append(eps)
+        return ExactMetrics(epsilon=eps, attack_success=0.05 if eps < crossing else 0.2, verbatim_rate=0.0)
+
+    result = calibrate(_fake_domain(), metric="attack", target=0.1, epsilon_range=(0.1, 64.0), rtol=rtol,
+                       evaluate=fake)
+    expected = _round_down(crossing) if _round_down(crossing) < crossing else _round_down(crossing * (1 - 1e-9))
+    assert result.epsilon == expected and result.epsilon in calls
+
+
 def test_bad_targets_are_refused(emb):
     from ldptext.errors import ParameterError
     domain = CalibrationDomain.from_embeddings(str(emb), mechanism="santext", vocab_size=None)

@@ -24,11 +24,12 @@ nothing guarantees it (the decoder changes with ε), so: the metric is evaluated
 ``--epsilon-range``, in increasing order, up to the first grid point above the target (no larger ε is
 evaluated: the first crossing is the one chosen); that point brackets the crossing with the last one below,
 and bisection (geometric, each midpoint rounded to a short decimal: 2.26, not 2.2627416997969525) narrows
-the bracket to a relative width of ``rtol``. Every ε is printed as :func:`.epsilon.format_epsilon` writes
-it, the shortest decimal of the float evaluated. The chosen ε is always a
-point **where the metric was evaluated and met the target**, rounded down to three significant digits when
-that also meets it; the rounded value is the float of its decimal (2.53, not 2.5300000000000002), so the ε
-printed is the ε evaluated, and ``ldptext evaluate --epsilon`` with it builds the same bundle and draws the
+the bracket to a relative width of ``rtol``; then the largest decimal of three significant digits in that
+bracket that meets the target is chosen (a bisection over those decimals: two or three more evaluations),
+so the chosen ε is always a point **where the metric was evaluated and met the target**, the float of its
+decimal (2.53, not 2.5300000000000002). Every ε is printed as :func:`.epsilon.format_epsilon` writes it,
+the shortest decimal of the float evaluated, so the ε printed is the ε evaluated, and ``ldptext evaluate
+--epsilon`` with it builds the same bundle and draws the
 same samples. Every decrease of the metric between evaluated points is reported (non-monotone). When the
 smallest ε misses the target, nothing is chosen: its value is reported (SanText+ releases non-sensitive
 words in the clear with probability 1 − p at every ε; lower p or make more words sensitive). A chosen ε
@@ -372,6 +373,18 @@ def _short_decimal_between(good: float, bad: float) -> float:
     return mid
 
 
+def _three_digit_points(start: float, stop: float) -> list[float]:
+    """The decimals of three significant digits from ``start`` (one of them) up to, not including, ``stop``,
+    ascending, each the float of its decimal."""
+    points = []
+    x = start
+    while x < stop and len(points) < 100_000:
+        points.append(x)
+        exponent = math.floor(math.log10(x)) - 2
+        x = float(f"{round(x / 10.0 ** exponent) + 1}e{exponent}")
+    return points
+
+
 def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
               epsilon_range: tuple[float, float] = EPSILON_RANGE, rtol: float = 0.01,
               progress: bool = False, evaluate: Callable[[float], ExactMetrics] | None = None) -> Calibration:
@@ -450,9 +463,15 @@ def calibrate(domain: CalibrationDomain, *, metric: str, target: float,
                 mid = _short_decimal_between(good, bad)
                 good, bad = (mid, bad) if value(mid) <= target else (good, mid)
             chosen = good
-            rounded = _round_down(chosen)
-            if lo <= rounded < chosen and value(rounded) <= target:
-                chosen = rounded
+            # the largest three-digit decimal in the last bracket that meets the target (bisection over them)
+            points = [p for p in _three_digit_points(_round_down(good), bad) if p >= lo]
+            first, last = 0, len(points) - 1
+            while first <= last:
+                mid_i = (first + last) // 2
+                if value(points[mid_i]) <= target:
+                    chosen, first = points[mid_i], mid_i + 1
+                else:
+                    last = mid_i - 1
         result.epsilon, result.achieved = chosen, at(chosen)
     result.evaluated = [cache[e] for e in sorted(cache)]
     values = [value(m.epsilon) for m in result.evaluated]
