@@ -451,6 +451,14 @@ function checkExpectation(mod, bundle, pins, info) {
   }
 }
 
+/* An LdpText's scratch block in the wasm heap, allocated once at open and reused by every call:
+ * two 32-bit words (the library's out-pointers: the bundle and sanitizer at open, the output and
+ * its length per call), the ldp_report at 8, and from ioOffset the text buffer of IO_BYTES that
+ * sanitize() encodes a document into (a longer one gets a buffer of its own for that call). */
+const IO_BYTES = 16384;
+const ioOffset = (layout) => 8 + Math.ceil(Math.max(8, layout.size) / 8) * 8;
+const scratchBytes = (layout) => ioOffset(layout) + IO_BYTES;
+
 /* Frees what an LdpText holds if it is garbage-collected without close(). */
 const finalizer = typeof FinalizationRegistry === 'function'
   ? new FinalizationRegistry(({ mod, sanitizer, bundle, scratch }) => {
@@ -503,7 +511,7 @@ export class LdpText {
         console.warn('ldptext: seeded sanitizer: the output is reproducible and NOT private (tests only)');
       }
     }
-    const scratch = mod._malloc(Math.max(16, report.size) + 16);
+    const scratch = mod._malloc(scratchBytes(report));
     let data = mod._malloc(Math.max(1, own.length)); // the bundle takes it (no second copy)
     const keyBuf = mod._malloc(Math.max(1, 32 * keys.length));
     let bundlePtr = 0;
@@ -540,7 +548,7 @@ export class LdpText {
     return new LdpText(mod, report, bundlePtr, sanitizer, scratch, info, seed !== null);
   }
 
-  #mod; #layout; #bundle; #sanitizer; #scratch; #token;
+  #mod; #layout; #bundle; #sanitizer; #scratch; #token; #io; #statement; #params; #f64 = null;
 
   /** @private use LdpText.open */
   constructor(mod, layout, bundle, sanitizer, scratch, info, seeded) {
@@ -579,6 +587,10 @@ export class LdpText {
     this.worstCaseTokenEpsilon = info.worst_case_token_epsilon;
     this.worstCaseNote = info.worst_case_note;
     this.seeded = seeded;
+    this.#io = scratch + ioOffset(layout);
+    // what every report of this bundle states in prose, and its parameter names (generated table)
+    this.#statement = STATEMENTS[this.mechanism];
+    this.#params = this.#statement ? this.#statement.parameters : [];
     this.#token = {};
     if (finalizer) finalizer.register(this, { mod, sanitizer, bundle, scratch }, this.#token);
   }
@@ -628,32 +640,102 @@ export class LdpText {
    *   worst case exists.
    */
   sanitize(text) {
-    const utf8 = utf8Of(text);
+    // One crossing into wasm per document (ldp_wasm_sanitize): the text is encoded straight into
+    // this LdpText's buffer in the heap, the library zeroes it there after the call and puts the
+    // output in its place; the report is read from the heap with typed views. A document longer
+    // than the buffer gets a buffer of its own for the call.
+    let bytes = null;
+    if (typeof text === 'string') {
+      if (!(typeof text.isWellFormed === 'function' ? text.isWellFormed() : !/\p{Surrogate}/u.test(text))) {
+        // TextEncoder would replace a lone surrogate with U+FFFD: refuse, as the C library refuses bad UTF-8
+        throw new LdpTextError(LDP_E_INVALID_UTF8, 'input text is not valid Unicode (a lone surrogate)');
+      }
+    } else {
+      bytes = utf8Of(text); // raw UTF-8 (the C library validates it), or a TypeError
+    }
     const mod = this.#live();
+    let io = this.#io;
+    let cap = IO_BYTES;
+    let len;
+    if (bytes === null) {
+      const done = encoder.encodeInto(text, mod.HEAPU8.subarray(io, io + cap - 1));
+      len = done.written;
+      if (done.read < text.length) { // too long for the buffer: the whole text at once elsewhere
+        mod.HEAPU8.fill(0, io, io + len);
+        bytes = encoder.encode(text);
+      }
+    }
+    if (bytes !== null) {
+      len = bytes.length;
+      if (len >= cap) {
+        cap = len + 1;
+        io = mod._malloc(cap);
+        if (!io) throw new LdpTextError(LDP_E_NOMEM, 'out of memory');
+      }
+      mod.HEAPU8.set(bytes, io);
+    }
     const s = this.#scratch;
-    const rep = s + 8;
-    return this.#withBytes(utf8, (ptr) => {
-      mod.HEAPU32[(rep + this.#layout.sizeField) >> 2] = this.#layout.size; // ldp_report.size
-      check(mod, mod._ldp_sanitize(this.#sanitizer, ptr, utf8.length, s, s + 4, rep));
-      const out = this.#takeOutput();
-      return { text: out, report: this.#report(rep) };
-    });
+    try {
+      check(mod, mod._ldp_wasm_sanitize(this.#sanitizer, io, len, cap, s + 8, s));
+      const heap = mod.HEAPU32; // after the call: the heap may have grown
+      const out = heap[s >> 2];
+      const n = heap[(s + 4) >> 2];
+      let result;
+      try {
+        result = decoder.decode(mod.HEAPU8.subarray(out, out + n));
+      } finally {
+        if (out !== io) mod._ldp_free(out);
+      }
+      return { text: result, report: this.#report(s + 8) };
+    } finally {
+      if (io !== this.#io) mod._free(io); // zeroed by the library
+    }
   }
 
+  /* The report of the call whose ldp_report is at ptr: Python's PrivacyReport.to_dict(), field for
+   * field; the numbers from ldp_report and ldp_bundle_info, the prose and the parameter names from
+   * the generated statement table. */
   #report(ptr) {
     const mod = this.#mod;
     const L = this.#layout;
-    const f64 = (off) => new DataView(mod.HEAPU8.buffer).getFloat64(ptr + off, true);
+    const buffer = mod.HEAPU8.buffer;
+    if (this.#f64 === null || this.#f64.buffer !== buffer) this.#f64 = new Float64Array(buffer);
+    const f64 = this.#f64;
+    const num = (off) => (((ptr + off) & 7) === 0
+      ? f64[(ptr + off) >> 3] : new DataView(buffer).getFloat64(ptr + off, true));
     const mechanism = MECHANISMS[mod.HEAP32[(ptr + L.mechanism) >> 2]];
-    const epsilon = f64(L.epsilon);
+    const epsilon = num(L.epsilon);
     const n = mod.HEAPU32[(ptr + L.nTokens) >> 2];
-    const tolerance = f64(L.tolerance);
+    const tolerance = num(L.tolerance);
     // ldp_report.worst_case_epsilon: +inf where no worst case exists (Python: None)
-    const w = L.worstCase !== null ? f64(L.worstCase) : this.worstCaseTokenEpsilon;
+    const w = L.worstCase !== null ? num(L.worstCase) : this.worstCaseTokenEpsilon;
     const worst = w === null || !Number.isFinite(w) ? null : w;
     // the probability of keeping a keepable word in the clear: SanText+ 1 - p, CusText+ 1 (p = 0)
-    const p = this.p === null ? null : f64(L.p);
-    const common = {
+    const p = this.p === null ? null : num(L.p);
+    const statement = mechanism === this.mechanism ? this.#statement : STATEMENTS[mechanism];
+    const names = mechanism === this.mechanism ? this.#params : statement.parameters;
+    const parameters = {};
+    for (let i = 0; i < names.length; i++) {
+      const key = names[i];
+      switch (key) {
+        case 'epsilon': parameters[key] = epsilon; break;
+        case 'p': parameters[key] = p; break;
+        case 'epsilon0': parameters[key] = num(L.epsilon0); break;
+        case 'd_max': parameters[key] = this.dMax; break;
+        case 'gamma': parameters[key] = this.gamma; break;
+        case 'beta': parameters[key] = this.beta; break;
+        case 'k': parameters[key] = this.k; break;
+        case 'similarity': parameters[key] = this.similarity; break;
+        default: parameters[key] = undefined;
+      }
+    }
+    const info = this.info; // the stated verbatim rate and the near-identity flag, as the library decided
+    return {
+      mechanism,
+      notion: statement.notion,
+      neighbouring: statement.neighbouring,
+      metric: statement.metric,
+      epsilon,
       n_tokens: n,
       per_token_epsilon: epsilon,
       document_epsilon: epsilon * n,
@@ -667,24 +749,8 @@ export class LdpText {
       seeded: mod.HEAP32[(ptr + L.seeded) >> 2] !== 0,
       // what sampled, as the Python reports name it: here always the C library (in wasm)
       backend: 'libldptext',
-    };
-    // Python's PrivacyReport.to_dict(), field for field: the prose and the parameter names from the
-    // generated statement table, the numbers from ldp_report and ldp_bundle_info
-    const statement = STATEMENTS[mechanism];
-    const values = {
-      epsilon, p, epsilon0: f64(L.epsilon0), d_max: this.dMax, gamma: this.gamma, beta: this.beta,
-      k: this.k, similarity: this.similarity,
-    };
-    const info = this.info; // the stated verbatim rate and the near-identity flag, as the library decided
-    return {
-      mechanism,
-      notion: statement.notion,
-      neighbouring: statement.neighbouring,
-      metric: statement.metric,
-      epsilon,
-      ...common,
       numeric_note: statement.numeric_note,
-      parameters: Object.fromEntries(statement.parameters.map((key) => [key, values[key]])),
+      parameters,
       verbatim_median: info.verbatim_median,
       verbatim_max: info.verbatim_max,
       verbatim_cap: info.verbatim_cap,

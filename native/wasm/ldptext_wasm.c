@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ldptext.h"
 #include "ldp_internal.h"
@@ -72,4 +73,32 @@ LDP_API int ldp_wasm_bundle_expect(const ldp_bundle *bundle, unsigned mechanisms
 LDP_API int ldp_wasm_bundle_open_owned(uint8_t *data, size_t len, const uint8_t (*keys)[32],
                                        size_t n_keys, int allow_weak_privacy, ldp_bundle **out) {
     return ldp_bundle_open_owned(data, len, keys, n_keys, allow_weak_privacy, out);
+}
+
+/* ldp_sanitize in one crossing, for ldptext-web.js's sanitize(): the text is io[0..len), in a
+ * buffer of cap bytes that JavaScript keeps from call to call (no malloc, free or second call per
+ * document). The text is zeroed there before this returns, whatever the outcome (the user's text
+ * does not linger in the heap); the output then goes into io when it fits with its NUL
+ * (out[0] = io), else stays where the library put it (out[0] = that pointer, which JavaScript
+ * releases with ldp_free); out[1] is its length in bytes. rep: filled as ldp_sanitize fills it
+ * (its size is set here: the layout is this build's). */
+LDP_API int ldp_wasm_sanitize(ldp_sanitizer *sanitizer, char *io, size_t len, size_t cap,
+                              ldp_report *rep, uint32_t out[2]) {
+    char *text = NULL;
+    size_t n = 0;
+    int rc;
+    out[0] = 0;
+    out[1] = 0;
+    rep->size = sizeof *rep;
+    rc = ldp_sanitize(sanitizer, io, len, &text, &n, rep);
+    memset(io, 0, len);
+    if (rc != LDP_OK) return rc;
+    if (n < cap) {
+        memcpy(io, text, n + 1);
+        ldp_free(text);
+        text = io;
+    }
+    out[0] = (uint32_t)(uintptr_t)text;
+    out[1] = (uint32_t)n;
+    return LDP_OK;
 }
