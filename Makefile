@@ -161,6 +161,10 @@ BENCH_ARGS ?=
 bench: setup native libldptext
 	TOKENIZERS_PARALLELISM=false $(VPY) benchmarks/bench_santext.py --workdir $(CACHE)/bench-santext $(BENCH_ARGS)
 
+# The web build per call against C on 50-word documents, in node and headless Chromium (benchmarks/bench_web.py, docs/web.md)
+bench-web: setup native libldptext wasm
+	$(VPY) benchmarks/bench_web.py --workdir $(CACHE)/bench-santext $(BENCH_WEB_ARGS)
+
 # DP-BART: the int8 ONNX runtime against PyTorch fp32 eager on the bundle of make dpbart-train (trained
 # here in the foreground first if it is missing: about an hour on two cores)
 bench-dpbart: setup native
