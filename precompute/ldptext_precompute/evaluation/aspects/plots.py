@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ldptext.fileio import atomic_path
+from ..plots import COLORS
+from ..report import shareable_mode
 
 __all__ = ["write_aspect_plots"]
 
@@ -18,9 +20,6 @@ def write_aspect_plots(results: dict, out: Path) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ..plots import COLORS
-    from ..report import shareable_mode
 
     rows = results["rows"]
     series: dict[str, list[dict]] = {}

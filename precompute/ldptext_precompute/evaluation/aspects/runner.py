@@ -43,7 +43,10 @@ from . import divergence as D
 from . import meaning as MN
 from . import reidentification as R
 from . import style as S
+from ..report import shareable_mode
 from .corpus import AuthoredCorpus, load_authored_corpus
+from .plots import write_aspect_plots
+from .report import aspects_markdown
 
 __all__ = ["AspectsConfig", "Release", "evaluate_aspects", "METRICS", "ASPECTS"]
 
@@ -320,10 +323,6 @@ def _summarise(release: Release, per_seed: list[dict], sweep) -> dict:
 
 
 def _write(cfg: AspectsConfig, ecfg: EvaluationConfig, results: dict, out: Path) -> None:
-    from .report import aspects_markdown
-    from .plots import write_aspect_plots
-    from ..report import shareable_mode
-
     with atomic_path(out / "aspects.json", mode=shareable_mode()) as tmp:
         Path(tmp).write_text(json.dumps(results, indent=1, sort_keys=True, default=_jsonable) + "\n")
     written = write_aspect_plots(results, out) if cfg.plots else []
