@@ -25,6 +25,7 @@ def write_aspect_plots(results: dict, out: Path) -> list[str]:
     series: dict[str, list[dict]] = {}
     for r in rows:
         series.setdefault(r["mechanism"], []).append(r)
+    ticks = sorted({r["epsilon"] for r in rows if r["epsilon"] is not None})
     written = []
     for aspect, keys in results["aspects"].items():
         fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 3.8), squeeze=False)
@@ -41,6 +42,8 @@ def write_aspect_plots(results: dict, out: Path) -> list[str]:
             if key in results.get("chance", {}):
                 ax.axhline(results["chance"][key], color="gray", linestyle=":", linewidth=1, label="chance")
             ax.set_xscale("log")
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
             ax.set_xlabel("ε (per token; DP-BART: per chunk)")
             ax.set_title(results["metrics"][key].replace("top-k", f"top-{results['config']['k']}"), fontsize=9)
             ax.grid(alpha=0.3)
