@@ -112,7 +112,7 @@ def corpus(tmp_path_factory):
     weak = build_tiny_bundle(d / "weak.ldpb", n=80, epsilon=80.0, mechanism="santext+", p=0.3, w=0.7,
                              allow_weak_privacy=True)
     weak_tem = build_tem_bundle(d / "tem-weak.ldpb", embeddings="unused", loaded=emb, epsilon=30.0, gamma=1.0,
-                                head_size=6, sign_key=trusted)
+                                head_size=6, sign_key=trusted, allow_weak_privacy=True)
     x, slot, word = _victim(santext)
     doc = f"w1 {word} w2"
 

@@ -8,6 +8,7 @@ import pytest
 from conftest import build_tiny_bundle, edited_bundle, load_seeded, random_word_embeddings
 
 from ldptext import keys
+from ldptext.bundle import read_bundle
 from ldptext.errors import ParameterError, ParameterMismatchError, WeakPrivacyError
 from ldptext.verbatim import VerbatimRate, format_probability
 
@@ -292,6 +293,22 @@ def test_tem_states_its_verbatim_rates(tmp_path):
     np.testing.assert_allclose(realised, ref[is_out], rtol=1e-8)
 
 
+def test_custext_refuses_a_near_identity_build_without_the_opt_in(tmp_path):
+    from ldptext_precompute.custext.build import build_custext_bundle
+
+    from ldptext.custext import CusTextSanitizer
+    emb = random_word_embeddings(40, 6, 5)
+    with pytest.raises(WeakPrivacyError, match="--allow-weak-privacy"):
+        build_custext_bundle(tmp_path / "c.ldpb", embeddings="unused", loaded=emb, epsilon=200.0, k=4)
+    assert not (tmp_path / "c.ldpb").exists()
+    path = build_custext_bundle(tmp_path / "c.ldpb", embeddings="unused", loaded=emb, epsilon=200.0, k=4,
+                                allow_weak_privacy=True)
+    stated = VerbatimRate.from_manifest(read_bundle(path).manifest["privacy"]["verbatim"])
+    assert stated.median >= 0.9 and "weak_privacy" in read_bundle(path).manifest["privacy"]
+    with pytest.raises(WeakPrivacyError):
+        CusTextSanitizer.load(path)
+
+
 def test_custext_states_its_verbatim_rates(tmp_path):
     from ldptext_precompute.custext.build import build_custext_bundle
 
@@ -330,10 +347,15 @@ def test_tem_refuses_a_vocabulary_whose_unknown_row_would_draw_the_far_set_above
     with pytest.raises(ParameterError):
         check_far_probabilities(np.array([1.0, 0.0005]), np.array([3, 2]), np.array([True, True]), 0.001)
     check_far_probabilities(np.array([1.0, 0.0005]), np.array([3, 2]), np.array([False, True]), 0.001)
-    # with gamma given there is no beta to break, and the bundle loads
+    # with gamma given there is no beta to break; at eps = 30 TEM is near identity: the build refuses
+    # it without the opt-in, and with it the stated median falls under the load's weak-privacy rule
+    with pytest.raises(WeakPrivacyError, match="--allow-weak-privacy"):
+        build_tem_bundle(tmp_path / "g.ldpb", embeddings="unused", loaded=emb, epsilon=30.0, gamma=1.0,
+                         head_size=6)
+    assert not (tmp_path / "g.ldpb").exists()
     path = build_tem_bundle(tmp_path / "g.ldpb", embeddings="unused", loaded=emb, epsilon=30.0, gamma=1.0,
-                            head_size=6)
-    # at eps = 30 TEM is near identity: its stated median falls under the weak-privacy rule
+                            head_size=6, allow_weak_privacy=True)
+    assert read_bundle(path).manifest["privacy"]["weak_privacy"].startswith("allowed at build")
     with pytest.raises(WeakPrivacyError):
         TEMSanitizer.load(path)
     TEMSanitizer.load(path, allow_weak_privacy=True)

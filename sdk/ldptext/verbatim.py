@@ -204,6 +204,11 @@ class VerbatimRate:
                         f"manifest privacy.verbatim: the count at or above {level:g} contradicts the "
                         f"stated {round(q * 100)}th percentile")
 
+    def weak_privacy_statement(self) -> dict:
+        """The manifest's ``privacy.weak_privacy`` entry of a near-identity build (allowed with
+        ``--allow-weak-privacy``); empty otherwise."""
+        return {"weak_privacy": "allowed at build: " + self.describe()} if self.near_identity else {}
+
     def describe(self) -> str:
         """One phrase for reports and ``bundle inspect``."""
         return (f"sensitive words released unchanged with probability {self.median:.3g} (median) "

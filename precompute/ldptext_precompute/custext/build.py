@@ -26,7 +26,7 @@ from ldptext import registry
 from ldptext.custext import STATED_MAX_TOLERANCE
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
-from ldptext.verbatim import VerbatimRate
+from ldptext.verbatim import VerbatimRate, refuse_near_identity
 
 from ..metricdp import common as _common
 from ..metricdp import faiss_search as _faiss
@@ -201,7 +201,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                          mechanism: str = "custext", k: int = 20, similarity: str = "euclidean",
                          non_sensitive: str | Path | None = None, vocab_size: int | None = None,
                          sign_key: Any = None, passphrase: bytes | None = None, device: str = "auto",
-                         loaded: "_emb.Embeddings | None" = None, progress: bool = False) -> Path:
+                         loaded: "_emb.Embeddings | None" = None, progress: bool = False,
+                         allow_weak_privacy: bool = False) -> Path:
     """Build and sign a CusText / CusText+ bundle.
 
     Parameters
@@ -232,6 +233,10 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         Embeddings already in memory.
     progress : bool
         Progress of the output-set grouping on stderr.
+    allow_weak_privacy : bool
+        Accept an ε at which the median sensitive word is released unchanged with probability at
+        least :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN` (the bundle and every report say so);
+        every runtime refuses such a bundle at load without the same opt-in.
 
     Returns
     -------
@@ -242,6 +247,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
     ParameterError
         A parameter out of range (ε finite > 0, K ≥ 1 and ≤ the output domain, a known similarity),
         or a realised tolerance above 1e-9.
+    WeakPrivacyError
+        The rates are near identity and ``allow_weak_privacy`` is False.
 
     Notes
     -----
@@ -326,6 +333,7 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         raise ParameterError(f"numeric tolerance {tolerance:.2e} exceeds the stated maximum "
                              f"{STATED_MAX_TOLERANCE:g}; use a smaller epsilon")
     verbatim = VerbatimRate.of(custext_verbatim(head_ids, log_w, np.flatnonzero(emb.valid_input & ~keep)))
+    refuse_near_identity(verbatim, allow=allow_weak_privacy, flag="--allow-weak-privacy")
     params = dict(epsilon=epsilon, k=k, similarity=similarity, head_size=head,
                   p=0.0 if mechanism == "custext+" else None)
     if mechanism == "custext+":
@@ -334,7 +342,7 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         params=params,
         privacy=dict(notion=registry.get(mechanism).statement().notion,
                      groups=int(sizes.size), smallest_group=int(sizes.min()), largest_group=head,
-                     verbatim=verbatim.as_manifest()),
+                     verbatim=verbatim.as_manifest(), **verbatim.weak_privacy_statement()),
         vocab=dict(size=n_rows, dim=int(emb.vectors.shape[1]), outputs=int(outputs.size),
                    kept_in_clear=int(keep.sum()), kind=emb.kind),
         sources=dict(embeddings=emb.source, stop_words=domain.frequency_source),

@@ -6,7 +6,7 @@ from typing import Any
 
 from ldptext import registry
 
-from ..metricdp.cli_options import add_common_options, report_written
+from ..metricdp.cli_options import add_common_options, add_weak_privacy_option, report_written
 
 
 def register(targets: Any) -> None:
@@ -30,6 +30,7 @@ def register(targets: Any) -> None:
                    help="custext+: the stop words: 'function-words' (default), 'frequency:W' or a FILE "
                         "with one word per line")
     p.add_argument("--device", default="auto", help="faiss k-NN device: auto (GPU when present), cpu, cuda")
+    add_weak_privacy_option(p)
     p.set_defaults(func=run)
 
 
@@ -52,4 +53,5 @@ def run(args: argparse.Namespace) -> int:
     return report_written(build_custext_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, mechanism=args.mechanism, k=args.k,
         similarity=args.similarity, non_sensitive=args.non_sensitive, vocab_size=args.vocab_size,
-        device=args.device, progress=True, **signing_from_args(args)))
+        device=args.device, progress=True, allow_weak_privacy=args.allow_weak_privacy,
+        **signing_from_args(args)))

@@ -33,6 +33,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="bundle file to write")
 
 
+def add_weak_privacy_option(p: argparse.ArgumentParser) -> None:
+    """``--allow-weak-privacy``: build a bundle whose median sensitive word is released unchanged
+    with probability >= 0.9 (:data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN`), refused otherwise."""
+    p.add_argument("--allow-weak-privacy", action="store_true",
+                   help="accept an epsilon at which the median sensitive word is released unchanged with "
+                        "probability >= 0.9 (refused otherwise); the bundle and every report then say so")
+
+
 def report_written(path: Any) -> int:
     """Print the written bundle's path and size; exit status 0."""
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")

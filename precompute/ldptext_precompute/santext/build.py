@@ -821,9 +821,7 @@ def santext_manifest(*, mechanism: str, epsilon: float, p: float | None, w: floa
                    quantization_max_abs_error=float(np.abs(metric_vectors - emb.vectors).max()),
                    notion=santext_notion(mechanism))
     if verbatim is not None:
-        privacy["verbatim"] = verbatim.as_manifest()
-        if verbatim.near_identity:
-            privacy["weak_privacy"] = "allowed at build: " + verbatim.describe()
+        privacy.update(verbatim=verbatim.as_manifest(), **verbatim.weak_privacy_statement())
     if removed is not None:
         privacy["not_outputs"] = removed.as_manifest()
     return dict(

@@ -22,7 +22,7 @@ from ldptext.errors import ParameterError
 from ldptext import registry
 from ldptext.santext_tables import SanTextTables
 from ldptext.tem import STATED_MAX_TOLERANCE, threshold_from_beta, worst_case_epsilon
-from ldptext.verbatim import VerbatimRate
+from ldptext.verbatim import VerbatimRate, refuse_near_identity
 
 from ..metricdp import common as _common
 from ..metricdp.engine import U
@@ -156,7 +156,7 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
                      vocab_size: int | None = None, head_size: int = 64, sign_key: Any = None,
                      passphrase: bytes | None = None, device: str = "auto",
                      cache_dir: str | Path | None = None, progress: bool = False,
-                     loaded: "_emb.Embeddings | None" = None) -> Path:
+                     loaded: "_emb.Embeddings | None" = None, allow_weak_privacy: bool = False) -> Path:
     """Build and sign a TEM bundle.
 
     Parameters
@@ -182,6 +182,10 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
         Reuse SanText's ε-independent neighbour structure.
     progress : bool
     loaded : Embeddings or None
+    allow_weak_privacy : bool
+        Accept an ε at which the median input is released unchanged with probability at least
+        :data:`ldptext.verbatim.NEAR_IDENTITY_MEDIAN` (the bundle and every report say so); every
+        runtime refuses such a bundle at load without the same opt-in.
 
     Returns
     -------
@@ -192,6 +196,8 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     ParameterError
         ε, β or γ out of range, a realised tolerance above 1e-9, or (with β) an input whose far-set
         probability would exceed β (:func:`check_far_probabilities`).
+    WeakPrivacyError
+        The rates are near identity and ``allow_weak_privacy`` is False.
 
     Notes
     -----
@@ -237,13 +243,14 @@ def build_tem_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     # the verbatim rate over every input (TEM has no split: every valid input is sensitive); stated,
     # with no cap
     verbatim = VerbatimRate.of(tem_verbatim(tables, epsilon, gamma, np.flatnonzero(valid)))
+    refuse_near_identity(verbatim, allow=allow_weak_privacy, flag="--allow-weak-privacy")
     manifest = dict(
         params=dict(epsilon=epsilon, gamma=gamma, beta=beta, head_size=int(nb.head_ids.shape[1])),
         privacy=dict(d_max=nb.d_max, notion=registry.get("tem").statement().notion,
                      worst_case_token_epsilon=worst_case_epsilon(epsilon, gamma, nb.d_max),
                      max_bot_probability=float(p_bot[valid].max()),
                      rows_with_far_outputs=int((bot_count[valid] > 0).sum()),
-                     verbatim=verbatim.as_manifest()),
+                     verbatim=verbatim.as_manifest(), **verbatim.weak_privacy_statement()),
         vocab=dict(size=len(emb.vocab), dim=int(emb.vectors.shape[1]), outputs=int(domain.outputs.size),
                    kind=emb.kind),
         sources=dict(embeddings=emb.source),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..metricdp.cli_options import add_common_options, number, report_written
+from ..metricdp.cli_options import add_common_options, add_weak_privacy_option, number, report_written
 
 
 def register(targets: Any) -> None:
@@ -25,6 +25,7 @@ def register(targets: Any) -> None:
     p.add_argument("--head-size", type=int, default=64, help="alias-table head size K of the SanText engine")
     p.add_argument("--device", default="auto", help="neighbour search: auto, cpu, cuda, or numpy")
     p.add_argument("--cache-dir", default=None, help="reuse SanText's epsilon-independent neighbour tables here")
+    add_weak_privacy_option(p)
     p.set_defaults(func=run)
 
 
@@ -47,4 +48,4 @@ def run(args: argparse.Namespace) -> int:
     return report_written(build_tem_bundle(
         args.out, embeddings=args.embeddings, epsilon=args.epsilon, beta=args.beta, gamma=args.gamma,
         vocab_size=args.vocab_size, head_size=args.head_size, device=args.device, cache_dir=args.cache_dir,
-        progress=True, **signing_from_args(args)))
+        progress=True, allow_weak_privacy=args.allow_weak_privacy, **signing_from_args(args)))
