@@ -317,6 +317,19 @@ static void distance_sq_block_avx2(const ldp_santext_table *t, const int32_t *xs
     const int8_t *qa[LDP_DIST_BLOCK];
     double sa[LDP_DIST_BLOCK], own[LDP_DIST_BLOCK]; /* s_a, s_a^2 |q_a|^2 */
     int32_t r, c, j, g;
+    if (nx == 1) { /* one row (a call with one new row): its own dot per output */
+        const int32_t x = xs[0];
+        const int8_t *q1 = t->emb_q + (size_t)x * (size_t)dim;
+        const double s1 = (double)t->emb_scale[x], own1 = (s1 * s1) * (double)t->emb_sqnorm[x];
+        for (j = 0; j < ny; j++) {
+            const int32_t y = ys[j];
+            const double sb = (double)t->emb_scale[y];
+            if (j + ahead < readable) prefetch_bytes(t->emb_q + (size_t)ys[j + ahead] * (size_t)dim, (size_t)dim);
+            out[j] = own1 + (sb * sb) * (double)t->emb_sqnorm[y] -
+                     2.0 * (s1 * sb) * (double)int8_dot_avx2(q1, t->emb_q + (size_t)y * (size_t)dim, dim);
+        }
+        return;
+    }
     for (r = 0; r < groups * 8; r++) { /* a group's missing rows repeat row 0: computed, not stored */
         const int32_t x = xs[r < nx ? r : 0];
         int16_t *wg = wide + (size_t)(r / 8) * (size_t)n16 * 8;
@@ -382,13 +395,15 @@ void ldp_distance_sq_block(const ldp_santext_table *t, const int32_t *xs, int nx
 #if defined(LDP_DOT_AVX2_DISPATCH)
     if (__builtin_cpu_supports("avx2"))
 #endif
-        if (nx > 1 && t->dim >= 16 && t->dim <= BLOCK_WIDE_DIM) {
+        if (t->dim >= 16 && t->dim <= BLOCK_WIDE_DIM) {
             distance_sq_block_avx2(t, xs, nx, ys, ny, readable, out);
             return;
         }
 #endif
-    for (j = 0; j < ny; j++)
+    for (j = 0; j < ny; j++) {
+        if (j + 8 < readable) prefetch_bytes(t->emb_q + (size_t)ys[j + 8] * (size_t)t->dim, (size_t)t->dim);
         for (r = 0; r < nx; r++) out[(size_t)r * (size_t)ny + (size_t)j] = distance_sq(t, xs[r], ys[j]);
+    }
 }
 
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b) {
