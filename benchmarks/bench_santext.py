@@ -531,6 +531,28 @@ def first_use(path: Path, trusted, docs: list[str], rows: int = 2000) -> dict:
     return out
 
 
+def print_first_use(rows: list[dict]) -> None:
+    """The first-use table: what checking each row before its first draw costs."""
+    def ok(value, target) -> str:
+        return "" if value <= target else " (missed)"
+
+    print("\n## Every row checked before its first draw: the cold cost (fresh load each)\n")
+    print("| bundle | ε | check per row µs | one row alone µs | first 300-word document ms | "
+          "the same, warm ms | the corpus's rows up front s | rows | every row, all cores s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = r["first_use"]
+        miss = ok(f["row_us"], TARGETS["row_check_us"])
+        print(f"| {r['label']} | {r['eps']:g} | {f['row_us']:.0f}{miss} | {f['alone_us']:.0f} | "
+              f"{f['doc_ms']:.1f} | {f['warm_doc_ms']:.2f} | {f['corpus_s']:.2f} | {f['corpus_rows']:,} | "
+              f"{f['all_s']:.1f} |")
+    print(f"\nTarget: ≤ {TARGETS['row_check_us']:.0f} µs per row (one thread), the rows of a call checked "
+          f"together as every call checks them (the corpus's rows, cold minus warm, per row); a row alone "
+          f"makes its own pass over the outputs. The sampling and end-to-end columns above are "
+          f"on checked rows (the runs after the first), this table is what the first use of each row adds. "
+          f"CPU time, except the last column (wall time).")
+
+
 def ensure_bundle(path: Path, config: tuple, epsilon: float, cache: Path, trusted) -> float | None:
     """Build the SanText+ bundle of ``config`` unless a loadable one with this ε exists; seconds
     or None."""
@@ -672,21 +694,7 @@ def print_tables(rows: list[dict], args, notes: list[str], load: tuple) -> None:
           f"(Python SDK, web wrapper); C load ≤ {TARGETS['load_c_ms']:.0f} ms. Load: best of 7, page cache warm. "
           f"Web wrapper: the median of {WEB_PROBES} fresh node processes [their range].")
 
-    print("\n## Every row checked before its first draw: the cold cost (fresh load each)\n")
-    print("| bundle | ε | check per row µs | one row alone µs | first 300-word document ms | "
-          "the same, warm ms | the corpus's rows up front s | rows | every row, all cores s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        f = r["first_use"]
-        miss = ok(f["row_us"], TARGETS["row_check_us"], higher=False)
-        print(f"| {r['label']} | {r['eps']:g} | {f['row_us']:.0f}{miss} | {f['alone_us']:.0f} | "
-              f"{f['doc_ms']:.1f} | {f['warm_doc_ms']:.2f} | {f['corpus_s']:.2f} | {f['corpus_rows']:,} | "
-              f"{f['all_s']:.1f} |")
-    print(f"\nTarget: ≤ {TARGETS['row_check_us']:.0f} µs per row (one thread), the rows of a call checked "
-          f"together as every call checks them (the corpus's rows, cold minus warm, per row); a row alone "
-          f"makes its own pass over the outputs. The sampling and end-to-end columns above are "
-          f"on checked rows (the runs after the first), this table is what the first use of each row adds. "
-          f"CPU time, except the last column (wall time).")
+    print_first_use(rows)
 
     if args.threads:
         print("\n## Two threads sharing one Sanitizer\n")
@@ -722,6 +730,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true",
                     help="MiniLM default split at ε = 1 and 10, fewer tokens and repeats (a smoke run)")
     ap.add_argument("--glove100k", action="store_true", help="also build a 100k-word GloVe bundle")
+    ap.add_argument("--first-use", action="store_true",
+                    help="only the first-use table (every row checked before its first draw)")
     ap.add_argument("--workdir", default=str(Path.home() / ".cache" / "ldptext" / "bench-santext"),
                     help="bundles and the neighbour cache (reused between runs)")
     ap.add_argument("--rss-probe", nargs=2, metavar=("KIND", "BUNDLE"), help=argparse.SUPPRESS)
@@ -749,6 +759,16 @@ def main() -> int:
     load_before = os.getloadavg()
     rows: list[dict] = []
     notes: list[str] = []
+    if args.first_use:
+        for key, label, *_ in configs:
+            for eps in (float(e) for e in args.epsilons.split(",")):
+                path = work / f"{key}-santext+-{eps:g}.ldpb"
+                ensure_bundle(path, next(c for c in configs if c[0] == key), eps, work / "neighbours", trusted)
+                rows.append({"label": label, "eps": eps, "first_use": first_use(path, trusted, docs)})
+        print_first_use(rows)
+        print(f"\nMachine: {os.cpu_count()} CPUs, load average {load_before[0]:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after.")
+        return 0
     for config in configs:
         for eps in (float(e) for e in args.epsilons.split(",")):
             rows.append(prepare(config, eps, args, work, docs, public, trusted, notes))
