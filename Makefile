@@ -289,16 +289,18 @@ evaluate-paper-table: setup
 # What sanitized text keeps and gives away (docs/evaluation.md, "Meaning, style, divergence and who wrote
 # it"), in the background under nice: ldptext evaluate-aspects on the 2012 convention speeches (78 speakers,
 # 936 documents), SanText, SanText+ (default split), TEM, CusText, CusText+, CMP at epsilon 1, 2, 3, random,
-# unsanitized; DP-BART too when EVAL_ASPECTS_DPBART names a trained bundle (make dpbart-train), at
-# EVAL_ASPECTS_DPBART_EPS per chunk. Every finished release is a checkpoint: make evaluate-aspects again
-# resumes; make evaluate-aspects-status shows progress and the table when done; make evaluate-aspects-stop stops.
+# unsanitized; DP-BART too when EVAL_ASPECTS_DPBART names a trained bundle whose signer is trusted (one built
+# here: ldptext keys trust --developer), at EVAL_ASPECTS_DPBART_EPS per chunk; the docs give the bundle that
+# never saw the speeches (make dpbart-train's public-mix contains them). Every finished release is a
+# checkpoint: make evaluate-aspects again resumes; make evaluate-aspects-status shows progress and the table
+# when done; make evaluate-aspects-stop stops.
 EVAL_ASPECTS_OUT        ?= $(CACHE)/evaluate-aspects
 EVAL_ASPECTS_DPBART     ?=
-EVAL_ASPECTS_DPBART_EPS ?= 500,2500,10000
+EVAL_ASPECTS_DPBART_EPS ?= 10000,50000
 EVAL_ASPECTS_ARGS       ?= --mechanism santext,santext+,tem,custext,custext+,cmp --embeddings glove-6b-50d \
   --vocab-size 20000 --epsilon 1,2,3 --baselines none,random --seeds 1 --cache-dir $(CACHE)/evaluate \
   --out $(EVAL_ASPECTS_OUT) $(if $(EVAL_ASPECTS_DPBART),--dpbart-bundle $(EVAL_ASPECTS_DPBART) \
-  --dpbart-epsilon $(EVAL_ASPECTS_DPBART_EPS) --allow-unsigned)
+  --dpbart-epsilon $(EVAL_ASPECTS_DPBART_EPS))
 .PHONY: evaluate-aspects evaluate-aspects-status evaluate-aspects-stop
 evaluate-aspects: setup native
 	@mkdir -p $(dir $(EVAL_ASPECTS_OUT))
