@@ -168,10 +168,12 @@ class Original(NamedTuple):
     sentences: np.ndarray
     tags: list
     released: np.ndarray
-    authors: AttackSet
+    attacks: AttackSet
 
 
 class AttackSet(NamedTuple):
+    """The adversaries trained on original text (:mod:`.reidentification`)."""
+
     author: R.AuthorAttack
     linkage: R.Linkage
     attribute: R.AttributeAttack
@@ -225,9 +227,9 @@ def evaluate_aspects(config: AspectsConfig | None = None, **overrides) -> dict:
     results = {
         "corpus": {"name": corpus.name, **corpus.info, "attribute": corpus.attribute_name},
         "config": asdict(cfg),
-        "chance": {"reid_top1": original.authors.author.chance((1,))[1],
-                   "reid_topk": original.authors.author.chance((cfg.k,))[cfg.k],
-                   "linkage": 1.0 / corpus.n_authors, "profiling": original.authors.attribute.chance()},
+        "chance": {"reid_top1": original.attacks.author.chance((1,))[1],
+                   "reid_topk": original.attacks.author.chance((cfg.k,))[cfg.k],
+                   "linkage": 1.0 / corpus.n_authors, "profiling": original.attacks.attribute.chance()},
         "metrics": METRICS, "aspects": {k: list(v) for k, v in ASPECTS.items()},
         "tagger": tagger.version, "encoder": "all-MiniLM-L6-v2 (int8 ONNX), last layer",
         "rows": rows, "versions": versions,
@@ -296,7 +298,7 @@ def _measure(cfg: AspectsConfig, corpus: AuthoredCorpus, original: Original, tex
     mask = original.released
     released = [t for t, m in zip(texts, mask) if m]
     released_authors = [a for a, m in zip(corpus.authors, mask) if m]
-    reid = original.authors.author.accuracy(released, released_authors, ks=(1, cfg.k))
+    reid = original.attacks.author.accuracy(released, released_authors, ks=(1, cfg.k))
     return {
         "bertscore_f1": float(np.mean([MN.bertscore(o, s)[2] for o, s in zip(original.states, states)])),
         "frechet": MN.frechet_distance(original.sentences, sentences),
@@ -306,8 +308,8 @@ def _measure(cfg: AspectsConfig, corpus: AuthoredCorpus, original: Original, tex
         "char_jsd": D.char_trigram_jsd(corpus.texts, texts),
         "reid_top1": reid[1],
         "reid_topk": reid[cfg.k],
-        "linkage": original.authors.linkage.accuracy(released, released_authors),
-        "profiling": original.authors.attribute.accuracy(texts),
+        "linkage": original.attacks.linkage.accuracy(released, released_authors),
+        "profiling": original.attacks.attribute.accuracy(texts),
     }
 
 
