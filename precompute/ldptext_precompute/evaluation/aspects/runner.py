@@ -222,7 +222,7 @@ def evaluate_aspects(config: AspectsConfig | None = None, **overrides) -> dict:
                 lambda: _measure(cfg, corpus, original, _texts(sweep, corpus, release, seed), encoder, tagger),
                 dict, dict))
         rows.append(_summarise(release, per_seed, sweep))
-        log(ecfg, f"{release.row.label} epsilon={_eps(release.epsilon)}: " + ", ".join(
+        log(ecfg, f"{release.row.label} eps={_eps(release.epsilon)}: " + ", ".join(
             f"{k}={rows[-1]['metrics'][k]:.3f}" for k in ("bertscore_f1", "divergence", "reid_top1", "profiling")))
     results = {
         "corpus": {"name": corpus.name, **corpus.info, "attribute": corpus.attribute_name},
@@ -241,7 +241,9 @@ def evaluate_aspects(config: AspectsConfig | None = None, **overrides) -> dict:
 
 
 def _eps(eps: float | None) -> str:
-    return "-" if eps is None else f"{eps:g}"
+    """ε in progress lines, as every offline tool prints it (:func:`ldptext_precompute.epsilon.format_epsilon`)."""
+    from ...epsilon import format_epsilon
+    return "-" if eps is None else format_epsilon(eps)
 
 
 def _releases(cfg: AspectsConfig, ecfg: EvaluationConfig, bundles: dict) -> list[Release]:
