@@ -36,7 +36,8 @@ def register(sub) -> None:
     p.add_argument("--epsilon", type=_epsilons, default=[1.0, 2.0, 3.0], help="comma list of ε (default 1,2,3)")
     p.add_argument("--p", type=float, default=0.3, help="SanText+ p (default 0.3)")
     p.add_argument("--seeds", type=int, default=1, help="releases per configuration (default 1)")
-    p.add_argument("--seed-base", type=int, default=0)
+    p.add_argument("--seed-base", type=int, default=0,
+                   help="first seed of the releases' seeded streams, as ldptext evaluate's (default 0)")
     p.add_argument("--k", type=int, default=5, help="k of top-k re-identification (default 5)")
     p.add_argument("--dpbart-bundle", default=None, help="a DP-BART bundle: adds DP-BART rewriting")
     p.add_argument("--dpbart-epsilon", type=_epsilons, default=None, help="DP-BART ε per chunk (default --epsilon)")
