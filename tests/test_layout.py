@@ -123,7 +123,7 @@ LAYERS = [
     "ldptext.bundle_check ldptext.spark",
     "ldptext.commands ldptext.commands.* ldptext.cli ldptext",
     # offline: shared building blocks, builders, evaluation, commands
-    ("ldptext_precompute.progress ldptext_precompute.checkpoints ldptext_precompute.bleu "
+    ("ldptext_precompute.progress ldptext_precompute.checkpoints ldptext_precompute.bleu ldptext_precompute.epsilon "
      "ldptext_precompute.metricdp ldptext_precompute.metricdp.common ldptext_precompute.metricdp.engine "
      "ldptext_precompute.metricdp.faiss_search ldptext_precompute.metricdp.cli_options "
      "ldptext_precompute.santext.embeddings ldptext_precompute.santext.frequency "
@@ -135,7 +135,8 @@ LAYERS = [
      "ldptext_precompute.dpbart ldptext_precompute.*.build ldptext_precompute.dpbart.train "
      "ldptext_precompute.dpbart.export ldptext_precompute.dpbart.adept"),
     "ldptext_precompute.evaluation ldptext_precompute.evaluation.* ldptext_precompute.calibrate",
-    ("ldptext_precompute.*.cli ldptext_precompute.evaluation.cli ldptext_precompute.cli ldptext_precompute.demo "
+    ("ldptext_precompute.*.cli ldptext_precompute.evaluation.cli ldptext_precompute.evaluation.aspects.cli "
+     "ldptext_precompute.cli ldptext_precompute.demo "
      "ldptext_precompute"),
 ]
 

@@ -13,6 +13,9 @@ from . import metrics as M
 from .rows import Row, santext_row
 from .utility import CLASSIFIERS
 
+#: Sub-directory of the output directory that holds the checkpoints.
+CHECKPOINT_DIR = "checkpoints"
+
 
 SANTEXT_MECHANISMS = registry.names(family="santext")
 

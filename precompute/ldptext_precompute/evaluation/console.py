@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..progress import track
-from .config import EvaluationConfig
+from .config import CHECKPOINT_DIR, EvaluationConfig
 
 
 class Warnings(list):
@@ -53,8 +53,6 @@ def kept_checkpoints(out) -> dict[str, int]:
     """The finished stages kept under ``OUT/checkpoints``, counted by stage (``sample``, ``utility``, ...)."""
     from pathlib import Path
 
-    from .sweep import CHECKPOINT_DIR
-
     root = Path(out) / CHECKPOINT_DIR
     counts: dict[str, int] = {}
     if root.is_dir():
@@ -78,8 +76,6 @@ def interrupted_message(out, command: str, cache=None) -> str:
         The bundle cache (``--cache-dir``; default ``~/.cache/ldptext/evaluate``), where the bundles built
         so far stay.
     """
-    from .sweep import CHECKPOINT_DIR
-
     kept = kept_checkpoints(out)
     where = f"{out}/{CHECKPOINT_DIR}"
     bundles = f"the bundles built so far stay in {cache or '~/.cache/ldptext/evaluate'}"

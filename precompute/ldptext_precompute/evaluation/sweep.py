@@ -19,7 +19,7 @@ from ..bleu import bleu_tokenize
 from ..checkpoints import CheckpointStore
 from .attacks import nearest_neighbour_table
 from .bundles import Bundle, DPBartBundle
-from .config import EvaluationConfig
+from .config import CHECKPOINT_DIR, EvaluationConfig
 from .datasets import Dataset
 from .mechanisms import santext_keep_rows
 from .utility import MINILM_DIM, ClassifierSettings, SentenceEmbeddingSettings, SentenceEncoder
@@ -152,10 +152,6 @@ class CheckpointedEncoder:
         x = self._encoder.encode(texts, progress=self.sweep.cfg.progress, desc=f"MiniLM ({len(texts)} texts)")
         self.sweep.store.save_arrays("embedding", key, {"x": x.astype(np.float16)})
         return x
-
-
-#: Sub-directory of the output directory that holds the checkpoints.
-CHECKPOINT_DIR = "checkpoints"
 
 
 #: Version of the checkpoint layout (part of every key: a new layout never reads an old file).
