@@ -59,7 +59,8 @@ def wall_time_text(timings: dict) -> str:
     for a resumed one (:mod:`.runlog`)."""
     own = f"{timings['total_s']:.0f} s"
     total = timings.get("all_runs_s")
-    if total is None or total <= timings["total_s"] + 0.5:
+    # a resumed run says both, however short the earlier runs were
+    if total is None or timings.get("runs", 1) < 2:
         return own
     return f"{own} (this run; {total:.0f} s over every run of this sweep)"
 

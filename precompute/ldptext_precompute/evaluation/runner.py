@@ -179,6 +179,7 @@ def _sweep(cfg: EvaluationConfig, began: float, started: float) -> dict:
     timings["total_s"] = time.perf_counter() - started
     runs = runlog.record_run(store.root, cfg, began, timings["total_s"], "finished")
     timings["all_runs_s"] = runlog.total_seconds(runs)
+    timings["runs"] = len(runs)
     if cfg.shard is not None:  # its share is in the checkpoints; the whole run writes the report
         scored = sum(e.utility is not None for e in entries)
         log(cfg, f"shard {cfg.shard}: {scored} of {len(entries)} configurations scored into {store.root}")
