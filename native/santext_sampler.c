@@ -302,6 +302,28 @@ void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out)
 #define LDP_ALIGN32
 #endif
 #if defined(LDP_DOT_AVX2_DISPATCH) || \
+    (defined(__AVX2__) && !defined(LDP_PORTABLE) && !defined(LDP_NO_AVX2)) || \
+    (defined(__SSE2__) && !defined(LDP_PORTABLE))
+/* The block kernels' rows, in groups of 8 (a group's missing rows repeat row 0: computed, not
+ * stored): each row's codes, s_a and s_a^2 |q_a|^2, and its first n codes widened to int16,
+ * interleaved so that a group's `lane` codes at c follow each other row after row (one base
+ * pointer per step of the kernel). */
+static void widen_rows(const ldp_santext_table *t, const int32_t *xs, int nx, int32_t lane, int32_t n,
+                       int16_t *wide, const int8_t **qa, double *sa, double *own) {
+    const int32_t groups = (nx + 7) / 8;
+    int32_t r, c;
+    for (r = 0; r < groups * 8; r++) {
+        const int32_t x = xs[r < nx ? r : 0];
+        int16_t *wg = wide + (size_t)(r / 8) * (size_t)n * 8;
+        qa[r] = t->emb_q + (size_t)x * (size_t)t->dim;
+        sa[r] = (double)t->emb_scale[x];
+        own[r] = (sa[r] * sa[r]) * (double)t->emb_sqnorm[x];
+        for (c = 0; c < n; c++) wg[(c / lane * 8 + r % 8) * lane + c % lane] = qa[r][c];
+    }
+}
+#endif
+
+#if defined(LDP_DOT_AVX2_DISPATCH) || \
     (defined(__AVX2__) && !defined(LDP_PORTABLE) && !defined(LDP_NO_AVX2))
 #define LDP_BLOCK_AVX2 1
 #if defined(LDP_DOT_AVX2_DISPATCH)
@@ -330,15 +352,7 @@ static void distance_sq_block_avx2(const ldp_santext_table *t, const int32_t *xs
         }
         return;
     }
-    for (r = 0; r < groups * 8; r++) { /* a group's missing rows repeat row 0: computed, not stored */
-        const int32_t x = xs[r < nx ? r : 0];
-        int16_t *wg = wide + (size_t)(r / 8) * (size_t)n16 * 8;
-        qa[r] = t->emb_q + (size_t)x * (size_t)dim;
-        sa[r] = (double)t->emb_scale[x];
-        own[r] = (sa[r] * sa[r]) * (double)t->emb_sqnorm[x];
-        /* interleaved: a group's 16 codes at c, row after row (one base pointer per step) */
-        for (c = 0; c < n16; c++) wg[(c / 16 * 8 + r % 8) * 16 + c % 16] = qa[r][c];
-    }
+    widen_rows(t, xs, nx, 16, n16, wide, qa, sa, own);
     for (j = 0; j < ny; j++) {
         const int32_t y = ys[j];
         const int8_t *qb = t->emb_q + (size_t)y * (size_t)dim;
@@ -405,14 +419,7 @@ static void distance_sq_block_sse2(const ldp_santext_table *t, const int32_t *xs
     const int8_t *qa[LDP_DIST_BLOCK];
     double sa[LDP_DIST_BLOCK], own[LDP_DIST_BLOCK]; /* s_a, s_a^2 |q_a|^2 */
     int32_t r, c, j, g;
-    for (r = 0; r < groups * 8; r++) { /* a group's missing rows repeat row 0: computed, not stored */
-        const int32_t x = xs[r < nx ? r : 0];
-        int16_t *wg = wide + (size_t)(r / 8) * (size_t)n8 * 8;
-        qa[r] = t->emb_q + (size_t)x * (size_t)dim;
-        sa[r] = (double)t->emb_scale[x];
-        own[r] = (sa[r] * sa[r]) * (double)t->emb_sqnorm[x];
-        for (c = 0; c < n8; c++) wg[(c / 8 * 8 + r % 8) * 8 + c % 8] = qa[r][c];
-    }
+    widen_rows(t, xs, nx, 8, n8, wide, qa, sa, own);
     for (j = 0; j < ny; j++) {
         const int32_t y = ys[j];
         const int8_t *qb = t->emb_q + (size_t)y * (size_t)dim;

@@ -160,8 +160,8 @@ int32_t ldp_int8_sqnorm(const int8_t *q, int32_t n);
 double ldp_distance(const ldp_santext_table *t, int32_t a, int32_t b);
 /* The squared distance ldp_distance takes the root of (it may be <= 0 by rounding, where the
  * distance is 0), from row x to every output: out[i] for outputs[i], so that ldp_distance(t, x,
- * outputs[i]) == sqrt(out[i]) where positive (one inlined pass: the row check's kernel,
- * lib/check.c). */
+ * outputs[i]) == sqrt(out[i]) where positive (one inlined pass: the per-row reference the
+ * cross check holds ldp_distance_sq_block to). */
 void ldp_distance_sq_outputs(const ldp_santext_table *t, int32_t x, double *out);
 /* The same squared distances from each of the rows xs[0..nx) (1 <= nx <= LDP_DIST_BLOCK) to the
  * rows ys[0..ny) (outputs): out[r * ny + j] for xs[r] and ys[j], bit for bit

@@ -562,7 +562,7 @@ static int engine_head(const ldp_bundle *b, engine_row *e, double tol) {
     const size_t k = (size_t)t->head_size, slots = k + 1, head_at = (size_t)x * k;
     const double half = t->half_epsilon, floor_x = t->tail_floor[x];
     const uint64_t n_tail = (uint64_t)t->n_outputs - (uint64_t)k; /* head ⊂ O (bundle.c) */
-    /* SanText's rate (TEM's own, truncated, is checked by check_one_row) */
+    /* SanText's rate (TEM's own, truncated, is checked by check_rows_now) */
     const int rate_stated = !isnan(b->verbatim_max) && !t->keep_row[x] &&
                             (b->mechanism == LDP_MECH_SANTEXT || b->mechanism == LDP_MECH_SANTEXT_PLUS);
     double rmin = INFINITY, rmax = -INFINITY;
