@@ -59,6 +59,24 @@ def minilm_bundle(real_bundles):
                                 head_size=32, allow_weak_privacy=True)
 
 
+#: A tiny two-class word list for the evaluation tests: positive and negative words, and a word that
+#: must never appear in a log line or an exception message.
+WORDS = ("the a and of is it this film movie good great fine bad awful poor plot actor story "
+         "love hate boring funny dull superb").split()
+POS, NEG = ["good", "great", "fine", "superb", "funny", "love"], ["bad", "awful", "poor", "boring", "dull", "hate"]
+SECRET = "zzzsecretword"
+
+
+def write_sentiment_embeddings(path, seed: int) -> None:
+    """Random 6-d GloVe-format vectors for :data:`WORDS`, the positive words shifted up and the negative
+    ones down (a classifier can learn them)."""
+    rng = np.random.default_rng(seed)
+    vecs = rng.normal(size=(len(WORDS), 6))
+    vecs[[WORDS.index(w) for w in POS]] += 3.0
+    vecs[[WORDS.index(w) for w in NEG]] -= 3.0
+    path.write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n" for w, v in zip(WORDS, vecs)))
+
+
 def random_word_embeddings(n: int, dim: int, seed: int, scale: float = 1.0):
     """Generated word-level embeddings: words w0..w{n-1} with Gaussian vectors."""
     from ldptext_precompute.santext.embeddings import from_word_vectors

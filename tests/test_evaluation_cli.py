@@ -3,6 +3,7 @@ is printed around a run (no data set needed: parsers and small helpers only)."""
 import argparse
 
 import pytest
+from conftest import NEG, POS, SECRET, WORDS, write_sentiment_embeddings
 
 pytest.importorskip("ldptext_precompute.santext.build")
 
@@ -70,22 +71,13 @@ def test_report_columns_are_ascending_and_distinct_even_for_an_old_results_file(
 
 # -- a tiny sweep through the command line ---------------------------------------------------------
 
-WORDS = ("the a and of is it this film movie good great fine bad awful poor plot actor story "
-         "love hate boring funny dull superb").split()
-POS, NEG = ["good", "great", "fine", "superb", "funny", "love"], ["bad", "awful", "poor", "boring", "dull", "hate"]
-SECRET = "zzzsecretword"
-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    np = pytest.importorskip("numpy")
+    pytest.importorskip("numpy")
     pytest.importorskip("sklearn")
     d = tmp_path_factory.mktemp("cli")
-    rng = np.random.default_rng(3)
-    vecs = rng.normal(size=(len(WORDS), 6))
-    vecs[[WORDS.index(w) for w in POS]] += 3.0
-    vecs[[WORDS.index(w) for w in NEG]] -= 3.0
-    (d / "emb.txt").write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n" for w, v in zip(WORDS, vecs)))
+    write_sentiment_embeddings(d / "emb.txt", seed=3)
     lines = ["text,label"]
     for i in range(40):
         pos = i % 2 == 0

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import NEG, POS, SECRET, write_sentiment_embeddings
 
 pytest.importorskip("ldptext.santext")
 pytest.importorskip("ldptext_precompute.santext.build")
@@ -21,20 +22,12 @@ from ldptext_precompute.evaluation.records import Entry, MeanStd  # noqa: E402
 from ldptext_precompute.evaluation.rows import DEFAULT_SPLIT, Row, santext_row  # noqa: E402
 from ldptext_precompute.evaluation.runner import EvaluationConfig, evaluate  # noqa: E402
 
-WORDS = ("the a and of is it this film movie good great fine bad awful poor plot actor story "
-         "love hate boring funny dull superb").split()
-POS, NEG = ["good", "great", "fine", "superb", "funny", "love"], ["bad", "awful", "poor", "boring", "dull", "hate"]
-SECRET = "zzzsecretword"
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("rows")
-    rng = np.random.default_rng(7)
-    vecs = rng.normal(size=(len(WORDS), 6))
-    vecs[[WORDS.index(w) for w in POS]] += 3.0
-    vecs[[WORDS.index(w) for w in NEG]] -= 3.0
-    (d / "emb.txt").write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n" for w, v in zip(WORDS, vecs)))
+    write_sentiment_embeddings(d / "emb.txt", seed=7)
     lines = ["text\tlabel"]
     for i in range(40):
         pos = i % 2 == 0
