@@ -292,7 +292,8 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
 /* The verified bundle's public facts as one JSON object (UTF-8, NUL-terminated; release with
  * ldp_free), the same values the Python runtime reports for the bundle:
  *   format_version   the manifest's format version
- *   mechanism        "santext", "santext+", "tem", "custext" or "custext+"
+ *   mechanism        the bundle's mechanism, as the registry names it (a name of the generated
+ *                    LDP_MECH_* table above)
  *   epsilon, epsilon0, p, d_max, tolerance   as stated and checked (p: null where the manifest
  *                    states none, as for SanText and TEM; d_max: null for CusText; epsilon0:
  *                    null for CusText+, whose stop words are released unchanged)

@@ -485,9 +485,8 @@ export class LdpText {
    *   with probability >= 0.9; Python's `allow_weak_privacy=True`); refused otherwise with
    *   LDP_E_WEAK_PRIVACY, and every report of it says weak_privacy
    *   expect: the application's pins, Python's `expect=` (BundleExpectation) with the same keys and
-   *   meaning, checked after verification: mechanism ('santext', 'santext+', 'tem', 'custext',
-   *   'custext+' or a list of names; 'cmp', 'mahalanobis' and 'dpbart' name bundles that never
-   *   open here),
+   *   meaning, checked after verification: mechanism (a name of the generated MECHANISMS table,
+   *   or a list of names; the other names of PIN_MECHANISMS are bundles that never open here),
    *   epsilon_min / epsilon_max (inclusive bounds on the stated per-token epsilon), bundle_id (64
    *   lowercase hex digits, `info.bundle_id`), min_format_version. A trusted signature says who
    *   made a bundle; the pins say which of that publisher's bundles this app accepts.
@@ -561,7 +560,7 @@ export class LdpText {
     this.info = info;
     /** the verified manifest (parameters, provenance, array hashes) */
     this.manifest = info.manifest;
-    /** 'santext', 'santext+', 'tem', 'custext' or 'custext+' */
+    /** the bundle's mechanism, as the registry names it (a name of the generated MECHANISMS) */
     this.mechanism = info.mechanism;
     /** the per-token epsilon (metric for SanText(+) and TEM) */
     this.epsilon = info.epsilon;

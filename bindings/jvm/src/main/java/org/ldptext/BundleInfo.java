@@ -117,7 +117,7 @@ public final class BundleInfo {
     /** @return the manifest's format version */
     public long formatVersion() { return formatVersion; }
 
-    /** @return "santext", "santext+", "tem", "custext" or "custext+" */
+    /** @return the bundle's mechanism, as the registry names it (a name of the generated Mechanisms.NAMES) */
     public String mechanism() { return mechanism; }
 
     /** @return the stated per-token epsilon (metric for SanText and TEM) */

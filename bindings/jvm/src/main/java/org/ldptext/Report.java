@@ -46,7 +46,7 @@ public final class Report {
     /** @return the number of tokens released (not hidden by the mechanism) */
     public long tokens() { return tokens; }
 
-    /** @return the bundle's mechanism, as the registry names it ("santext", "tem", ...) */
+    /** @return the bundle's mechanism, as the registry names it ("santext+", for example) */
     public String mechanism() { return mechanism; }
 
     /** @return the notion of the guarantee ("metric-LDP", "UMLDP", ...), as the Python report states it */
