@@ -1,0 +1,373 @@
+"""An attacker's corpus of crafted bundles, built independently of the project's own corpus tests.
+
+The attacker holds a signing key the runtimes are told to trust (its own ``keys generate`` pair,
+passed as the trusted key of every door), builds small honest bundles with the project's builders
+over generated embeddings, then rewrites their tables or manifest and signs the result again: the
+signature and every array hash are valid, only the numbers lie. :func:`build_corpus` returns every
+crafted bundle as a :class:`Case` with the refusal each runtime must give.
+
+Nothing here is read from a test of the project: the format comes from docs/bundles.md and
+``ldptext.bundle`` (``open_unverified`` / ``write_bundle``), the tables' meaning from
+``ldptext.santext_tables`` and ``ldptext.alias``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+#: An out-of-vocabulary word put in every crafted document: it must never appear in an error message.
+SECRET = "qzxsecretword"
+
+# expected refusals: (Python exception class name, CLI exit status, libldptext code)
+MISMATCH = ("ParameterMismatchError", 4, -100)
+WEAK = ("WeakPrivacyError", 2, -105)
+NONFINITE = ("BundleIntegrityError", 4, -88)
+KEEP = ("BundleIntegrityError", 4, -97)
+CLUSTER = ("BundleIntegrityError", 4, -99)
+INTEGRITY_PY_ONLY = ("BundleIntegrityError", 4, -53)
+# CMP and Mahalanobis run in the Python SDK only: libldptext refuses any of them with LDP_E_MECHANISM
+MECHANISM_NOT_RUN = -53
+
+
+@dataclass
+class Case:
+    """One crafted bundle: its file, the class of attack, a document that needs the tampered rows,
+    and the refusal expected (``python``: exception class name; ``cli``: exit status; ``c``: the
+    libldptext code, the same in C, wasm and the JVM; ``None`` where the runtime does not run the
+    mechanism at all)."""
+
+    name: str
+    klass: str
+    path: Path
+    mechanism: str
+    doc: str
+    python: str
+    cli: int
+    c: int | None
+    note: str = ""
+    #: an honest bundle that must open only with the weak-privacy opt-in
+    weak_opt_in: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class Attacker:
+    """A key pair of the attacker's own (``ldptext.keys.generate_keypair``), trusted by the doors."""
+
+    def __init__(self, root: Path) -> None:
+        from ldptext import keys
+
+        self.root = Path(root)
+        self.key_path, self.pub_path = keys.generate_keypair(self.root / "attacker-keys")
+        self.key = keys.load_private_key(self.key_path)
+        self.pub_raw = keys.public_bytes(self.key.public_key())
+
+
+def generated_embeddings(n: int = 240, dim: int = 16, seed: int = 11, scale: float = 0.6):
+    """Words a0..a{n-1} with Gaussian vectors (the builders add the ``<unk>`` row)."""
+    from ldptext_precompute.santext.embeddings import from_word_vectors
+
+    rng = np.random.default_rng(seed)
+    words = [f"a{i}" for i in range(n)]
+    return from_word_vectors(words, (rng.normal(size=(n, dim)) * scale).astype(np.float32),
+                             f"adversary-{n}x{dim}-seed{seed}")
+
+
+def read(path: Path):
+    """(manifest without the writer's own fields, plain arrays, blobs, mechanism) of a bundle."""
+    from ldptext import bundle as B
+
+    b, _ = B.open_unverified(path)
+    manifest = json.loads(json.dumps({k: v for k, v in b.manifest.items()
+                                      if k not in ("format", "format_version", "mechanism", "arrays")}))
+    arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
+    blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
+    return manifest, arrays, blobs, b.mechanism
+
+
+def recraft(src: Path, dst: Path, key, *, manifest: Callable[[dict], None] | None = None,
+            arrays: Callable[[dict], None] | None = None, blobs: Callable[[dict], None] | None = None) -> Path:
+    """``src`` with its manifest / arrays / blobs edited in place by the callables, then written and
+    signed with ``key`` (a valid signature over the lying manifest, every hash recomputed)."""
+    from ldptext import bundle as B
+
+    m, a, bl, mechanism = read(src)
+    if manifest:
+        manifest(m)
+    if arrays:
+        arrays(a)
+    if blobs:
+        blobs(bl)
+    return B.write_bundle(dst, mechanism=mechanism, arrays=a, manifest=m, blobs=bl, sign_key=key)
+
+
+def own_slot(arrays: dict, row: int) -> int:
+    """The head slot of ``row`` that proposes ``row`` itself."""
+    slots = np.flatnonzero(arrays["head_ids"][row].astype(np.int64) == row)
+    assert slots.size == 1, "row is not in its own head"
+    return int(slots[0])
+
+
+def always_itself(arrays: dict, row: int) -> None:
+    """Row ``row`` releases its own word with probability 1: every alias column sends its mass to the
+    row's own head slot, accepted with exp(0)."""
+    j = own_slot(arrays, row)
+    thr, ali = arrays["alias_threshold"], arrays["alias_index"]
+    thr[row, :] = 0
+    ali[row, :] = j
+    thr[row, j] = np.iinfo(np.uint32).max
+    ali[row, j] = j
+    arrays["accept_gamma"][row, j] = 0
+
+
+def sensitive_rows_in_own_head(arrays: dict) -> np.ndarray:
+    """Sensitive valid rows that are outputs (so in their own head)."""
+    rows = np.flatnonzero(arrays["sensitive"] & arrays["valid_input"] & (arrays["keep_row"] == 0))
+    return np.array([r for r in rows if (arrays["head_ids"][r].astype(np.int64) == r).any()])
+
+
+def own_rates(path: Path, key_pub) -> np.ndarray:
+    """The realised P(x -> x) of every row of an honest bundle (its own runtime's exact law)."""
+    from ldptext.runtime import load_token_runtime
+
+    with load_token_runtime(path, trusted_keys=[key_pub], allow_weak_privacy=True) as rt:
+        n = len(rt.vocab)
+        rows = np.arange(n)
+        lp = rt.log_probabilities(rows)
+        return np.exp(lp[rows, rows])
+
+
+# ---- the corpus ---------------------------------------------------------------------------------
+
+
+def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
+    """Build the honest bases and every crafted bundle under ``root``; returns the cases by name."""
+    from ldptext_precompute.cmp.build import build_cmp_bundle
+    from ldptext_precompute.custext.build import build_custext_bundle
+    from ldptext_precompute.santext.build import build_santext_bundle
+    from ldptext_precompute.tem.build import build_tem_bundle
+
+    root = Path(root)
+    base = root / "base"
+    out = root / "crafted"
+    base.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    emb = generated_embeddings()
+    freqs = np.linspace(1.0, 0.0, len(emb.vocab))
+    key = atk.key
+    common = dict(embeddings="generated", loaded=emb, sign_key=key)
+
+    # honest bases
+    st3 = build_santext_bundle(base / "santext-e3.ldpb", epsilon=3.0, mechanism="santext", head_size=8,
+                               progress=False, frequencies=freqs, verbatim_cap="default", **common)
+    sp3 = build_santext_bundle(base / "santextp-e3.ldpb", epsilon=3.0, mechanism="santext+", p=0.3, w=0.7,
+                              head_size=8, progress=False, frequencies=freqs, verbatim_cap="default", **common)
+    st_weak = build_santext_bundle(base / "santext-e60.ldpb", epsilon=60.0, mechanism="santext", head_size=8,
+                                   progress=False, frequencies=freqs, allow_weak_privacy=True, **common)
+    tem3 = build_tem_bundle(base / "tem-e3.ldpb", epsilon=3.0, head_size=8, progress=False, **common)
+    tem_far = build_tem_bundle(base / "tem-e3-gamma2.ldpb", epsilon=3.0, beta=None, gamma=2.0, head_size=8,
+                               progress=False, **common)  # a far set on every row
+    tem_weak = build_tem_bundle(base / "tem-e60.ldpb", epsilon=60.0, beta=None, gamma=4.0, head_size=8,
+                                progress=False, allow_weak_privacy=True, **common)
+    cus3 = build_custext_bundle(base / "custext-e3.ldpb", epsilon=3.0, k=10, progress=False, **common)
+    cus_weak = build_custext_bundle(base / "custext-e12.ldpb", epsilon=12.0, k=3, progress=False,
+                                    allow_weak_privacy=True, **common)
+    cmp3 = build_cmp_bundle(base / "cmp-e3.ldpb", epsilon=3.0, **common)
+    mah3 = build_cmp_bundle(base / "mahalanobis-e3.ldpb", epsilon=3.0, mechanism="mahalanobis", lam=0.5,
+                            **common)
+
+    vocab = json.loads(read(st3)[2]["vocab.json"])
+    all_words = " ".join(vocab[:-1])
+    cases: dict[str, Case] = {}
+
+    def add(name, klass, src, expect, *, doc=None, manifest=None, arrays=None, blobs=None, note="",
+            c=None, **extra):
+        path = recraft(src, out / f"{name}.ldpb", key, manifest=manifest, arrays=arrays, blobs=blobs)
+        mech = read(path)[3]
+        py, cli, code = expect
+        cases[name] = Case(name, klass, path, mech, (doc or all_words) + " " + SECRET, py, cli,
+                           code if c is None else c, note, extra=extra)
+
+    def set_path(*keys_value):
+        *keys, value = keys_value
+
+        def edit(m):
+            node = m
+            for k in keys[:-1]:
+                node = node[k]
+            node[keys[-1]] = value(node[keys[-1]]) if callable(value) else value
+        return edit
+
+    # ---- class 1: tables realise a larger epsilon (or weaker noise) than the manifest states --------
+    add("c1-santext-eps3-as-1", "1 relabelled epsilon", st3, MISMATCH, manifest=set_path("params", "epsilon", 1.0))
+    add("c1-custext-eps3-as-1", "1 relabelled epsilon", cus3, MISMATCH, manifest=set_path("params", "epsilon", 1.0))
+    add("c1-custext-eps3-as-2.5", "1 relabelled epsilon", cus3, MISMATCH,
+        manifest=set_path("params", "epsilon", 2.5))
+    add("c1-custext-similarity", "1 relabelled similarity", cus3, MISMATCH,
+        manifest=set_path("params", "similarity", "cosine"))
+    add("c1-tem-eps3-as-1", "1 relabelled epsilon", tem3, MISMATCH, manifest=set_path("params", "epsilon", 1.0))
+
+    def tem_eps1_consistent(m):
+        # an attacker who also restates gamma for beta at the lower epsilon (and the worst case)
+        o = m["vocab"]["outputs"]
+        beta = m["params"]["beta"]
+        gamma = (2 / 1.0) * np.log((1 - beta) * o / beta)
+        m["params"].update(epsilon=1.0, gamma=float(gamma))
+        m["privacy"]["worst_case_token_epsilon"] = float(min(gamma, m["privacy"]["d_max"]) * 1.0)
+    add("c1-tem-eps3-as-1-gamma-restated", "1 relabelled epsilon", tem3, MISMATCH, manifest=tem_eps1_consistent)
+
+    def tem_gamma(m):
+        m["params"]["gamma"] = m["params"]["gamma"] / 3
+        m["params"]["beta"] = None
+    add("c1-tem-gamma-relabelled", "1 relabelled gamma", tem3, MISMATCH, manifest=tem_gamma)
+
+    def tem_lighter_far(a):
+        a["bot_gamma"] = a["bot_gamma"] + 2.0  # the far branch (the "other words") made lighter
+    add("c1-tem-bot-gamma-raised", "1 weakened noise", tem_far, MISMATCH, arrays=tem_lighter_far,
+        note="TEM's far branch made lighter on every row")
+    add("c1-cmp-eps-relabelled", "1 relabelled epsilon", cmp3, MISMATCH,
+        manifest=set_path("params", "epsilon", 1.0), c=MECHANISM_NOT_RUN)
+
+    def cmp_dmax(m):
+        m["privacy"]["d_max"] = m["privacy"]["d_max"] / 4
+        m["privacy"]["worst_case_token_epsilon"] = m["privacy"]["d_max"] * m["params"]["epsilon"]
+    add("c1-cmp-dmax-relabelled", "1 relabelled D_max", cmp3, MISMATCH, manifest=cmp_dmax, c=MECHANISM_NOT_RUN)
+
+    def weaker_noise(a):
+        a["noise_transform"] = a["noise_transform"] * 0.1  # a tenth of the noise
+    add("c1-mahalanobis-noise-x0.1", "1 weakened noise", mah3, MISMATCH, arrays=weaker_noise, c=MECHANISM_NOT_RUN)
+    add("c1-mahalanobis-lambda", "1 relabelled lambda", mah3, MISMATCH, manifest=set_path("params", "lambda", 0.9),
+        c=MECHANISM_NOT_RUN)
+
+    def other_index(bl):
+        # the faiss index of other vectors: nearest neighbours no longer the bundle's outputs
+        from ldptext_precompute.metricdp.faiss_search import build_index, require_faiss
+        faiss = require_faiss()
+        rng = np.random.default_rng(5)
+        index = build_index(rng.normal(size=(len(vocab) - 1, 16)).astype(np.float32), "flat")
+        bl["index.faiss"] = bytes(faiss.serialize_index(index))
+    add("c1-cmp-swapped-index", "1 swapped index", cmp3, INTEGRITY_PY_ONLY, blobs=other_index)
+
+    # ---- class 2: SanText tail tampering ----------------------------------------------------------------
+    _, sp_arrays, _, _ = read(sp3)
+    rows = sensitive_rows_in_own_head(sp_arrays)
+    r = int(rows[len(rows) // 2])
+    word_r = vocab[r]
+    k = sp_arrays["head_ids"].shape[1]
+
+    def tail_gamma(a):
+        a["accept_gamma"][r, k] += 4.0  # the tail slot accepted e^-4 as often: the head (and r) gain
+    add("c2-tail-accept-gamma", "2 tail accept gamma", sp3, MISMATCH, doc=word_r, arrays=tail_gamma)
+
+    def all_tails(a):
+        a["accept_gamma"][:, k] += 1.0  # every row's tail lighter
+    add("c2-tail-accept-gamma-all-rows", "2 tail accept gamma", sp3, MISMATCH, arrays=all_tails)
+
+    def floor_up(a):
+        a["tail_floor"][r] = a["tail_floor"][r] * 2 + 1.0  # no longer a lower bound of the tail
+    add("c2-tail-floor-raised", "2 tail floor", sp3, MISMATCH, doc=word_r, arrays=floor_up)
+
+    def floor_neg(a):
+        a["tail_floor"][r] = -0.5
+    add("c2-tail-floor-negative", "2 invalid tail floor", sp3, NONFINITE, doc=word_r, arrays=floor_neg)
+
+    def floor_nan(a):
+        a["tail_floor"][r] = np.nan
+    add("c2-tail-floor-nan", "2 invalid tail floor", sp3, NONFINITE, doc=word_r, arrays=floor_nan)
+
+    def cluster_bounds(a):
+        a["cluster_gamma"][r, :] = 255  # every cluster bound far above the true distance gap
+    add("c2-cluster-bounds-raised", "2 cluster bounds", sp3, MISMATCH, doc=word_r, arrays=cluster_bounds)
+
+    def cluster_ids(a):
+        a["tail_cluster"][:] = a["cluster_gamma"].shape[1]  # a cluster id >= C
+    add("c2-cluster-id-out-of-range", "2 cluster ids", sp3, CLUSTER, arrays=cluster_ids)
+
+    def keep_sensitive(a):
+        a["keep_row"][r] = 1  # a sensitive word kept in the clear w.p. 1 - p
+    add("c2-keep-row-sensitive", "2 kept in clear", sp3, KEEP, doc=word_r, arrays=keep_sensitive)
+
+    # ---- class 3: one altered row among many valid ones --------------------------------------------
+    _, st_arrays, _, _ = read(st3)
+    st_rows = sensitive_rows_in_own_head(st_arrays)
+    r3 = int(st_rows[len(st_rows) // 3])
+    add("c3-santext-row-always-itself", "3 one altered row", st3, MISMATCH, doc=vocab[r3],
+        arrays=lambda a: always_itself(a, r3), row=r3, clean_doc=" ".join(vocab[i] for i in range(5) if i != r3))
+    add("c3-santextp-row-always-itself", "3 one altered row", sp3, MISMATCH, doc=word_r,
+        arrays=lambda a: always_itself(a, r), row=r,
+        clean_doc=" ".join(vocab[i] for i in (r + 1, r + 2)))
+
+    def swap_rows(a):
+        # row r3 gets the proposal of another row: a law of the wrong word, every hash valid
+        other = int(st_rows[0])
+        for n in ("alias_threshold", "alias_index", "accept_gamma"):
+            a[n][r3] = a[n][other]
+    add("c3-santext-row-from-other-row", "3 one altered row", st3, MISMATCH, doc=vocab[r3], arrays=swap_rows,
+        row=r3)
+
+    _, cus_arrays, _, _ = read(cus3)
+    rc_ = int(np.flatnonzero(cus_arrays["valid_input"])[7])
+    add("c3-custext-row-always-itself", "3 one altered row", cus3, MISMATCH, doc=vocab[rc_],
+        arrays=lambda a: always_itself(a, rc_), row=rc_)
+
+    # ---- class 4: a stated verbatim median / maximum that misstates the tables -----------------------
+    def median_only(m):
+        m["privacy"]["verbatim"]["median"] = 0.5
+        m["privacy"].pop("weak_privacy", None)
+    add("c4-median-0.5-naive", "4 misstated median", st_weak, MISMATCH, manifest=median_only)
+
+    def median_consistent(m):
+        v = m["privacy"]["verbatim"]
+        n = v["inputs"]
+        v.update(median=0.5, above_0_5=n // 2, above_0_9=n // 2 - 1)
+        m["privacy"].pop("weak_privacy", None)
+    add("c4-median-0.5-consistent", "4 misstated median", st_weak, MISMATCH, manifest=median_consistent)
+    add("c4-tem-median-0.5-consistent", "4 misstated median", tem_weak, MISMATCH, manifest=median_consistent)
+
+    st_rates = own_rates(st3, atk.pub_raw)
+    top = int(np.argmax(np.where(st_arrays["sensitive"], st_rates, -1)))
+
+    def max_lowered(m):
+        v = m["privacy"]["verbatim"]
+        v.update(max=v["median"], p90=v["median"], p99=v["median"], above_0_5=0, above_0_9=0)
+    add("c4-max-lowered", "4 misstated maximum", st3, MISMATCH, doc=vocab[top], manifest=max_lowered)
+
+    def above_cap(m):
+        m["privacy"]["verbatim"]["cap"] = m["privacy"]["verbatim"]["max"] / 2
+    add("c4-max-above-cap", "4 misstated cap", st3, MISMATCH, manifest=above_cap)
+
+    # ---- class 5: honest near-identity bundles (weak privacy), and the label dropped -------------------
+    for name, src in (("c5-santext-weak", st_weak), ("c5-tem-weak", tem_weak), ("c5-custext-weak", cus_weak)):
+        path = recraft(src, out / f"{name}.ldpb", key)  # re-signed as is
+        cases[name] = Case(name, "5 weak privacy", path, read(path)[3], all_words + " " + SECRET, *WEAK,
+                           weak_opt_in=True)
+    path = recraft(st_weak, out / "c5-santext-weak-unlabelled.ldpb", key,
+                   manifest=lambda m: m["privacy"].pop("weak_privacy", None))
+    cases["c5-santext-weak-unlabelled"] = Case("c5-santext-weak-unlabelled", "5 weak privacy", path, "santext",
+                                               all_words + " " + SECRET, *WEAK, weak_opt_in=True)
+
+    # ---- class 7: descriptive manifest fields that lie --------------------------------------------------
+    add("c7-vocab-size", "7 descriptive lie", sp3, MISMATCH, manifest=set_path("vocab", "size", lambda v: v + 1000))
+    add("c7-kept-in-clear", "7 descriptive lie", cus3, MISMATCH, manifest=set_path("vocab", "kept_in_clear", 50))
+    add("c7-non-sensitive", "7 descriptive lie", sp3, MISMATCH, manifest=set_path("vocab", "non_sensitive", 0))
+    add("c7-sensitive", "7 descriptive lie", sp3, MISMATCH, manifest=set_path("vocab", "sensitive", lambda v: v * 2))
+    add("c7-outputs", "7 descriptive lie", st3, MISMATCH, manifest=set_path("vocab", "outputs", lambda v: v + 5000))
+    add("c7-notion", "7 descriptive lie", st3, MISMATCH, manifest=set_path("privacy", "notion", "LDP"))
+    add("c7-custext-groups", "7 descriptive lie", cus3, MISMATCH,
+        manifest=set_path("privacy", "smallest_group", 50))
+    add("c7-sources-vocab-size", "7 descriptive lie", st3, MISMATCH,
+        manifest=set_path("sources", "embeddings", "vocab_size", 50000))
+    add("c7-vocab-dim", "7 descriptive lie", st3, MISMATCH, manifest=set_path("vocab", "dim", 300))
+    add("c7-vocab-kind", "7 descriptive lie", st3, MISMATCH, manifest=set_path("vocab", "kind", "wordpiece"))
+    add("c7-verbatim-inputs", "7 descriptive lie", st3, MISMATCH,
+        manifest=set_path("privacy", "verbatim", "inputs", 50000))
+    add("c7-removed-outputs", "7 descriptive lie", st3, MISMATCH,
+        manifest=set_path("privacy", "not_outputs", "above_verbatim_cap", 0))
+    add("c7-tolerance-understated", "7 descriptive lie", st3, MISMATCH,
+        manifest=set_path("numeric", "max_relative_error", 1e-18))
+    add("c7-tem-far-rows", "7 descriptive lie", tem_far, MISMATCH,
+        manifest=set_path("privacy", "rows_with_far_outputs", 0))
+    return cases
