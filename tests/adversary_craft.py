@@ -371,3 +371,66 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c7-tem-far-rows", "7 descriptive lie", tem_far, MISMATCH,
         manifest=set_path("privacy", "rows_with_far_outputs", 0))
     return cases
+
+
+# ---- DP-BART ----------------------------------------------------------------------------------------
+
+#: (name, what is damaged, expected Python exception class name): every one must exit 4 in ``ldptext
+#: rewrite``, never with an ONNX Runtime traceback
+DPBART_CASES = {
+    "dp-seq-len-16": ("dpbart.seq_len 10 stated as 16", "ParameterMismatchError"),
+    "dp-seq-len-4": ("dpbart.seq_len 10 stated as 4", "ParameterMismatchError"),
+    "dp-hidden-64": ("dpbart.hidden 32 stated as 64", "ParameterMismatchError"),
+    "dp-heads-4": ("dpbart.heads 2 stated as 4", "ParameterMismatchError"),
+    "dp-encoder-is-decoder": ("encoder.onnx replaced by the decoder graph", "ParameterMismatchError"),
+    "dp-decoder-is-encoder": ("decoder.onnx replaced by the encoder graph", "ParameterMismatchError"),
+    "dp-garbage-encoder": ("encoder.onnx replaced by random bytes", "BundleFormatError"),
+    "dp-pruned-out-of-range": ("pruned indices shifted past the hidden size", "BundleFormatError"),
+    "dp-n-pruned-lie": ("dpbart.n_pruned 8 stated as 2", "ParameterMismatchError"),
+    "dp-max-output-tokens": ("dpbart.max_output_tokens 10 stated as 10000 (past the decoder's positions)",
+                             "BundleError"),
+}
+
+
+def build_dpbart_corpus(root: Path, atk: Attacker) -> dict[str, Path]:
+    """A tiny DP-BART bundle (tests/conftest_dpbart.py's random 2-layer BERT-to-BERT, no training),
+    signed by the attacker, and one damaged copy per :data:`DPBART_CASES` entry, re-signed."""
+    from conftest_dpbart import build_tiny_bundle, single_thread_torch
+
+    root = Path(root)
+    with single_thread_torch():
+        src, _, _ = build_tiny_bundle(root / "dpbart.ldpb", sign_key=atk.key, quantize=None)
+
+    def dp(key, value):
+        def edit(m):
+            m["dpbart"][key] = value
+        return edit
+
+    def blob_from(dst_name, src_name):
+        def edit(bl):
+            bl[dst_name] = bl[src_name]
+        return edit
+
+    def garbage(bl):
+        bl["encoder.onnx"] = bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8))
+
+    def shift_pruned(a):
+        a["pruned"] = a["pruned"] + 100
+
+    edits = {
+        "dp-seq-len-16": dict(manifest=dp("seq_len", 16)),
+        "dp-seq-len-4": dict(manifest=dp("seq_len", 4)),
+        "dp-hidden-64": dict(manifest=dp("hidden", 64)),
+        "dp-heads-4": dict(manifest=dp("heads", 4)),
+        "dp-encoder-is-decoder": dict(blobs=blob_from("encoder.onnx", "decoder.onnx")),
+        "dp-decoder-is-encoder": dict(blobs=blob_from("decoder.onnx", "encoder.onnx")),
+        "dp-garbage-encoder": dict(blobs=garbage),
+        "dp-pruned-out-of-range": dict(arrays=shift_pruned),
+        "dp-n-pruned-lie": dict(manifest=dp("n_pruned", 2)),
+        "dp-max-output-tokens": dict(manifest=dp("max_output_tokens", 10000)),
+    }
+    assert set(edits) == set(DPBART_CASES)
+    out = {"honest": src}
+    for name, kw in edits.items():
+        out[name] = recraft(src, root / f"{name}.ldpb", atk.key, **kw)
+    return out

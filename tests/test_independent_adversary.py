@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adversary_craft import SECRET, Attacker, Case, build_corpus
+from adversary_craft import DPBART_CASES, SECRET, Attacker, Case, build_corpus, build_dpbart_corpus
 from conftest import require_tool
 
 from ldptext import errors
@@ -549,3 +549,86 @@ def test_jvm_refuses(corpus, jvm_results, name, mode):
 @pytest.mark.parametrize("name", cases_for("jvm-opt-in", [n for n in NAMES if n.startswith("c5-")]))
 def test_jvm_weak_opt_in(corpus, jvm_results, name):
     assert jvm_results[name]["optin"] == ("released", 0, "true")
+
+
+# ---- DP-BART (Rewriter.load / ldptext rewrite) -------------------------------------------------------
+
+DPBART_GAPS = {
+    ("python", "dp-n-pruned-lie"): "Rewriter.load accepts dpbart.n_pruned 2 over 8 pruned indices "
+                                   "(bundle verify refuses it)",
+    ("cli", "dp-n-pruned-lie"): "ldptext rewrite accepts dpbart.n_pruned 2 over 8 pruned indices "
+                                "(bundle verify refuses it)",
+    ("python", "dp-max-output-tokens"): "max_output_tokens past the decoder's positions: a raw onnxruntime "
+                                        "Fail from rewrite, not a bundle error",
+    ("cli", "dp-max-output-tokens"): "max_output_tokens past the decoder's positions: ldptext rewrite exits 1 "
+                                     "with an onnxruntime traceback, not 4",
+    ("verify", "dp-heads-4"): "bundle verify accepts dpbart.heads 4 over 2-head graphs (Rewriter.load refuses it)",
+    ("sign", "dp-heads-4"): "bundle sign re-signs dpbart.heads 4 over 2-head graphs (Rewriter.load refuses it)",
+    ("verify", "dp-decoder-is-encoder"): "bundle verify accepts decoder.onnx replaced by the encoder graph "
+                                         "(Rewriter.load refuses it)",
+    ("sign", "dp-decoder-is-encoder"): "bundle sign re-signs decoder.onnx replaced by the encoder graph "
+                                       "(Rewriter.load refuses it)",
+    ("verify", "dp-max-output-tokens"): "bundle verify accepts max_output_tokens past the decoder's positions",
+    ("sign", "dp-max-output-tokens"): "bundle sign re-signs max_output_tokens past the decoder's positions",
+}
+
+
+def dp_cases(door: str):
+    return [pytest.param(n, id=n, marks=[pytest.mark.xfail(strict=True, reason=f"{door}: {DPBART_GAPS[door, n]}")]
+                         if (door, n) in DPBART_GAPS else []) for n in DPBART_CASES]
+
+
+@pytest.fixture(scope="module")
+def dpbart_corpus(tmp_path_factory, attacker) -> dict[str, Path]:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("transformers")
+    return build_dpbart_corpus(tmp_path_factory.mktemp("dpbart"), attacker)
+
+
+def test_dpbart_honest_rewrites(dpbart_corpus, attacker):
+    """The tiny bundle the damaged ones come from rewrites (so each refusal is the damage's)."""
+    from ldptext.dpbart import Rewriter
+
+    with Rewriter.load(dpbart_corpus["honest"], trusted_keys=[attacker.pub_raw]) as rw:
+        assert isinstance(rw.rewrite("the cat sat on the mat", epsilon=3.0, delta=1e-5).text, str)
+
+
+@pytest.mark.parametrize("name", dp_cases("python"))
+def test_dpbart_rewriter_refuses(dpbart_corpus, attacker, name):
+    from ldptext.dpbart import Rewriter
+
+    expected = getattr(errors, DPBART_CASES[name][1])
+    with pytest.raises(errors.BundleError) as info:
+        with Rewriter.load(dpbart_corpus[name], trusted_keys=[attacker.pub_raw]) as rw:
+            rw.rewrite(f"the cat sat on the mat {SECRET}", epsilon=3.0, delta=1e-5)
+    assert isinstance(info.value, expected), f"{type(info.value).__name__}: {info.value}"
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("name", dp_cases("cli"))
+def test_dpbart_cli_rewrite_exits_4(dpbart_corpus, attacker, name, tmp_path, capsys):
+    inp = tmp_path / "in.txt"
+    inp.write_text(f"the cat sat on the mat {SECRET}\n", encoding="utf-8")
+    try:
+        rc, out, err = _cli(["rewrite", "--bundle", str(dpbart_corpus[name]), "--epsilon", "3", "--delta", "1e-5",
+                             "--trusted-key", str(attacker.pub_path), "--no-progress", str(inp)], capsys)
+    except Exception as e:  # an unexpected exception is the command's exit 1 with a traceback
+        pytest.fail(f"ldptext rewrite raised {type(e).__name__} (exit 1)")
+    assert rc == 4, err
+    assert out == "" and SECRET not in err
+
+
+@pytest.mark.parametrize("name", dp_cases("verify"))
+def test_dpbart_verify_refuses(dpbart_corpus, attacker, name, capsys):
+    rc, out, err = _cli(["bundle", "verify", "--trusted-key", str(attacker.pub_path), str(dpbart_corpus[name])],
+                        capsys)
+    assert rc == 4, out + err
+
+
+@pytest.mark.parametrize("name", dp_cases("sign"))
+def test_dpbart_sign_refuses(dpbart_corpus, attacker, name, tmp_path, capsys):
+    dst = tmp_path / "resigned.ldpb"
+    rc, out, err = _cli(["bundle", "sign", "--key", str(attacker.key_path), "--out", str(dst),
+                         str(dpbart_corpus[name])], capsys)
+    assert rc == 4, out + err
+    assert not dst.exists()
