@@ -89,12 +89,15 @@ def read(path: Path):
 
 
 def recraft(src: Path, dst: Path, key, *, manifest: Callable[[dict], None] | None = None,
-            arrays: Callable[[dict], None] | None = None, blobs: Callable[[dict], None] | None = None) -> Path:
-    """``src`` with its manifest / arrays / blobs edited in place by the callables, then written and
-    signed with ``key`` (a valid signature over the lying manifest, every hash recomputed)."""
+            arrays: Callable[[dict], None] | None = None, blobs: Callable[[dict], None] | None = None,
+            mechanism: str | None = None) -> Path:
+    """``src`` with its manifest / arrays / blobs edited in place by the callables (and, given
+    ``mechanism``, relabelled as another mechanism), then written and signed with ``key`` (a valid
+    signature over the lying manifest, every hash recomputed)."""
     from ldptext import bundle as B
 
-    m, a, bl, mechanism = read(src)
+    m, a, bl, own = read(src)
+    mechanism = mechanism or own
     if manifest:
         manifest(m)
     if arrays:
@@ -184,8 +187,9 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     cases: dict[str, Case] = {}
 
     def add(name, klass, src, expect, *, doc=None, manifest=None, arrays=None, blobs=None, note="",
-            c=None, **extra):
-        path = recraft(src, out / f"{name}.ldpb", key, manifest=manifest, arrays=arrays, blobs=blobs)
+            c=None, mechanism=None, **extra):
+        path = recraft(src, out / f"{name}.ldpb", key, manifest=manifest, arrays=arrays, blobs=blobs,
+                       mechanism=mechanism)
         mech = read(path)[3]
         py, cli, code = expect
         cases[name] = Case(name, klass, path, mech, (doc or all_words) + " " + SECRET, py, cli,
@@ -251,6 +255,29 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
         bl["index.faiss"] = bytes(faiss.serialize_index(index))
     add("c1-cmp-swapped-index", "1 swapped index", cmp3, INTEGRITY_PY_ONLY, blobs=other_index)
 
+    add("c1-santextp-epsilon0", "1 relabelled epsilon0", sp3, MISMATCH, manifest=set_path("params", "epsilon0", 0.1))
+    add("c1-tem-bot-count-halved", "1 TEM far set", tem_far, MISMATCH,
+        arrays=lambda a: a.__setitem__("bot_count", a["bot_count"] // 2))
+    st_d_max = read(st3)[0]["privacy"]["d_max"]
+
+    def as_santext(m):
+        # another mechanism's tables presented as SanText's (the SanText manifest's own fields)
+        m["params"] = {"epsilon": m["params"]["epsilon"], "epsilon0": 0.0, "head_size": m["params"]["head_size"],
+                       "p": None, "w": None}
+        m["privacy"]["notion"] = "metric-LDP"
+        m["privacy"]["d_max"] = st_d_max
+        m["privacy"].pop("worst_case_token_epsilon", None)
+
+    def without(*names):
+        def edit(a):
+            for n in names:
+                a.pop(n)
+        return edit
+    add("c1-tem-as-santext", "1 mechanism relabelled", tem_far, MISMATCH, manifest=as_santext,
+        arrays=without("bot_gamma", "bot_count"), mechanism="santext")
+    add("c1-custext-as-santext", "1 mechanism relabelled", cus3, MISMATCH, manifest=as_santext,
+        arrays=without("group_id"), mechanism="santext")
+
     # ---- class 2: SanText tail tampering ----------------------------------------------------------------
     _, sp_arrays, _, _ = read(sp3)
     rows = sensitive_rows_in_own_head(sp_arrays)
@@ -290,6 +317,13 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
         a["keep_row"][r] = 1  # a sensitive word kept in the clear w.p. 1 - p
     add("c2-keep-row-sensitive", "2 kept in clear", sp3, KEEP, doc=word_r, arrays=keep_sensitive)
 
+    _, cus_arrays, _, _ = read(cus3)
+
+    def group_of_one(a):
+        a["group_id"][np.flatnonzero(a["valid_input"])[3]] = a["group_id"].max() + 1
+    add("c2-custext-group-below-k", "2 CusText output set", cus3, ("BundleIntegrityError", 4, -121),
+        arrays=group_of_one)
+
     # ---- class 3: one altered row among many valid ones --------------------------------------------
     _, st_arrays, _, _ = read(st3)
     st_rows = sensitive_rows_in_own_head(st_arrays)
@@ -308,7 +342,6 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c3-santext-row-from-other-row", "3 one altered row", st3, MISMATCH, doc=vocab[r3], arrays=swap_rows,
         row=r3)
 
-    _, cus_arrays, _, _ = read(cus3)
     rc_ = int(np.flatnonzero(cus_arrays["valid_input"])[7])
     add("c3-custext-row-always-itself", "3 one altered row", cus3, MISMATCH, doc=vocab[rc_],
         arrays=lambda a: always_itself(a, rc_), row=rc_)
@@ -333,6 +366,11 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     def max_lowered(m):
         v = m["privacy"]["verbatim"]
         v.update(max=v["median"], p90=v["median"], p99=v["median"], above_0_5=0, above_0_9=0)
+    def median_just_below(m):
+        v = m["privacy"]["verbatim"]
+        v.update(median=0.89, above_0_9=v["inputs"] // 2 - 1)
+        m["privacy"].pop("weak_privacy", None)
+    add("c4-median-0.89", "4 misstated median", st_weak, MISMATCH, manifest=median_just_below)
     add("c4-max-lowered", "4 misstated maximum", st3, MISMATCH, doc=vocab[top], manifest=max_lowered)
 
     def above_cap(m):
@@ -346,6 +384,13 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
                            weak_opt_in=True)
     path = recraft(st_weak, out / "c5-santext-weak-unlabelled.ldpb", key,
                    manifest=lambda m: m["privacy"].pop("weak_privacy", None))
+    def threshold(m):
+        m["privacy"]["verbatim"]["near_identity_median"] = 1.5  # the refusal threshold, restated
+        m["privacy"].pop("weak_privacy", None)
+    path = recraft(st_weak, out / "c5-santext-weak-threshold-restated.ldpb", key, manifest=threshold)
+    cases["c5-santext-weak-threshold-restated"] = Case("c5-santext-weak-threshold-restated", "5 weak privacy",
+                                                       path, "santext", all_words + " " + SECRET, *WEAK,
+                                                       weak_opt_in=True)
     cases["c5-santext-weak-unlabelled"] = Case("c5-santext-weak-unlabelled", "5 weak privacy", path, "santext",
                                                all_words + " " + SECRET, *WEAK, weak_opt_in=True)
 
@@ -370,6 +415,19 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
         manifest=set_path("numeric", "max_relative_error", 1e-18))
     add("c7-tem-far-rows", "7 descriptive lie", tem_far, MISMATCH,
         manifest=set_path("privacy", "rows_with_far_outputs", 0))
+
+    # ---- class 8: the SanText+ split ---------------------------------------------------------------
+    # V_N (released unchanged w.p. 1 - p) is 150 of the 240 words, p = 0.01: an honest build
+    wordlist = base / "vn-words.txt"
+    wordlist.write_text("\n".join(vocab[:150]) + "\n", encoding="utf-8")
+    split = build_santext_bundle(base / "santextp-split150-p0.01.ldpb", epsilon=3.0, mechanism="santext+", p=0.01,
+                                 head_size=8, progress=False, frequencies=freqs, non_sensitive=wordlist,
+                                 verbatim_cap=None, **common)
+    add("c8-split-majority-kept", "8 split", split, WEAK, doc=" ".join(vocab[:150]),
+        note="an honest build: 99 % of a document of V_N words leaves unchanged")
+    add("c8-split-relabelled-function-words", "8 split", split, MISMATCH,
+        manifest=set_path("params", "non_sensitive", "function-words"), doc=" ".join(vocab[:150]),
+        note="a 150-word V_N of ordinary words described as the closed-class function words")
     return cases
 
 

@@ -47,7 +47,9 @@ NAMES = [
     "c1-santext-eps3-as-1", "c1-custext-eps3-as-1", "c1-custext-eps3-as-2.5", "c1-custext-similarity",
     "c1-tem-eps3-as-1", "c1-tem-eps3-as-1-gamma-restated", "c1-tem-gamma-relabelled", "c1-tem-bot-gamma-raised",
     "c1-cmp-eps-relabelled", "c1-cmp-dmax-relabelled", "c1-mahalanobis-noise-x0.1", "c1-mahalanobis-lambda",
-    "c1-cmp-swapped-index",
+    "c1-cmp-swapped-index", "c1-santextp-epsilon0", "c1-tem-bot-count-halved", "c1-tem-as-santext",
+    "c1-custext-as-santext", "c2-custext-group-below-k", "c4-median-0.89", "c5-santext-weak-threshold-restated",
+    "c8-split-majority-kept", "c8-split-relabelled-function-words",
     "c2-tail-accept-gamma", "c2-tail-accept-gamma-all-rows", "c2-tail-floor-raised", "c2-tail-floor-negative",
     "c2-tail-floor-nan", "c2-cluster-bounds-raised", "c2-cluster-id-out-of-range", "c2-keep-row-sensitive",
     "c3-santext-row-always-itself", "c3-santextp-row-always-itself", "c3-santext-row-from-other-row",
@@ -77,6 +79,14 @@ DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign",
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (door, name): f"{door} accepts a descriptive lie: {what}"
     for name, what in UNCHECKED_DESCRIPTIONS.items() for door in DOORS}
+# The weak-privacy rule counts sensitive words only: a SanText+ publisher that puts most of the
+# vocabulary in V_N with a tiny p releases almost every word unchanged with no opt-in; and the
+# split's description is not checked against the kept rows.
+KNOWN_GAPS.update({(door, "c8-split-majority-kept"): f"{door} accepts a SanText+ bundle keeping 150 of 240 words "
+                   "in V_N at p = 0.01 (99% of such a document released unchanged) without the weak-privacy opt-in"
+                   for door in DOORS})
+KNOWN_GAPS.update({(door, "c8-split-relabelled-function-words"): f"{door} accepts params.non_sensitive "
+                   "'function-words' over a V_N of 150 ordinary words" for door in DOORS})
 
 
 def gap(door: str, name: str):
