@@ -428,6 +428,34 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c8-split-relabelled-function-words", "8 split", split, MISMATCH,
         manifest=set_path("params", "non_sensitive", "function-words"), doc=" ".join(vocab[:150]),
         note="a 150-word V_N of ordinary words described as the closed-class function words")
+
+    # ---- class 9: what a released id renders as -------------------------------------------------
+    # every other head output of row r9 renders as r9's own word, upper-cased or with zero-width
+    # spaces: released ids differ from the input's (so the id-based verbatim rate is honest) but the
+    # released text is the input word
+    r9 = int(st_rows[10])
+    head9 = [int(h) for h in st_arrays["head_ids"][r9] if h != r9]
+    look_alikes = [vocab[r9].upper() + "\u200b" * i for i in range(len(head9))]
+
+    def tokenizer_renders(bl):
+        t = json.loads(bl["tokenizer.json"])
+        v = t["model"]["vocab"]
+        for h, s_ in zip(head9, look_alikes):
+            del v[vocab[h]]
+            v[s_] = h
+        bl["tokenizer.json"] = json.dumps(t).encode()
+
+    def vocab_renders(bl):
+        tokenizer_renders(bl)
+        v = json.loads(bl["vocab.json"])
+        for h, s_ in zip(head9, look_alikes):
+            v[h] = s_
+        bl["vocab.json"] = json.dumps(v).encode()
+    add("c9-tokenizer-disagrees-with-vocab", "9 rendering", st3, ("BundleIntegrityError", 4, -111),
+        doc=vocab[r9], blobs=tokenizer_renders, row=r9,
+        note="tokenizer.json renders 7 output ids as the input word's look-alikes; vocab.json does not")
+    add("c9-look-alike-outputs", "9 rendering", st3, MISMATCH, doc=vocab[r9], blobs=vocab_renders, row=r9,
+        note="7 output tokens that render as the input word (case, zero-width spaces), consistently")
     return cases
 
 

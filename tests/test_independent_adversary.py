@@ -49,7 +49,8 @@ NAMES = [
     "c1-cmp-eps-relabelled", "c1-cmp-dmax-relabelled", "c1-mahalanobis-noise-x0.1", "c1-mahalanobis-lambda",
     "c1-cmp-swapped-index", "c1-santextp-epsilon0", "c1-tem-bot-count-halved", "c1-tem-as-santext",
     "c1-custext-as-santext", "c2-custext-group-below-k", "c4-median-0.89", "c5-santext-weak-threshold-restated",
-    "c8-split-majority-kept", "c8-split-relabelled-function-words",
+    "c8-split-majority-kept", "c8-split-relabelled-function-words", "c9-tokenizer-disagrees-with-vocab",
+    "c9-look-alike-outputs",
     "c2-tail-accept-gamma", "c2-tail-accept-gamma-all-rows", "c2-tail-floor-raised", "c2-tail-floor-negative",
     "c2-tail-floor-nan", "c2-cluster-bounds-raised", "c2-cluster-id-out-of-range", "c2-keep-row-sensitive",
     "c3-santext-row-always-itself", "c3-santextp-row-always-itself", "c3-santext-row-from-other-row",
@@ -87,6 +88,11 @@ KNOWN_GAPS.update({(door, "c8-split-majority-kept"): f"{door} accepts a SanText+
                    for door in DOORS})
 KNOWN_GAPS.update({(door, "c8-split-relabelled-function-words"): f"{door} accepts params.non_sensitive "
                    "'function-words' over a V_N of 150 ordinary words" for door in DOORS})
+KNOWN_GAPS.update({(door, "c9-tokenizer-disagrees-with-vocab"): f"{door} accepts a tokenizer.json whose "
+                   "vocabulary disagrees with vocab.json (7 ids renamed)" for door in DOORS})
+KNOWN_GAPS.update({(door, "c9-look-alike-outputs"): f"{door} accepts output tokens that render as the input "
+                   "word (upper case, zero-width spaces): the word leaves in text about twice as often as its "
+                   "id-based verbatim rate says (0.27 vs 0.13 over 200 draws)" for door in DOORS})
 
 
 def gap(door: str, name: str):
