@@ -278,6 +278,19 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c1-custext-as-santext", "1 mechanism relabelled", cus3, MISMATCH, manifest=as_santext,
         arrays=without("group_id"), mechanism="santext")
 
+    add("c1-tem-beta-relabelled", "1 relabelled beta", tem3, MISMATCH, manifest=set_path("params", "beta", 1e-7))
+
+    def d_max_halved(m):
+        m["privacy"]["d_max"] /= 2
+        m["privacy"]["worst_case_token_epsilon"] = m["privacy"]["d_max"] * m["params"]["epsilon"]
+    add("c1-santext-dmax-halved", "1 relabelled D_max", st3, MISMATCH, manifest=d_max_halved)
+
+    def plus_as_plain(m):
+        m["params"].update(p=None, w=None, epsilon0=0.0)
+        m["params"].pop("non_sensitive", None)
+        m["privacy"]["notion"] = "metric-LDP"
+    add("c1-santextp-as-santext", "1 mechanism relabelled", sp3, KEEP, manifest=plus_as_plain, mechanism="santext")
+
     # ---- class 2: SanText tail tampering ----------------------------------------------------------------
     _, sp_arrays, _, _ = read(sp3)
     rows = sensitive_rows_in_own_head(sp_arrays)
@@ -313,6 +326,15 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
         a["tail_cluster"][:] = a["cluster_gamma"].shape[1]  # a cluster id >= C
     add("c2-cluster-id-out-of-range", "2 cluster ids", sp3, CLUSTER, arrays=cluster_ids)
 
+    def clusters_rotated(a):
+        c = a["cluster_gamma"].shape[1]
+        a["tail_cluster"][:] = (a["tail_cluster"].astype(np.int64) + 1) % c  # bounds of the wrong cluster
+    add("c2-tail-clusters-reassigned", "2 cluster bounds", sp3, MISMATCH, arrays=clusters_rotated)
+
+    def head_size_lie(m):
+        m["params"]["head_size"] = 4
+    add("c2-head-size-relabelled", "2 head size", sp3, ("BundleIntegrityError", 4, -96), manifest=head_size_lie)
+
     def keep_sensitive(a):
         a["keep_row"][r] = 1  # a sensitive word kept in the clear w.p. 1 - p
     add("c2-keep-row-sensitive", "2 kept in clear", sp3, KEEP, doc=word_r, arrays=keep_sensitive)
@@ -345,6 +367,12 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     rc_ = int(np.flatnonzero(cus_arrays["valid_input"])[7])
     add("c3-custext-row-always-itself", "3 one altered row", cus3, MISMATCH, doc=vocab[rc_],
         arrays=lambda a: always_itself(a, rc_), row=rc_)
+
+    y3 = int(st_arrays["head_ids"][r3][0])
+
+    def one_scale(a):
+        a["emb_scale"][y3] *= 1.5  # one output moved: every row with it in its head is wrong
+    add("c3-santext-one-embedding-row", "3 one altered row", st3, MISMATCH, doc=vocab[r3], arrays=one_scale)
 
     # ---- class 4: a stated verbatim median / maximum that misstates the tables -----------------------
     def median_only(m):
