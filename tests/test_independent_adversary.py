@@ -657,3 +657,21 @@ def test_dpbart_sign_refuses(dpbart_corpus, attacker, name, tmp_path, capsys):
                          str(dpbart_corpus[name])], capsys)
     assert rc == 4, out + err
     assert not dst.exists()
+
+
+# ---- a false refusal found on the way ---------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="an honest CusText bundle with K = 2 at eps = 12 (every sensitive rate "
+                   "equal, 0.99753) is refused as a misstated median even with the weak-privacy opt-in: the "
+                   "realised rate exceeds the stated one by rounding")
+def test_honest_custext_k2_opens_with_opt_in(tmp_path, attacker):
+    from adversary_craft import generated_embeddings
+    from ldptext_precompute.custext.build import build_custext_bundle
+
+    from ldptext.runtime import load_token_runtime
+
+    path = build_custext_bundle(tmp_path / "custext-k2.ldpb", embeddings="generated", loaded=generated_embeddings(),
+                                sign_key=attacker.key, epsilon=12.0, k=2, allow_weak_privacy=True)
+    with load_token_runtime(path, trusted_keys=[attacker.pub_raw], allow_weak_privacy=True) as rt:
+        assert rt.sanitize("a1 a2 a3").report.weak_privacy is True
