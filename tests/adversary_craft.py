@@ -419,6 +419,15 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     cases["c5-santext-weak-threshold-restated"] = Case("c5-santext-weak-threshold-restated", "5 weak privacy",
                                                        path, "santext", all_words + " " + SECRET, *WEAK,
                                                        weak_opt_in=True)
+    # the downgrade: the whole privacy.verbatim section left out (older bundles state none), so that
+    # no stated median marks the bundle as near identity
+    def no_verbatim(m):
+        m["privacy"].pop("verbatim")
+        m["privacy"].pop("weak_privacy", None)
+    for name, src in (("c5-santext-weak-verbatim-dropped", st_weak), ("c5-tem-weak-verbatim-dropped", tem_weak),
+                      ("c5-custext-weak-verbatim-dropped", cus_weak)):
+        dropped = recraft(src, out / f"{name}.ldpb", key, manifest=no_verbatim)
+        cases[name] = Case(name, "5 weak privacy", dropped, read(dropped)[3], all_words + " " + SECRET, *WEAK)
     cases["c5-santext-weak-unlabelled"] = Case("c5-santext-weak-unlabelled", "5 weak privacy", path, "santext",
                                                all_words + " " + SECRET, *WEAK, weak_opt_in=True)
 

@@ -52,6 +52,7 @@ NAMES = [
     "c8-split-majority-kept", "c8-split-relabelled-function-words", "c9-tokenizer-disagrees-with-vocab",
     "c9-look-alike-outputs", "c1-tem-beta-relabelled", "c1-santext-dmax-halved", "c1-santextp-as-santext",
     "c2-tail-clusters-reassigned", "c2-head-size-relabelled", "c3-santext-one-embedding-row",
+    "c5-santext-weak-verbatim-dropped", "c5-tem-weak-verbatim-dropped", "c5-custext-weak-verbatim-dropped",
     "c2-tail-accept-gamma", "c2-tail-accept-gamma-all-rows", "c2-tail-floor-raised", "c2-tail-floor-negative",
     "c2-tail-floor-nan", "c2-cluster-bounds-raised", "c2-cluster-id-out-of-range", "c2-keep-row-sensitive",
     "c3-santext-row-always-itself", "c3-santextp-row-always-itself", "c3-santext-row-from-other-row",
@@ -66,6 +67,9 @@ NAMES = [
 # the one-row cases whose wrong row is known (check_rows must name it)
 ALTERED_ROW = ["c3-santext-row-always-itself", "c3-santextp-row-always-itself", "c3-santext-row-from-other-row",
                "c3-custext-row-always-itself"]
+# honest near-identity bundles (and restatements that leave the verbatim section): the opt-in opens them
+WEAK_HONEST = ["c5-santext-weak", "c5-tem-weak", "c5-custext-weak", "c5-santext-weak-unlabelled",
+               "c5-santext-weak-threshold-restated"]
 ENGINE = ("santext", "santext+", "tem", "custext", "custext+")
 # Descriptive manifest fields that no runtime checks against the tables (found by this corpus): every
 # door accepts the bundle and `bundle inspect` prints the lie. Only vocab.size, outputs, sensitive,
@@ -84,6 +88,14 @@ DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign",
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (door, name): f"{door} accepts a descriptive lie: {what}"
     for name, what in UNCHECKED_DESCRIPTIONS.items() for door in DOORS}
+# Leaving out privacy.verbatim (as older bundles do) leaves no stated median to refuse: libldptext (C,
+# wasm, JVM) opens a near-identity SanText bundle without the opt-in (Python computes the rate and
+# refuses); for TEM and CusText every door opens it.
+_DROPPED = "a near-identity bundle whose privacy.verbatim section is left out, without the weak-privacy opt-in"
+KNOWN_GAPS.update({(door, "c5-santext-weak-verbatim-dropped"): f"{door} opens {_DROPPED}"
+                   for door in ("c", "wasm", "jvm")})
+KNOWN_GAPS.update({(door, f"c5-{m}-weak-verbatim-dropped"): f"{door} opens {_DROPPED} ({m})"
+                   for door in DOORS for m in ("tem", "custext")})
 # The weak-privacy rule counts sensitive words only: a SanText+ publisher that puts most of the
 # vocabulary in V_N with a tiny p releases almost every word unchanged with no opt-in; and the
 # split's description is not checked against the kept rows.
@@ -152,7 +164,7 @@ def test_python_refuses(corpus, attacker, name, how):
     assert SECRET not in str(info.value)
 
 
-@pytest.mark.parametrize("name", cases_for("python-opt-in", [n for n in NAMES if n.startswith("c5-")]))
+@pytest.mark.parametrize("name", cases_for("python-opt-in", WEAK_HONEST))
 def test_python_weak_opt_in(corpus, attacker, name):
     """An honest near-identity bundle opens with the opt-in, and its report says so."""
     from ldptext.runtime import load_token_runtime
@@ -237,7 +249,7 @@ def test_cli_sanitize_parquet(corpus, attacker, name, tmp_path, capsys):
     assert SECRET not in err
 
 
-@pytest.mark.parametrize("name", cases_for("cli-opt-in", [n for n in NAMES if n.startswith("c5-")]))
+@pytest.mark.parametrize("name", cases_for("cli-opt-in", WEAK_HONEST))
 def test_cli_weak_opt_in(corpus, attacker, name, tmp_path, capsys):
     case = corpus[name]
     inp = tmp_path / "in.txt"
@@ -425,7 +437,7 @@ def test_c_altered_row(corpus, attacker, clib, name):
         lib.ldp_bundle_close(b)
 
 
-@pytest.mark.parametrize("name", cases_for("c-opt-in", [n for n in NAMES if n.startswith("c5-")]))
+@pytest.mark.parametrize("name", cases_for("c-opt-in", WEAK_HONEST))
 def test_c_weak_opt_in(corpus, attacker, clib, name):
     case = corpus[name]
     assert clib.run(case.path, attacker.pub_raw, case.doc, allow_weak=True) == ("released", 0, 1)
@@ -478,7 +490,7 @@ def test_wasm_refuses(corpus, node_results, name):
     assert SECRET not in res["message"]
 
 
-@pytest.mark.parametrize("name", cases_for("wasm-opt-in", [n for n in NAMES if n.startswith("c5-")]))
+@pytest.mark.parametrize("name", cases_for("wasm-opt-in", WEAK_HONEST))
 def test_wasm_weak_opt_in(corpus, node_results, name):
     assert node_results[name]["optin"] == {"stage": "released", "code": 0, "weak": True}
 
@@ -571,7 +583,7 @@ def test_jvm_refuses(corpus, jvm_results, name, mode):
     assert code == case.c, (stage, code)
 
 
-@pytest.mark.parametrize("name", cases_for("jvm-opt-in", [n for n in NAMES if n.startswith("c5-")]))
+@pytest.mark.parametrize("name", cases_for("jvm-opt-in", WEAK_HONEST))
 def test_jvm_weak_opt_in(corpus, jvm_results, name):
     assert jvm_results[name]["optin"] == ("released", 0, "true")
 
