@@ -453,6 +453,21 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c7-tem-far-rows", "7 descriptive lie", tem_far, MISMATCH,
         manifest=set_path("privacy", "rows_with_far_outputs", 0))
 
+    # ---- class 10: numbers outside their domain (each check has its own code, the same everywhere) --
+    add("c10-tolerance-above-limit", "10 domain", st3, ("BundleIntegrityError", 4, -84),
+        manifest=set_path("numeric", "max_relative_error", 1e-3))
+    add("c10-tem-tolerance-above-limit", "10 domain", tem3, ("BundleIntegrityError", 4, -84),
+        manifest=set_path("numeric", "max_relative_error", 1e-3))
+    add("c10-p-zero", "10 domain", sp3, ("BundleIntegrityError", 4, -83), manifest=set_path("params", "p", 0.0))
+    add("c10-p-above-one", "10 domain", sp3, ("BundleIntegrityError", 4, -83), manifest=set_path("params", "p", 1.5))
+    add("c10-epsilon-negative", "10 domain", st3, ("BundleIntegrityError", 4, -82),
+        manifest=set_path("params", "epsilon", -3.0))
+    add("c10-epsilon-1e300", "10 domain", st3, MISMATCH, manifest=set_path("params", "epsilon", 1e300))
+
+    def alias_out_of_range(a):
+        a["alias_index"][5, 0] = 200
+    add("c10-alias-slot-out-of-range", "10 domain", st3, ("BundleIntegrityError", 4, -92), arrays=alias_out_of_range)
+
     # ---- class 8: the SanText+ split ---------------------------------------------------------------
     # V_N (released unchanged w.p. 1 - p) is 150 of the 240 words, p = 0.01: an honest build
     wordlist = base / "vn-words.txt"

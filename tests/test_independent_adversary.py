@@ -53,6 +53,8 @@ NAMES = [
     "c9-look-alike-outputs", "c1-tem-beta-relabelled", "c1-santext-dmax-halved", "c1-santextp-as-santext",
     "c2-tail-clusters-reassigned", "c2-head-size-relabelled", "c3-santext-one-embedding-row",
     "c5-santext-weak-verbatim-dropped", "c5-tem-weak-verbatim-dropped", "c5-custext-weak-verbatim-dropped",
+    "c10-tolerance-above-limit", "c10-tem-tolerance-above-limit", "c10-p-zero", "c10-p-above-one",
+    "c10-epsilon-negative", "c10-epsilon-1e300", "c10-alias-slot-out-of-range",
     "c2-tail-accept-gamma", "c2-tail-accept-gamma-all-rows", "c2-tail-floor-raised", "c2-tail-floor-negative",
     "c2-tail-floor-nan", "c2-cluster-bounds-raised", "c2-cluster-id-out-of-range", "c2-keep-row-sensitive",
     "c3-santext-row-always-itself", "c3-santextp-row-always-itself", "c3-santext-row-from-other-row",
