@@ -303,6 +303,7 @@ static void SantextTable_dealloc(SantextTableObject *self) {
     int i;
     for (i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
     PyMem_Free(self->tail_mass);
+    ldp_refine_store_free(self->table.refined);
     PyMem_Free(self->cluster_order);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -324,6 +325,8 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
     self->n_views = 0;
     PyMem_Free(self->tail_mass);
     self->tail_mass = NULL;
+    ldp_refine_store_free(self->table.refined);
+    self->table.refined = NULL;
     PyMem_Free(self->cluster_order);
     self->cluster_order = NULL;
     /* the released views may be freed: a failed re-initialisation must not leave the table
@@ -418,6 +421,9 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
             return -1;
         }
         ldp_santext_cluster_order(&self->table, self->cluster_order);
+        /* as libldptext: refined bounds for the rows drawn (Generator.santext_sample refines a
+         * call's new rows first, where libldptext's row check does); none out of memory */
+        self->table.refined = ldp_refine_store_new(&self->table, (size_t)16 << 20);
     }
     return 0;
 range:
@@ -445,8 +451,10 @@ static PyObject *Generator_santext_sample(GeneratorObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "xs and ys must have the same length");
         rc = -1;
     } else {
-        rc = ldp_santext_sample_many(&self->state, &((SantextTableObject *)tobj)->table, xs.buf,
-                                     ys.buf, (size_t)(xs.len / 4), &failed_at);
+        const ldp_santext_table *table = &((SantextTableObject *)tobj)->table;
+        /* an id out of range refines nothing; the sampler names its position */
+        (void)ldp_refine_rows(table, xs.buf, (size_t)(xs.len / 4));
+        rc = ldp_santext_sample_many(&self->state, table, xs.buf, ys.buf, (size_t)(xs.len / 4), &failed_at);
         if (rc == LDP_SAMPLE_ERR_ROW)
             PyErr_Format(PyExc_IndexError, "token id at position %zu is outside the domain",
                          failed_at);
@@ -1022,6 +1030,33 @@ static PyObject *SantextTable_distance(SantextTableObject *self, PyObject *args)
     return PyFloat_FromDouble(ldp_distance(&self->table, a, b));
 }
 
+/* SantextTable.refined(x) -> (bounds, cell_of_outputs, skip) or None: row x's refined bound per
+ * cell (bytes), the cell of every output (a list in output order) and its skip flag, where the row
+ * is refined (santext_sampler.h); for the tests */
+static PyObject *SantextTable_refined(SantextTableObject *self, PyObject *args) {
+    const ldp_santext_table *t = &self->table;
+    int x, c;
+    PyObject *bounds, *cells;
+    char *q;
+    if (!PyArg_ParseTuple(args, "i", &x)) return NULL;
+    if (x < 0 || x >= t->n_rows) {
+        PyErr_SetString(PyExc_IndexError, "row out of range");
+        return NULL;
+    }
+    if (t->n_cells <= 0 || ldp_refined_bound(t, x, 0) < 0) Py_RETURN_NONE;
+    bounds = PyBytes_FromStringAndSize(NULL, t->n_cells);
+    if (bounds == NULL) return NULL;
+    q = PyBytes_AS_STRING(bounds);
+    for (c = 0; c < t->n_cells; c++) q[c] = (char)ldp_refined_bound(t, x, c);
+    cells = PyList_New(t->n_outputs);
+    if (cells == NULL) {
+        Py_DECREF(bounds);
+        return NULL;
+    }
+    for (c = 0; c < t->n_outputs; c++) PyList_SET_ITEM(cells, c, PyLong_FromLong(t->cell_of[t->outputs[c]]));
+    return Py_BuildValue("(NNi)", bounds, cells, ldp_refined_skip(t, x));
+}
+
 /* SantextTable.skip_rows() -> bytes: 1 per row that skips its refused rounds, 0 otherwise */
 static PyObject *SantextTable_skip_rows(SantextTableObject *self, PyObject *unused) {
     (void)unused;
@@ -1032,6 +1067,8 @@ static PyObject *SantextTable_skip_rows(SantextTableObject *self, PyObject *unus
 static PyMethodDef SantextTable_methods[] = {
     {"distance", (PyCFunction)SantextTable_distance, METH_VARARGS,
      "distance(a, b): Euclidean distance of rows a and b as the sampler computes it"},
+    {"refined", (PyCFunction)SantextTable_refined, METH_VARARGS,
+     "refined(x): (bounds per cell, cell of each output, skip flag) where row x is refined, else None"},
     {"skip_rows", (PyCFunction)SantextTable_skip_rows, METH_NOARGS,
      "skip_rows(): one byte per row, 1 where the sampler skips refused tail rounds (empty: none)"},
     {NULL, NULL, 0, NULL}};

@@ -85,6 +85,16 @@ typedef struct {
      * enough for the sampler to ask for head rows ahead of their tokens (a hint: same draws; 0
      * where the target has no prefetch instruction). */
     int32_t look_ahead;
+    /* Cells (derived with the cluster order): each cluster's outputs split by their nearest of
+     * cells_per_cluster pivots, the positions sorted by (cluster, cell, id); 0 cells: none. */
+    int32_t n_cells;                 /* C * cells_per_cluster */
+    int32_t cells_per_cluster;
+    const uint32_t *cell_start;      /* [n_cells + 1]: first position of each cell */
+    const uint16_t *sorted_cell;     /* [n_outputs]: cell of sorted_outputs[i] */
+    const uint16_t *cell_of;         /* [n_rows]: cell of each output (0 for the other rows) */
+    /* Refined bounds (ldp_refine_row): per row, a bound per cell instead of per cluster; NULL:
+     * none. Mutable behind a const table: rows are added, never changed. */
+    struct ldp_refine_store *refined;
     double half_epsilon;         /* eps / 2 */
     double p;                    /* SanText+ probability of sanitizing a non-sensitive token */
     /* A compact bundle's narrow arrays, read where they are stored (no widened copy): when one of
@@ -143,6 +153,37 @@ void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
  * table must have passed ldp_santext_table_check and have its tail_mass. */
 size_t ldp_santext_cluster_order_size(const ldp_santext_table *t);
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
+
+/* Cells per cluster of the cluster order (fewer where C * 8 would exceed 2048: cell ids are uint16). */
+#define LDP_CELLS_PER_CLUSTER 8
+
+/* Refined bounds: the cluster bound cluster_gamma[x][c] holds for every tail output of cluster c, so
+ * at wide eps a kept candidate is often far above it and refused by its distance (GloVe-50k at eps
+ * = 3: 9 distances per tail draw). Once a row's distances to every output are known (libldptext's
+ * row check computes them anyway; ldp_refine_rows for other callers), the bound of each cell, its
+ * nearest tail output's, is stored for the row: q_cell >= q_cluster, every one still a lower
+ * bound of the second exponent as the sampler computes it, so the two-trial product and the
+ * output law are unchanged (santext_sampler.c) while far cells are refused before their
+ * distance. A row is refined once and never changed; a store holds at most max_bytes of rows,
+ * the others keep their cluster bounds. A token reads its row's bounds once, at its start. */
+typedef struct ldp_refine_store ldp_refine_store;
+/* A store for table t's refined rows (t must have cells), of at most max_bytes; NULL without
+ * cells or memory. Attach it as t->refined; free it after the last draw. */
+ldp_refine_store *ldp_refine_store_new(const ldp_santext_table *t, size_t max_bytes);
+void ldp_refine_store_free(ldp_refine_store *s);
+/* Refines row x from d2min[c] (n_cells values): the smallest squared distance (as
+ * ldp_distance_sq_block gives it) from x to a tail output of cell c, +inf where the cell has
+ * none. 1 stored, 0 not (no store, full, refined before, or a cluster bound that does not hold:
+ * the row check refuses such a row). Thread-safe. */
+int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min);
+/* Refines each row of xs[0..n) that is not yet (one pass over the outputs per LDP_DIST_BLOCK
+ * rows): for callers whose rows no check has refined. LDP_SAMPLE_OK, or _ERR_ROW for an id out
+ * of range (nothing refined). */
+int ldp_refine_rows(const ldp_santext_table *t, const int32_t *xs, size_t n);
+/* Row x's refined bound of cell c (units of 1/32), or -1 where the row is not refined. */
+int ldp_refined_bound(const ldp_santext_table *t, int32_t x, int32_t c);
+/* Row x's refined skip flag (1 it skips its refused rounds, 0 not), or -1 where it is not refined. */
+int ldp_refined_skip(const ldp_santext_table *t, int32_t x);
 
 #if defined(__SIZEOF_INT128__)
 /* Bernoulli(r / n) for 0 <= r < n < 2^96: the lazily drawn uniform U against r / n's binary digits,

@@ -216,3 +216,75 @@ def test_rows_that_skip_refused_rounds_realise_the_distribution_chi_square(clust
     assert all(flags[x] for x in rows) and len(rows) == 3
     for x in rows:
         assert_sampler_matches_formula(san, x, 600_000)
+
+
+def _log_table() -> list[float]:
+    """LOG[q] of native/cluster_bounds.h (exact: hexadecimal floats)."""
+    text = (ROOT / "native" / "cluster_bounds.h").read_text()
+    return [float.fromhex(v) for v in re.findall(r"-?0x[0-9a-f.]+p[-+]\d+", text[text.index("LDP_CLUSTER_LOG[256]"):])]
+
+
+def _refined_table(clustered):
+    """The extension's table over the clustered bundle, every valid row refined by its first draw."""
+    from ldptext import _native
+    t = clustered.tables
+    table = _native.SantextTable(**t.sampler_arguments(epsilon=clustered.epsilon, p=clustered.p))
+    xs = np.flatnonzero(t.valid_input).astype(np.int32)
+    _native.Generator(bytes(32), 0).santext_sample(table, xs, np.empty_like(xs))
+    return table
+
+
+def test_refined_bounds_hold_and_are_each_cells_nearest(clustered):
+    """A refined row (santext_sampler.h ldp_refine_row) bounds each cell, a part of one cluster: at
+    least the cluster's bound, the sampler's second exponent (eps/2 (d - floor) - LOG[q]) + gamma_K
+    stays >= 0 at the cell's nearest tail output (so at all of them), and q + 1 would not: recomputed
+    here from the sampler's distances and cluster_bounds.h. Some bound rises above its cluster's."""
+    t = clustered.tables
+    table, logs, half = _refined_table(clustered), _log_table(), clustered.epsilon / 2
+    raised = 0
+    for x in np.flatnonzero(t.valid_input):
+        bounds, cells, _ = table.refined(int(x))
+        bounds, cells = np.frombuffer(bounds, np.uint8).astype(int), np.asarray(cells)
+        assert bounds.size == 8 * t.cluster_gamma.shape[1]
+        assert np.array_equal(cells // 8, t.tail_cluster[t.outputs])
+        tail = ~np.isin(t.outputs, t.head_ids[x])
+        for c in np.unique(cells):
+            q, base = bounds[c], int(t.cluster_gamma[x, c // 8])
+            assert q >= base
+            members = t.outputs[(cells == c) & tail]
+            if members.size == 0:
+                continue
+            d = min(clustered._table.distance(int(x), int(y)) for y in members)
+
+            def holds(qq: int) -> bool:
+                return (half * (d - t.tail_floor[x]) - logs[qq]) + t.accept_gamma[x, -1] >= 0.0
+
+            assert holds(q) and (q == 255 or not holds(q + 1))
+            raised += q > base
+    assert raised > 0
+
+
+@pytest.mark.parametrize("backend", ["auto", "extension"])
+def test_refined_rows_realise_the_distribution_chi_square(clustered, backend):
+    """Rows whose cells' bounds rise above their clusters' against the float64 formula, on libldptext
+    (its row check refines a row before its first draw) and on the extension's table (its first draw
+    refines): a row that skips its refused rounds under the refined bounds and one that keeps them."""
+    from ldptext.alias import realised_masses
+    t = clustered.tables
+    table = _refined_table(clustered)
+    share = realised_masses(t.alias_threshold, t.alias_index)[:, -1] / ((t.head_size + 1) * 2.0**32)
+    by_skip: dict[int, int] = {}
+    for x in np.argsort(-np.where(t.valid_input, share, -1)):
+        if not t.valid_input[x]:
+            break
+        bounds, _, skip = table.refined(int(x))
+        if (np.frombuffer(bounds, np.uint8) > np.repeat(t.cluster_gamma[x], 8)).any():
+            by_skip.setdefault(skip, int(x))
+    assert set(by_skip) == {0, 1}
+    if backend == "extension":
+        san = _ExtensionTable(load_seeded(clustered._bundle.path, seed=7), seed=7)
+    else:
+        san = load_seeded(clustered._bundle.path, seed=7, backend=backend)
+        assert san.backend == "libldptext"
+    for x in by_skip.values():
+        assert_sampler_matches_formula(san, x, 600_000)

@@ -1093,6 +1093,9 @@ static int check_tables(ldp_bundle *b) {
             b->cluster_order = malloc(ldp_santext_cluster_order_size(&b->table));
             if (b->cluster_order == NULL) return LDP_E_NOMEM;
             ldp_santext_cluster_order(&b->table, b->cluster_order);
+            /* refined bounds for the rows the check reads whole (santext_sampler.h); none out of
+             * memory (the cluster bounds alone: the same law) */
+            if (!is_custext(b)) b->table.refined = ldp_refine_store_new(&b->table, LDP_REFINE_MAX_BYTES);
         }
         /* the mechanism's own arrays */
         if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
@@ -1178,6 +1181,7 @@ void ldp_bundle_close(ldp_bundle *b) {
     free(b->zero_clusters);
     free(b->tail_mass);
     free(b->row_state);
+    ldp_refine_store_free(b->table.refined);
     free(b->cluster_order);
     free(b->group_size);
     free(b->arrays);

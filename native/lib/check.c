@@ -542,17 +542,22 @@ typedef struct {
     double head_sum, sum;
     int32_t *skip;    /* positions in the scan order of the head's outputs (not tail outputs) */
     size_t n_skip;
-    double *near_d;   /* per cluster: the nearest tail output's squared distance and id */
+    double *near_d;   /* per group: the nearest tail output's squared distance and id */
     int32_t *near_y;
 } engine_row;
 
-/* The pass reads the outputs in cluster order (each cluster's outputs ascending: the sampler's
- * cluster order; one cluster, the outputs themselves), so that each cluster's nearest is the
- * minimum of a contiguous run. */
+/* The pass reads the outputs in the sampler's cluster order (by cluster, then cell, ids
+ * ascending; one cluster, the outputs themselves), so that each group's nearest is the minimum of a
+ * contiguous run. A group is a cell where the order has cells (each cell's nearest is then also its
+ * refined bound: ldp_refine_row), else a cluster. */
 static const int32_t *scan_order(const ldp_santext_table *t) {
     return t->sorted_outputs != NULL ? t->sorted_outputs : t->outputs;
 }
-static int32_t cluster_end(const ldp_santext_table *t, int32_t c) {
+static int32_t n_groups(const ldp_santext_table *t) {
+    return t->n_cells > 0 ? t->n_cells : t->n_clusters;
+}
+static int32_t group_end(const ldp_santext_table *t, int32_t c) {
+    if (t->n_cells > 0) return (int32_t)t->cell_start[c + 1];
     return t->sorted_outputs != NULL ? (int32_t)t->cluster_start[c + 1] : t->n_outputs;
 }
 
@@ -582,7 +587,10 @@ static int engine_head(const ldp_bundle *b, engine_row *e, double tol) {
         rmin = fmin(rmin, r);
         rmax = fmax(rmax, r);
         if (y == x) e->own = d;
-        if (t->sorted_outputs != NULL) { /* y's position in the scan order: within its cluster */
+        if (t->n_cells > 0) { /* y's position in the scan order: within its cell */
+            lo = (int32_t)t->cell_start[t->cell_of[y]];
+            hi = (int32_t)t->cell_start[t->cell_of[y] + 1];
+        } else if (t->sorted_outputs != NULL) { /* within its cluster */
             lo = (int32_t)t->cluster_start[t->tail_cluster[y]];
             hi = (int32_t)t->cluster_start[t->tail_cluster[y] + 1];
         }
@@ -609,15 +617,15 @@ static int engine_head(const ldp_bundle *b, engine_row *e, double tol) {
             e->head_sum += exp(-half * (ldp_distance(t, x, ldp_head_id(t, head_at + j)) - e->own));
         e->sum_tail = 1.0 / e->head_sum > b->verbatim_max;
     }
-    for (j = 0; j < (size_t)t->n_clusters; j++) e->near_d[j] = INFINITY, e->near_y[j] = -1;
+    for (j = 0; j < (size_t)n_groups(t); j++) e->near_d[j] = INFINITY, e->near_y[j] = -1;
     return 1;
 }
 
 /* Row e's part of the pass over the scan order's [i0, i1), d2 the squared distances to them
  * (overwritten). The tail's second trial: its exponent grows with d (every step of
- * ldp_tail_exponent is a monotone rounding), so in each cluster the nearest tail output has the
- * smallest; find it by the squared distance (sqrt is monotone). seg: the clusters' runs in
- * [i0, i1), seg_at[s] to seg_at[s + 1] of cluster seg_c[s]. */
+ * ldp_tail_exponent is a monotone rounding), so in each group the nearest tail output has the
+ * smallest; find it by the squared distance (sqrt is monotone). seg: the groups' runs in
+ * [i0, i1), seg_at[s] to seg_at[s + 1] of group seg_c[s]. */
 static void engine_scan(const ldp_santext_table *t, engine_row *e, double *d2, int32_t i0, int32_t i1,
                         const int32_t *seg_at, const int32_t *seg_c, size_t n_seg) {
     const int32_t *order = scan_order(t);
@@ -650,7 +658,7 @@ static void engine_scan(const ldp_santext_table *t, engine_row *e, double *d2, i
         }
         for (; i < n; i++) m0 = d[i] < m0 ? d[i] : m0;
         m = fmin(fmin(m0, m1), fmin(m2, m3));
-        if (m < e->near_d[c]) { /* the first of equals: the lowest id (ascending within a cluster) */
+        if (m < e->near_d[c]) { /* the first of equals: the lowest id (ascending within a group) */
             for (i = 0; d[i] != m; i++) {}
             e->near_d[c] = m;
             e->near_y[c] = order[seg_at[s] + i];
@@ -683,9 +691,9 @@ static double tail_sum_exact(const ldp_santext_table *t, const engine_row *e, do
 static int engine_finish(const ldp_bundle *b, const engine_row *e, double *d2) {
     const ldp_santext_table *t = &b->table;
     size_t j;
-    for (j = 0; j < (size_t)t->n_clusters; j++) {
+    for (j = 0; j < (size_t)n_groups(t); j++) { /* the cluster bound at each group's nearest */
         const double d = e->near_d[j];
-        if (e->near_y[j] < 0) continue; /* no tail output in this cluster */
+        if (e->near_y[j] < 0) continue; /* no tail output in this group */
         if (!(ldp_tail_exponent(t, e->x, e->near_y[j], d > 0.0 ? sqrt(d) : 0.0) >= 0.0)) return -1;
     }
     /* the bound from below shows the rate within the maximum (no slack: the exact sum, within
@@ -701,14 +709,14 @@ static int engine_finish(const ldp_bundle *b, const engine_row *e, double *d2) {
  * per row its head positions and nearest tail output per cluster. */
 typedef struct {
     double *d2;       /* [LDP_DIST_BLOCK][SCAN_CHUNK] */
-    double *near_d;   /* [LDP_DIST_BLOCK][C] */
-    int32_t *near_y;  /* [LDP_DIST_BLOCK][C] */
+    double *near_d;   /* [LDP_DIST_BLOCK][groups] */
+    int32_t *near_y;  /* [LDP_DIST_BLOCK][groups] */
     int32_t *skip;    /* [LDP_DIST_BLOCK][K] */
     double *pairs;    /* CusText's: max(K, C) pairs (weights and similarities) */
 } row_scratch;
 
 static int scratch_alloc(const ldp_bundle *b, row_scratch *s) {
-    const size_t k = (size_t)b->table.head_size, c = (size_t)b->table.n_clusters;
+    const size_t k = (size_t)b->table.head_size, c = (size_t)n_groups(&b->table);
     const size_t blk = LDP_DIST_BLOCK;
     s->d2 = (double *)malloc(blk * SCAN_CHUNK * sizeof(double));
     s->near_d = (double *)malloc(blk * c * sizeof(double));
@@ -732,9 +740,9 @@ static void check_engine_rows(const ldp_bundle *b, const int32_t *xs, size_t n, 
                               int *verdict) {
     const ldp_santext_table *t = &b->table;
     const int32_t *order = scan_order(t);
-    const size_t k = (size_t)t->head_size, c = (size_t)t->n_clusters;
+    const size_t k = (size_t)t->head_size, c = (size_t)n_groups(t);
     engine_row rows[LDP_DIST_BLOCK];
-    int32_t live[LDP_DIST_BLOCK], seg_at[SCAN_CHUNK + 1], seg_c[SCAN_CHUNK], cur = 0, end = cluster_end(t, 0);
+    int32_t live[LDP_DIST_BLOCK], seg_at[SCAN_CHUNK + 1], seg_c[SCAN_CHUNK], cur = 0, end = group_end(t, 0);
     size_t i, n_live = 0, at[LDP_DIST_BLOCK];
     int32_t i0;
     for (i = 0; i < n; i++) {
@@ -754,8 +762,8 @@ static void check_engine_rows(const ldp_bundle *b, const int32_t *xs, size_t n, 
         const int32_t i1 = t->n_outputs - i0 > SCAN_CHUNK ? i0 + SCAN_CHUNK : t->n_outputs;
         size_t n_seg = 0;
         int32_t p = i0;
-        while (p < i1) { /* the clusters' runs in [i0, i1) (a cluster may be empty) */
-            while (end <= p) end = cluster_end(t, ++cur);
+        while (p < i1) { /* the groups' runs in [i0, i1) (a group may be empty) */
+            while (end <= p) end = group_end(t, ++cur);
             seg_at[n_seg] = p;
             seg_c[n_seg++] = cur;
             p = end < i1 ? end : i1;
@@ -765,7 +773,11 @@ static void check_engine_rows(const ldp_bundle *b, const int32_t *xs, size_t n, 
         for (i = 0; i < n_live; i++)
             engine_scan(t, &rows[at[i]], s->d2 + i * (size_t)(i1 - i0), i0, i1, seg_at, seg_c, n_seg);
     }
-    for (i = 0; i < n_live; i++) verdict[at[i]] = engine_finish(b, &rows[at[i]], s->d2);
+    for (i = 0; i < n_live; i++) {
+        verdict[at[i]] = engine_finish(b, &rows[at[i]], s->d2);
+        /* a right row's refined bounds come with its check: each cell's nearest, found above */
+        if (verdict[at[i]] > 0 && t->refined != NULL) (void)ldp_refine_row(t, rows[at[i]].x, rows[at[i]].near_d);
+    }
 }
 
 /* The whole check of rows xs[0..n) (valid inputs, distinct) for their mechanism: each verdict
