@@ -179,6 +179,24 @@ int main(void) {
     rc = ldp_santext_sample_many(&g, &table, xs, ys, 4096, &failed);
     printf("\nsample rc %d", rc);
     for (i = 0; i < 4096; i++) printf("%s%d", i % 64 ? " " : "\n", ys[i]);
+    { /* refined bounds (santext_sampler.h): each cell's nearest, then draws under them */
+        ldp_refine_store *store = ldp_refine_store_new(&table, (size_t)1 << 20);
+        int32_t all[V];
+        int c;
+        for (i = 0; i < V; i++) all[i] = (int32_t)i;
+        table.refined = store;
+        rc = store != NULL ? ldp_refine_rows(&table, all, V) : -1;
+        printf("\nrefined rc %d cells %d", rc, (int)table.n_cells);
+        for (i = 0; i < V; i += 3) {
+            printf("\nrow %zu skip %d:", i, ldp_refined_skip(&table, (int32_t)i));
+            for (c = 0; c < table.n_cells; c++) printf(" %d", ldp_refined_bound(&table, (int32_t)i, c));
+        }
+        rc = ldp_santext_sample_many(&g, &table, xs, ys, 4096, &failed);
+        printf("\nrefined sample rc %d", rc);
+        for (i = 0; i < 4096; i++) printf("%s%d", i % 64 ? " " : "\n", ys[i]);
+        table.refined = NULL;
+        ldp_refine_store_free(store);
+    }
 
     /* the public API on the tiny signed bundle, seeded */
     bw_test_keys(pk, sk, 0);
