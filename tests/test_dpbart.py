@@ -614,3 +614,193 @@ def test_cli_rewrite_refuses_infinite_epsilon_unless_allowed_and_json_says_seede
     rep = _strict_json(r.stdout.decode().splitlines()[0])["report"]
     assert rep["seeded"] is False and rep["evaluation_only"] is False and rep["noise_exact"] is True
     assert rep["epsilon_slack"] == 0.0 and len(rep["sampler_parameters"]) == 2
+
+
+# ------------------------------------------------------------------------------ the one DP-BART check
+# Every door (Rewriter.load, a direct construction, `ldptext rewrite`, `bundle verify`, `bundle sign`)
+# runs ldptext.dpbart_check.open_checked; each damaged bundle below is signed by a trusted key, so only
+# its statements (or graphs) are wrong, and every door must refuse it with a bundle error (exit 4).
+
+def _set(key, value):
+    def edit(m):
+        m["dpbart"][key] = value
+    return edit
+
+
+def _special(name, value):
+    def edit(m):
+        m["dpbart"]["special"][name] = value
+    return edit
+
+
+def _graph_from(dst, src):
+    return ("blobs", lambda bl: bl.__setitem__(dst, bl[src]))
+
+
+def _prune_all(a):
+    a["pruned"] = np.arange(32, dtype=np.int64)
+
+
+#: case → (manifest edit or ("blobs", edit) or ("arrays", edit, manifest edit), expected error class)
+DAMAGED = {
+    "n_pruned 8 stated as 2": (_set("n_pruned", 2), "ParameterMismatchError"),
+    "max_output_tokens one past the decoder's 64 positions": (_set("max_output_tokens", 65),
+                                                              "ParameterMismatchError"),
+    "max_output_tokens 10000": (_set("max_output_tokens", 10000), "ParameterMismatchError"),
+    "max_output_tokens 10**12 (cache too large)": (_set("max_output_tokens", 10 ** 12), "BundleFormatError"),
+    "heads 2 stated as 4": (_set("heads", 4), "ParameterMismatchError"),
+    "head_dim 16 stated as 8": (_set("head_dim", 8), "ParameterMismatchError"),
+    "n_layers 2 stated as 3": (_set("n_layers", 3), "ParameterMismatchError"),
+    "n_layers 2 stated as 1": (_set("n_layers", 1), "ParameterMismatchError"),
+    "decoder is the encoder graph": (_graph_from("decoder.onnx", "encoder.onnx"), "ParameterMismatchError"),
+    "decoder_init is the decoder graph": (_graph_from("decoder_init.onnx", "decoder.onnx"),
+                                          "ParameterMismatchError"),
+    "decoder_start past the vocabulary": (_special("decoder_start", 45), "ParameterMismatchError"),
+    "eos past the vocabulary": (_special("eos", 1000), "ParameterMismatchError"),
+    "clip 0": (_set("clip", 0.0), "BundleFormatError"),
+    "seq_len 1 leaves no content position": (_set("seq_len", 1), "BundleFormatError"),
+    "every hidden index pruned": (("arrays", _prune_all, _set("n_pruned", 32)), "ParameterMismatchError"),
+}
+DOORS = ("load", "construct", "cli rewrite", "verify", "sign")
+
+
+def _recraft(src, dst, edit, key):
+    """``src`` with ``edit`` applied, signed by ``key`` (no parameter check: what an attacker hands over)."""
+    from conftest import edited_bundle
+    from ldptext import bundle as B
+
+    if isinstance(edit, tuple) and edit[0] == "arrays":
+        return edited_bundle(src, dst, edit[2], arrays_edit=edit[1], sign_key=key)
+    if isinstance(edit, tuple) and edit[0] == "blobs":
+        b, _ = B.open_unverified(src)
+        manifest = {k: v for k, v in b.manifest.items() if k not in ("format", "format_version", "mechanism",
+                                                                        "arrays")}
+        arrays = {n: np.array(a) for n, a in b.arrays.items() if not n.startswith(B.BLOB_PREFIX)}
+        blobs = {n[len(B.BLOB_PREFIX):]: bytes(a) for n, a in b.arrays.items() if n.startswith(B.BLOB_PREFIX)}
+        edit[1](blobs)
+        return B.write_bundle(dst, mechanism=b.mechanism, arrays=arrays, manifest=manifest, blobs=blobs,
+                              sign_key=key)
+    return edited_bundle(src, dst, edit, sign_key=key)
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory):
+    """An honest signed fp32 tiny bundle (64 decoder positions, L = 10), its key files, and one damaged,
+    re-signed copy per :data:`DAMAGED` case, plus honest edge cases."""
+    from ldptext.keys import generate_keypair, load_private_key
+
+    d = tmp_path_factory.mktemp("dpbart_door")
+    key_path, pub_path = generate_keypair(d / "keys")
+    key = load_private_key(key_path)
+    with single_thread_torch():
+        honest, _, _ = build_tiny_bundle(d / "honest.ldpb", quantize=None, prune_rounds=2, sign_key=key)
+    damaged = {name: _recraft(honest, d / f"damaged-{i}.ldpb", edit, key)
+               for i, (name, (edit, _)) in enumerate(DAMAGED.items())}
+
+    def drop_n_pruned(m):
+        del m["dpbart"]["n_pruned"]
+    edges = {"max_output_tokens 64": _recraft(honest, d / "mot64.ldpb", _set("max_output_tokens", 64), key),
+             "no n_pruned": _recraft(honest, d / "old.ldpb", drop_n_pruned, key)}
+    return {"honest": honest, "damaged": damaged, "edges": edges, "key": key_path, "pub": pub_path}
+
+
+def _door(door, path, signed, tmp_path, capsys):
+    """Open ``path`` through ``door``; returns the exception (Python doors) or (exit status, stdout, stderr)."""
+    from ldptext import cli
+    from ldptext.bundle import read_bundle
+    from ldptext.dpbart import Rewriter
+    from ldptext.errors import BundleError
+
+    pub = str(signed["pub"])
+    if door in ("load", "construct"):
+        try:
+            with (Rewriter.load(path, trusted_keys=[pub], threads=1) if door == "load"
+                  else Rewriter(read_bundle(path, trusted_keys=[pub]), threads=1)) as rw:
+                rw.rewrite(f"the cat sat {MARKER}", epsilon=5.0, delta=1e-5)
+        except BundleError as e:
+            return e
+        return None
+    if door == "cli rewrite":
+        inp = tmp_path / "in.txt"
+        inp.write_text(f"the cat sat {MARKER}\n", encoding="utf-8")
+        argv = ["rewrite", "--bundle", str(path), "--epsilon", "5", "--delta", "1e-5", "--threads", "1",
+                "--trusted-key", pub, "--no-progress", str(inp)]
+    elif door == "verify":
+        argv = ["bundle", "verify", "--trusted-key", pub, str(path)]
+    else:
+        dst = tmp_path / "resigned.ldpb"
+        if dst.exists():
+            dst.unlink()
+        argv = ["bundle", "sign", "--key", str(signed["key"]), "--out", str(dst), str(path)]
+    rc = cli.main(argv)  # an unexpected exception is exit 1 with a traceback: it fails the test here
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_every_door_refuses_a_damaged_dpbart_bundle_with_a_bundle_error(signed, case, door, tmp_path, capsys):
+    from ldptext import errors
+
+    got = _door(door, signed["damaged"][case], signed, tmp_path, capsys)
+    if door in ("load", "construct"):
+        assert got is not None, f"{door} accepted: {case}"
+        assert isinstance(got, getattr(errors, DAMAGED[case][1])), f"{type(got).__name__}: {got}"
+        assert MARKER not in str(got) and "ONNXRuntimeError" not in str(got)
+        return
+    rc, out, err = got
+    assert rc == 4, out + err
+    assert "Traceback" not in err and MARKER not in err and "ONNXRuntimeError" not in err
+    assert err.count("\n") == 1, err  # one line: the reason
+    if door == "cli rewrite":
+        assert out == ""
+    if door == "sign":
+        assert not (tmp_path / "resigned.ldpb").exists()
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("case", ["honest", "max_output_tokens 64", "no n_pruned"])
+def test_every_door_accepts_an_honest_dpbart_bundle(signed, case, door, tmp_path, capsys):
+    """The bound is the decoder's own: 64 positions decode (a rewrite of 64 tokens runs), 65 are
+    refused above; a bundle from before ``n_pruned`` was written still opens."""
+    path = signed["honest"] if case == "honest" else signed["edges"][case]
+    got = _door(door, path, signed, tmp_path, capsys)
+    if door in ("load", "construct"):
+        assert got is None, f"{type(got).__name__}: {got}"
+    else:
+        rc, out, err = got
+        assert rc == 0, out + err
+
+
+def test_max_output_tokens_at_the_decoders_last_position_decodes_that_many_tokens(signed):
+    """With max_output_tokens = 64 (all the decoder's positions) decoding that never meets eos runs the
+    64 steps without an ONNX Runtime error, and a 65th step would fail: the check probes exactly the last
+    position decoding reaches."""
+    from ldptext.decoding import greedy
+    from ldptext.dpbart import Rewriter
+
+    with Rewriter.load(signed["edges"]["max_output_tokens 64"], trusted_keys=[str(signed["pub"])],
+                       threads=1) as rw:
+        z = np.zeros((1, rw.seq_len, rw.hidden), dtype=np.float32)
+        step, _ = rw._decoder_state(z, copies=1)
+        assert len(greedy(step, 1, rw.config.special.decoder_start, -1, rw.max_output_tokens)[0]) == 64
+        with pytest.raises(Exception, match="ONNXRuntimeError"):
+            step(np.array([rw.config.special.decoder_start], dtype=np.int64))  # position 64
+
+
+def test_every_door_runs_the_one_dpbart_check(signed, tmp_path, capsys, monkeypatch):
+    """Rewriter.load, a construction, `ldptext rewrite`, `bundle verify` and `bundle sign` all call
+    ldptext.dpbart_check.open_checked, once each: there is no second, weaker check."""
+    from ldptext import dpbart, dpbart_check
+
+    calls = []
+
+    def spy(bundle, **kw):
+        calls.append(bundle.bundle_id)
+        return dpbart_check.open_checked(bundle, **kw)
+    monkeypatch.setattr(dpbart, "open_checked", spy)
+    for door in DOORS:
+        before = len(calls)
+        got = _door(door, signed["honest"], signed, tmp_path, capsys)
+        assert got is None or got[0] == 0, (door, got)
+        assert len(calls) == before + 1, door

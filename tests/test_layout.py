@@ -118,7 +118,7 @@ LAYERS = [
      "ldptext.report"),
     ("ldptext.mechanisms ldptext.mechanisms.* ldptext.bundle ldptext.dpbart_schema ldptext.tokenization "
      "ldptext.runtime ldptext.library"),
-    "ldptext.token_runtime ldptext.santext_check",
+    "ldptext.token_runtime ldptext.santext_check ldptext.dpbart_check",
     "ldptext.santext ldptext.tem ldptext.custext ldptext.cmp ldptext.dpbart",
     "ldptext.bundle_check ldptext.spark",
     "ldptext.commands ldptext.commands.* ldptext.cli ldptext",

@@ -44,7 +44,6 @@ Runtime dependencies: numpy, onnxruntime, tokenizers and the project's own modul
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
@@ -53,8 +52,9 @@ import numpy as np
 from . import decoding as _decoding
 from . import noise as _noise
 from . import runtime as _runtime
-from .dpbart_schema import GRAPHS, MECHANISM, DPBartConfig, encoder_row
-from .errors import BundleFormatError, InputError, ParameterError, ParameterMismatchError, WeakPrivacyError
+from .dpbart_check import onnx_session, open_checked
+from .dpbart_schema import MECHANISM, DPBartConfig, encoder_row
+from .errors import InputError, ParameterError, WeakPrivacyError
 from .rng import Generator
 from .tokenization import TextTokenizer
 
@@ -75,32 +75,6 @@ NEAR_IDENTITY_NOISE = 0.1
 def relative_noise(calib: _noise.NoiseCalibration) -> float:
     """The noise's standard deviation per coordinate over C (0 without noise)."""
     return math.sqrt(calib.variance) / calib.clip
-
-
-def onnx_session(model: bytes | str | os.PathLike, *, threads: int | None = None) -> Any:
-    """An ONNX Runtime CPU session with the project's options: the one place they are set.
-
-    Parameters
-    ----------
-    model : bytes, str or os.PathLike
-        The serialised graph, or a path to it.
-    threads : int or None
-        Intra-op threads (inter-op: 1); ``None`` leaves ONNX Runtime's own choice.
-
-    Returns
-    -------
-    onnxruntime.InferenceSession
-        On the CPU execution provider, logging only errors.
-    """
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = int(threads)
-        opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    src = bytes(model) if isinstance(model, (bytes, bytearray, memoryview)) else str(model)
-    return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True)
@@ -337,16 +311,11 @@ class Rewriter(_runtime.Closable):
         self.mechanism: str = bundle.mechanism
         self.manifest: dict = bundle.manifest
         self.key_id: str | None = bundle.key_id
-        self.config: DPBartConfig = DPBartConfig.from_bundle(bundle)
-        sessions = {}
-        for name in GRAPHS:
-            blob = bundle.blob(f"{name}.onnx")  # a missing blob: BundleFormatError
-            try:
-                sessions[name] = onnx_session(blob, threads=threads)
-            except Exception as e:  # ONNX Runtime raises its own types for a malformed graph
-                raise BundleFormatError(f"bundle graph {name}.onnx cannot be loaded: {type(e).__name__}") from None
-        self._enc, self._init, self._dec = sessions["encoder"], sessions["decoder_init"], sessions["decoder"]
-        self._tok = TextTokenizer.from_bundle(bundle)
+        # the one DP-BART check (ldptext.dpbart_check), also what bundle verify and bundle sign run
+        checked = open_checked(bundle, threads=threads)
+        self.config: DPBartConfig = checked.config
+        self._enc, self._init, self._dec = checked.encoder, checked.decoder_init, checked.decoder
+        self._tok = checked.tokenizer
         self._rng = Generator(seed=seed) if seed is not None else Generator()
         cfg = self.config
         self._pruned = np.asarray(cfg.pruned, dtype=np.int64)
@@ -359,83 +328,23 @@ class Rewriter(_runtime.Closable):
         sp = cfg.special
         self._pad, self._bos, self._eos, self._start = sp.pad, sp.bos, sp.eos, sp.decoder_start
         self._capacity = cfg.capacity
-        self._dec_inputs = [i.name for i in self._dec.get_inputs()]
+        self._dec_inputs = list(checked.decoder_inputs)
         self.n = _noise.effective_dim(self.seq_len, self.hidden, len(self._pruned))
-
-    def _open_checks(self) -> None:
-        """The graphs against the stated shapes, at every construction (what ``bundle verify`` and
-        ``bundle sign`` check): the encoder on one input of length L returns (1, L, d), and one
-        decoder step runs on that output. A bundle with a wrong L or d, or swapped graphs, is refused
-        here with a bundle error, not at its first document with a raw ONNX Runtime one."""
-        try:
-            ids, mask = self.encoder_inputs([[]])
-            z = self._enc.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-        except Exception as e:  # ONNX Runtime raises its own types
-            raise ParameterMismatchError(f"the encoder graph does not run on an input of length "
-                                         f"L={self.seq_len}: {type(e).__name__}") from None
-        if tuple(np.shape(z)) != (1, self.seq_len, self.hidden):
-            raise ParameterMismatchError(f"the encoder graph returns shape {tuple(np.shape(z))}, but the "
-                                         f"manifest states L={self.seq_len}, d={self.hidden}")
-        try:
-            step, _ = self._decoder_state(np.asarray(z, dtype=np.float32), copies=1)
-            logits = np.asarray(step(np.array([self._start], dtype=np.int64)))
-        except Exception as e:
-            raise ParameterMismatchError(f"the decoder graphs do not run on the encoder's output: "
-                                         f"{type(e).__name__}") from None
-        if logits.ndim < 2 or logits.shape[0] != 1 or logits.shape[-1] < 2:
-            raise ParameterMismatchError(f"the decoder step returns shape {logits.shape}, not one row of "
-                                         f"next-token scores")
 
     # ------------------------------------------------------------------ loading
     @staticmethod
     def check_bundle(bundle: "Bundle", *, every_row: bool = False) -> None:
         """What ``bundle sign`` and ``bundle verify`` check (:func:`ldptext.bundle_check.check_parameters`):
-        L, d and |P| against the arrays, and the encoder graph's output shape on an input of length
-        L. ``every_row`` changes nothing (a DP-BART bundle has no rows).
+        the one DP-BART check that every construction runs too (:func:`ldptext.dpbart_check.open_checked`:
+        the section against the arrays, the graphs against the stated L, d, layers, heads, head size
+        and output limit). ``every_row`` changes nothing (a DP-BART bundle has no rows).
 
         Raises
         ------
-        ParameterMismatchError
+        BundleFormatError, ParameterMismatchError
+            As :func:`ldptext.dpbart_check.open_checked`.
         """
-        from .errors import BundleError
-
-        cfg = bundle.manifest.get("dpbart")
-        if not isinstance(cfg, dict):
-            raise ParameterMismatchError("dpbart manifest section is missing")
-        try:
-            seq_len, hidden = int(cfg["seq_len"]), int(cfg["hidden"])
-            n_pruned = cfg.get("n_pruned")
-        except (KeyError, TypeError, ValueError):
-            raise ParameterMismatchError("dpbart manifest lacks seq_len or hidden") from None
-        if seq_len < 1 or hidden < 1:
-            raise ParameterMismatchError("dpbart seq_len and hidden must be positive")
-        pruned = np.asarray(bundle.arrays["pruned"], dtype=np.int64) if "pruned" in bundle.arrays \
-            else np.zeros(0, np.int64)
-        if pruned.ndim != 1:
-            raise ParameterMismatchError("array 'pruned' is not one-dimensional")
-        if n_pruned is not None and n_pruned != pruned.size:
-            raise ParameterMismatchError(f"manifest n_pruned {n_pruned} is not |P| = {pruned.size} (array 'pruned')")
-        if pruned.size and (pruned.min() < 0 or pruned.max() >= hidden or np.unique(pruned).size != pruned.size):
-            raise ParameterMismatchError(f"pruned indices are not distinct indices in [0, {hidden})")
-        try:
-            import onnxruntime as ort
-
-            opts = ort.SessionOptions()
-            opts.log_severity_level = 3
-            enc = ort.InferenceSession(bundle.blob("encoder.onnx"), sess_options=opts,
-                                       providers=["CPUExecutionProvider"])
-            pad = int(cfg.get("special", {}).get("pad", 0))
-            ids = np.full((1, seq_len), pad, dtype=np.int64)
-            ids[0, 0] = int(cfg.get("special", {}).get("bos") or pad)
-            out = enc.run(None, {"input_ids": ids, "attention_mask": np.ones((1, seq_len), np.int64)})[0]
-        except BundleError as e:
-            raise ParameterMismatchError(f"not a loadable dpbart bundle: {e}") from None
-        except Exception as e:  # ONNX Runtime raises its own types
-            raise ParameterMismatchError(f"the encoder graph does not run on an input of length L={seq_len}: "
-                                         f"{type(e).__name__}") from None
-        if tuple(out.shape) != (1, seq_len, hidden):
-            raise ParameterMismatchError(f"the encoder graph returns shape {tuple(out.shape)}, but the manifest "
-                                         f"states L={seq_len}, d={hidden}")
+        open_checked(bundle, threads=1)
 
     @classmethod
     def load(cls, path: "BundleSource", *, trusted_keys: Iterable[Any] | None = None,
