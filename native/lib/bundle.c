@@ -773,6 +773,7 @@ static int read_params(ldp_bundle *b) {
             if (rc != LDP_OK) return rc;
         }
     }
+    /* the stated median's verdict; the checks decide it in full (check.c ldp_near_identity) */
     b->weak_privacy = b->verbatim_median >= LDP_NEAR_IDENTITY_MEDIAN;
     b->gamma = b->beta = NAN;
     if (b->mechanism == LDP_MECH_TEM &&
@@ -1107,7 +1108,11 @@ static int check_tables(ldp_bundle *b) {
         b->row_state = (uint8_t *)calloc((size_t)v, 1);
         if (b->row_state == NULL) return LDP_E_NOMEM;
         /* the signed numbers against the tables (check.c): a trusted signer's wrong eps fails here */
-        return ldp_check_realised(b);
+        rc = ldp_check_realised(b);
+        if (rc != LDP_OK) return rc;
+        /* near identity (check.c): from the stated median, else from rows drawn now; and the
+         * kept-in-clear share */
+        return ldp_near_identity(b, &b->weak_privacy);
     }
     return LDP_OK;
 }

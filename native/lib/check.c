@@ -203,9 +203,14 @@ static size_t binomial_threshold(size_t n) {
     return 0;
 }
 
-/* 1 if the sensitive row x's verbatim rate is above level, 0 if it is not or is left undecided
- * (*exact: computations over the outputs still allowed). */
-static int rate_above(const ldp_bundle *b, int32_t x, double level, int *exact) {
+/* r beyond level: above it, or at or above it (at_least) */
+static int beyond(double r, double level, int at_least) {
+    return at_least ? r >= level : r > level;
+}
+
+/* 1 if the sensitive row x's verbatim rate is above level (at_least: at or above it), 0 if it is
+ * not or is left undecided (*exact: computations over the outputs still allowed). */
+static int rate_above(const ldp_bundle *b, int32_t x, double level, int at_least, int *exact) {
     const ldp_santext_table *t = &b->table;
     const size_t k = (size_t)t->head_size, head_at = (size_t)x * k;
     const double half = t->half_epsilon, own = ldp_distance(t, x, x);
@@ -225,40 +230,104 @@ static int rate_above(const ldp_bundle *b, int32_t x, double level, int *exact) 
         head_sum += exp(-half * (ldp_distance(t, x, y) - own));
     }
     if (!in_head) head_sum += 1.0;
-    if (1.0 / head_sum <= level) return 0;
-    if (1.0 / (head_sum + (double)(t->n_outputs - (int32_t)k) * exp(-half * fmax(t->tail_floor[x] - own, 0.0))) >
-        level)
+    if (!beyond(1.0 / head_sum, level, at_least)) return 0;
+    if (beyond(1.0 / (head_sum + (double)(t->n_outputs - (int32_t)k) *
+                                     exp(-half * fmax(t->tail_floor[x] - own, 0.0))),
+               level, at_least))
         return 1;
     if (*exact <= 0) return 0;
     (*exact)--;
     for (i = 0; i < t->n_outputs; i++) sum += exp(-half * (ldp_distance(t, x, t->outputs[i]) - own));
-    return 1.0 / sum > level;
+    return beyond(1.0 / sum, level, at_least);
 }
 
 static double tem_verbatim_rate(const ldp_bundle *b, int32_t x);
 static double custext_verbatim_rate(const ldp_bundle *b, int32_t x, double *sim);
 
-/* LDP_OK, or LDP_E_PARAMETER_MISMATCH when too many random sensitive rows lie above the stated
- * median (LDP_E_RANDOM if the OS generator fails). SanText: the bounds above; TEM and CusText: the
- * row's exact rate (one pass over the outputs, or over the row's output set). */
-static int check_stated_median(const ldp_bundle *b) {
-    const int custext = b->mechanism == LDP_MECH_CUSTEXT || b->mechanism == LDP_MECH_CUSTEXT_PLUS;
-    size_t i, n = 0, above = 0;
-    int exact = MEDIAN_EXACT_ROWS;
-    double *sim = NULL;
-    if (isnan(b->verbatim_median)) return LDP_OK;
-    if (custext && (sim = (double *)malloc((size_t)b->table.head_size * sizeof *sim)) == NULL)
-        return LDP_E_NOMEM;
-    for (i = 0; i < MEDIAN_ROWS; i++) {
-        int32_t x = random_row(b, 1, 65536);
-        if (x < 0) break; /* no sensitive row: nothing is released unchanged by the rule */
-        n++;
-        if (b->mechanism == LDP_MECH_TEM) above += tem_verbatim_rate(b, x) > b->verbatim_median;
-        else if (custext) above += custext_verbatim_rate(b, x, sim) > b->verbatim_median;
-        else above += (size_t)rate_above(b, x, b->verbatim_median, &exact);
+/* Whether the sensitive row x's verbatim rate is above level (at_least: at or above it): SanText by
+ * rate_above (bounds, then at most *exact computations over the outputs); TEM and CusText: the
+ * row's exact rate (one pass over the outputs, or over the row's output set; sim: K doubles). */
+static int row_above(const ldp_bundle *b, int32_t x, double level, int at_least, int *exact, double *sim) {
+    if (b->mechanism == LDP_MECH_TEM) return beyond(tem_verbatim_rate(b, x), level, at_least);
+    if (b->mechanism == LDP_MECH_CUSTEXT || b->mechanism == LDP_MECH_CUSTEXT_PLUS)
+        return beyond(custext_verbatim_rate(b, x, sim), level, at_least);
+    return rate_above(b, x, level, at_least, exact);
+}
+
+/* Up to MEDIAN_ROWS sensitive rows drawn uniformly (with replacement) at this open; how many (0:
+ * no sensitive row, or the OS generator failed: nothing is released unchanged by the rule). */
+static size_t median_rows(const ldp_bundle *b, int32_t rows[MEDIAN_ROWS]) {
+    size_t n = 0;
+    while (n < MEDIAN_ROWS) {
+        const int32_t x = random_row(b, 1, 65536);
+        if (x < 0) break;
+        rows[n++] = x;
     }
+    return n;
+}
+
+/* LDP_OK, or LDP_E_PARAMETER_MISMATCH when too many random sensitive rows lie above the stated
+ * median (verbatim.py check_stated_median). A row counts as above when its rate exceeds the median
+ * by more than the slack of the stated maximum (above_stated_max): an honest bundle whose rates are
+ * all equal (CusText with K = 2) states a median that its rows' rates, rounded, may exceed. */
+static int check_stated_median(const ldp_bundle *b) {
+    const double level = b->verbatim_median + 1e-9 * fmax(1.0, b->verbatim_median) + 1e-12;
+    int32_t rows[MEDIAN_ROWS];
+    size_t i, n, above = 0;
+    int exact = MEDIAN_EXACT_ROWS;
+    double *sim;
+    if (isnan(b->verbatim_median)) return LDP_OK;
+    sim = (double *)malloc(((size_t)b->table.head_size + 1) * sizeof *sim);
+    if (sim == NULL) return LDP_E_NOMEM;
+    n = median_rows(b, rows);
+    for (i = 0; i < n; i++) above += (size_t)row_above(b, rows[i], level, 0, &exact, sim);
     free(sim);
     return n > 0 && above >= binomial_threshold(n) ? LDP_E_PARAMETER_MISMATCH : LDP_OK;
+}
+
+/* ---- near identity (verbatim.py near_identity_at_load) ----------------------------------------
+ * A bundle is near identity, refused without the application's opt-in, when
+ *   (1) its stated median verbatim rate is at least LDP_NEAR_IDENTITY_MEDIAN; or
+ *   (2) it states none (privacy.verbatim left out) and, of the MEDIAN_ROWS sensitive rows drawn at
+ *       random at this open, at least binomial_threshold(n) are released unchanged with
+ *       probability >= LDP_NEAR_IDENTITY_MEDIAN: the test check_stated_median applies to a stated
+ *       median, applied to one just below the threshold, so leaving the statement out gains nothing
+ *       over stating a median just below it. Each row decided exactly (SanText: by its head's
+ *       bounds, else over every output; at most MEDIAN_ROWS rows, fewer once the count decides);
+ *   (3) its kept-in-clear inputs (keep_row: SanText+'s V_N, kept w.p. 1 - p; CusText+'s stop words,
+ *       kept always) are more than half of the valid inputs and kept with probability
+ *       1 - p >= LDP_NEAR_IDENTITY_MEDIAN: most of the vocabulary leaves unchanged. */
+static int sampled_near_identity(const ldp_bundle *b, int *weak) {
+    int32_t rows[MEDIAN_ROWS];
+    size_t i, n, at = 0, need;
+    int exact = MEDIAN_ROWS;
+    double *sim;
+    *weak = 0;
+    sim = (double *)malloc(((size_t)b->table.head_size + 1) * sizeof *sim);
+    if (sim == NULL) return LDP_E_NOMEM;
+    n = median_rows(b, rows);
+    need = binomial_threshold(n);
+    /* stop once the count decides: need reached, or out of reach */
+    for (i = 0; n > 0 && i < n && at < need && at + (n - i) >= need; i++)
+        at += (size_t)row_above(b, rows[i], LDP_NEAR_IDENTITY_MEDIAN, 1, &exact, sim);
+    free(sim);
+    *weak = n > 0 && at >= need;
+    return LDP_OK;
+}
+
+int ldp_near_identity(const ldp_bundle *b, int *weak) {
+    const ldp_santext_table *t = &b->table;
+    const double kept_probability = isnan(b->p) ? 1.0 : 1.0 - b->p;
+    int64_t valid = 0, kept = 0;
+    int32_t x;
+    *weak = b->verbatim_median >= LDP_NEAR_IDENTITY_MEDIAN; /* NaN: none stated */
+    for (x = 0; x < t->n_rows; x++) {
+        valid += b->valid_input[x] != 0;
+        kept += b->valid_input[x] && t->keep_row[x];
+    }
+    if (2 * kept > valid && kept_probability >= LDP_NEAR_IDENTITY_MEDIAN) *weak = 1;
+    if (*weak || !isnan(b->verbatim_median)) return LDP_OK;
+    return sampled_near_identity(b, weak);
 }
 
 static int check_santext(const ldp_bundle *b) {
@@ -275,7 +344,10 @@ static int check_santext(const ldp_bundle *b) {
     /* D_max from the largest-norm row and the first random one */
     if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
-    if (check_stated_median(b) != LDP_OK) return LDP_E_PARAMETER_MISMATCH;
+    {
+        const int rc = check_stated_median(b);
+        if (rc != LDP_OK) return rc;
+    }
     /* |log P_realised - log P_formula| <= tolerance per probability (the manifest's statement), so
      * a difference of two by twice that, plus the float rounding of eps * d / 2 */
     return check_head_ratios(b, rows, (size_t)n,

@@ -74,8 +74,9 @@ struct ldp_bundle {
     /* per row: 0 not yet checked, 1 its whole law checked and right, 2 refused (check.c); NULL
      * until the tables are checked. Written through a const bundle: a verdict is a cache. */
     uint8_t *row_state;
-    /* SanText(+): the stated largest and median verbatim rates (NaN: none stated), and whether the
-     * median makes the bundle near identity (LDP_NEAR_IDENTITY_MEDIAN) */
+    /* the stated largest and median verbatim rates (NaN: none stated), and whether the bundle is
+     * near identity (check.c ldp_near_identity: the stated median, else rows drawn at open; or most
+     * valid inputs kept in the clear w.p. >= LDP_NEAR_IDENTITY_MEDIAN) */
     double verbatim_max, verbatim_median;
     /* the stated cap and tail (verbatim.py VerbatimRate): NaN where a bundle older than them states
      * none; the counts as doubles */
@@ -108,6 +109,12 @@ const char *ldp_dtype_code(int dtype);
  * LDP_E_NOMEM or LDP_E_RANDOM. The bundle's table and mechanism arrays must be complete and
  * checked. */
 int ldp_check_realised(const ldp_bundle *b);
+
+/* Whether a checked bundle is near identity (check.c): its stated median verbatim rate is at least
+ * LDP_NEAR_IDENTITY_MEDIAN; or it states none and rows drawn at random show the median at least
+ * that; or its kept-in-clear inputs are most of the valid inputs and kept with probability at least
+ * that. *weak 0 or 1; LDP_OK or LDP_E_NOMEM. */
+int ldp_near_identity(const ldp_bundle *b, int *weak);
 
 /* Each row of xs[0..n) checked in full before its first draw, once per bundle (check.c): every
  * head slot and the tail against the mechanism's formula, the tail's floor and cluster bounds

@@ -73,11 +73,11 @@ from .guarantee import Guarantee
 from .mechanisms.santext import NO_WORST_CASE, STATEMENTS, metric_id, worst_case_epsilon  # noqa: F401 (re-exported)
 from .row_guard import engine_tail_ok, law_matches
 from .rng import Generator, _seed_key
-from .santext_tables import SanTextTables, stored_arrays_of, unique_rows
+from .santext_tables import SanTextTables, stored_arrays_of
 from .santext_check import DMAX_ROWS, check_realised, load_rows
 from .token_runtime import TokenRuntime, construct_for_check
-from .verbatim import (VerbatimRate, check_stated_maximum, check_stated_median, random_sensitive_rows,
-                       refuse_near_identity, verbatim_probabilities)
+from .verbatim import (VerbatimRate, check_stated_maximum, check_stated_median, near_identity_at_load,
+                       random_sensitive_rows, refuse_near_identity, verbatim_probabilities)
 from .tokenization import TextTokenizer
 
 try:
@@ -374,20 +374,17 @@ class Sanitizer(TokenRuntime):
 
     def _verbatim(self, rows: np.ndarray) -> VerbatimRate:
         """The stated verbatim rate, its largest value checked on the first checked rows; a bundle
-        older than the statement gets an estimate from all the checked rows."""
+        older than the statement gets an estimate from sensitive rows drawn at random, and the
+        near-identity verdict (:func:`ldptext.verbatim.near_identity_at_load`: libldptext's rule)."""
         t = self.tables
         stated = VerbatimRate.from_manifest(self.manifest["privacy"].get("verbatim"))
         if stated is not None:
             check_stated_maximum(t, self.epsilon, stated, rows[:DMAX_ROWS])
             if not self._median_checked_in_library:  # the numpy fallback: the same test here
                 check_stated_median(t, self.epsilon, stated, random_sensitive_rows(t))
-            return stated
-        xs = unique_rows(rows)  # (np.intersect1d with sensitive_inputs, without numpy.ma)
-        xs = xs[t.valid_input[xs].astype(bool) & ~t.keep_row[xs].astype(bool)]
-        v = verbatim_probabilities(t, self.epsilon, xs, threads=1)
-        if v.size == 0:
-            return VerbatimRate(0.0, 0.0, 0)
-        return VerbatimRate(float(v.max()), float(np.median(v)), int(xs.size))
+        return near_identity_at_load(
+            t, stated, p=self.p if keeps_in_clear(self.mechanism) else None,
+            rates_of=lambda xs: verbatim_probabilities(t, self.epsilon, xs, threads=1))
 
     @property
     def per_token_epsilon(self) -> float:

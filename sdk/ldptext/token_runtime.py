@@ -22,6 +22,7 @@ realise, so a signature never vouches for a relabelled parameter.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import TYPE_CHECKING, Any, Iterable
@@ -39,7 +40,8 @@ from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import unique_rows
 from .tokenization import TextTokenizer
-from .verbatim import VerbatimRate, check_stated_median, random_sensitive_rows, refuse_near_identity
+from .verbatim import (VerbatimRate, check_stated_median, near_identity_at_load, random_sensitive_rows,
+                       refuse_near_identity)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ledger import Ledger
@@ -312,12 +314,22 @@ class TokenRuntime(_runtime.Closable):
         self.check_parameters()
         self._adopt_library(self._bundle)
         stated = self.stated_verbatim
-        if stated is not None:
-            if self._library is None and tables is not None:  # libldptext checks it itself when adopted
-                # the realised law: TEM's and CusText's are not SanText's formula
-                check_stated_median(tables, None, stated, random_sensitive_rows(tables),
-                                    own_probability=self._own_probability)
-            refuse_near_identity(stated, allow=self.allow_weak_privacy,
+        if stated is not None and self._library is None and tables is not None:
+            # libldptext checks it itself when adopted; the realised law: TEM's and CusText's are
+            # not SanText's formula
+            check_stated_median(tables, None, stated, random_sensitive_rows(tables),
+                                own_probability=self._own_probability)
+        if tables is not None:
+            # near identity (ldptext.verbatim.near_identity_at_load, libldptext's rule): the stated
+            # median, else rows drawn now; and the kept-in-clear share. The guarantee reports it.
+            p = self.params.get("p")
+            self.verbatim = near_identity_at_load(tables, stated, p=None if p is None else float(p),
+                                                  rates_of=self._own_probability)
+            self._guarantee_cache = None
+        else:
+            self.verbatim = stated
+        if self.verbatim is not None:
+            refuse_near_identity(self.verbatim, allow=self.allow_weak_privacy,
                                  flag="allow_weak_privacy=True (--allow-weak-privacy)")
 
     def _own_probability(self, rows: np.ndarray) -> np.ndarray:
@@ -402,8 +414,11 @@ class TokenRuntime(_runtime.Closable):
         return g
 
     def _stated_guarantee(self) -> Guarantee:
-        """The unit's guarantee of this bundle (a runtime that learns more at load may refine it)."""
-        return _registry.get(self.mechanism).guarantee(self.manifest)
+        """The unit's guarantee of this bundle (a runtime that learns more at load may refine it): with
+        the verbatim rate and near-identity verdict of this load, where it made one."""
+        g = _registry.get(self.mechanism).guarantee(self.manifest)
+        verbatim = getattr(self, "verbatim", None)
+        return g if verbatim is None else dataclasses.replace(g, verbatim=verbatim)
 
     def check_parameters(self) -> None:  # pragma: no cover - every subclass overrides
         """Refuse (:class:`ldptext.errors.ParameterMismatchError`) stated parameters that the arrays do

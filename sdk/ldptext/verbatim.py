@@ -16,9 +16,14 @@ against rows it computes itself.
 **Near identity.** A bundle whose median verbatim rate is at least :data:`NEAR_IDENTITY_MEDIAN`
 releases most sensitive words unchanged: it is refused at build and at load unless explicitly
 allowed (``--allow-weak-privacy`` / ``allow_weak_privacy=True``), and then every report says so.
+At load (:func:`near_identity_at_load`, the same rule as libldptext's ``ldp_near_identity``) a
+bundle is also near identity when it states no median and the sensitive rows drawn at random show
+one at or above the threshold (:func:`sampled_near_identity`), and when most of its valid inputs are
+kept in the clear with probability at least the threshold (:func:`kept_in_clear_majority`).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import secrets
@@ -35,7 +40,8 @@ from .santext_tables import SanTextTables, unique_rows
 __all__ = ["NEAR_IDENTITY_MEDIAN", "TAIL_LEVELS", "TAIL_QUANTILES", "VerbatimRate", "format_probability",
            "quantile_rank", "WeakPrivacyError", "verbatim_probabilities",
            "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum",
-           "check_stated_median", "median_threshold", "random_sensitive_rows", "relative_weights"]
+           "check_stated_median", "median_threshold", "random_sensitive_rows", "relative_weights",
+           "kept_in_clear_majority", "sampled_near_identity", "near_identity_at_load"]
 
 #: A median verbatim rate over the sensitive inputs at or above this refuses the bundle (nine
 #: sensitive words in ten released unchanged: the output is close to the input).
@@ -88,6 +94,13 @@ class VerbatimRate:
         a bundle older than the fields.
     above_0_5, above_0_9 : int or None
         How many sensitive inputs are released unchanged with probability ≥ 0.5 and ≥ 0.9.
+    verdict : bool or None
+        Near identity as the load decided it (:func:`near_identity_at_load`); ``None``: the median
+        decides (a stated rate, or a build).
+    reason : str or None
+        Why the load's verdict is near identity, in words (no input text).
+    estimated : bool
+        The rates are those of sensitive inputs drawn at load (the bundle states none).
     """
 
     maximum: float
@@ -98,11 +111,15 @@ class VerbatimRate:
     p99: float | None = None
     above_0_5: int | None = None
     above_0_9: int | None = None
+    verdict: bool | None = None
+    reason: str | None = None
+    estimated: bool = False
 
     @property
     def near_identity(self) -> bool:
-        """True when the median is at least :data:`NEAR_IDENTITY_MEDIAN`."""
-        return self.median >= NEAR_IDENTITY_MEDIAN
+        """The load's verdict where it made one (:func:`near_identity_at_load`), else whether the
+        median is at least :data:`NEAR_IDENTITY_MEDIAN`."""
+        return self.median >= NEAR_IDENTITY_MEDIAN if self.verdict is None else self.verdict
 
     @property
     def has_tail(self) -> bool:
@@ -211,8 +228,11 @@ class VerbatimRate:
 
     def describe(self) -> str:
         """One phrase for reports and ``bundle inspect``."""
-        return (f"sensitive words released unchanged with probability {self.median:.3g} (median) "
+        text = (f"sensitive words released unchanged with probability {self.median:.3g} (median) "
                 f"to {format_probability(self.maximum)} (largest) over {self.inputs} inputs")
+        if self.estimated:
+            text += " drawn at load (the bundle states none)"
+        return text + (f"; near identity: {self.reason}" if self.verdict and self.reason else "")
 
 
 def _number(x: object) -> float:
@@ -373,6 +393,10 @@ def refuse_near_identity(rate: VerbatimRate, *, allow: bool, flag: str) -> None:
     WeakPrivacyError
         ``rate.near_identity`` and not ``allow``.
     """
+    if rate.near_identity and not allow and rate.reason:
+        raise WeakPrivacyError(
+            f"the output is close to the input: {rate.reason}; use a smaller epsilon or a smaller "
+            f"kept-in-clear set, or {flag} to accept it (every report will say so)")
     if rate.near_identity and not allow:
         raise WeakPrivacyError(
             f"epsilon is so large that the output is close to the input: the median sensitive word is "
@@ -432,10 +456,11 @@ def check_stated_median(t: SanTextTables, epsilon: float | None, stated: Verbati
 
     A uniformly random sensitive input lies above the true median with probability at most 1/2, so
     of n random sensitive rows at least :func:`median_threshold` (n) lie above a true median with
-    probability at most :data:`MEDIAN_REFUSAL`. A row's rate is decided by bounds from its head
-    where they suffice (not above: the head's terms alone; above: every tail term is at most
-    e^(−ε/2·(floor − d(x, x)))), else computed over the outputs for at most
-    :data:`MEDIAN_EXACT_ROWS` rows; an undecided row counts as not above (a refusal only gets
+    probability at most :data:`MEDIAN_REFUSAL`. A row counts as above when its rate exceeds the stated
+    median by more than the slack of :func:`check_stated_maximum` (rounding). A row's rate is
+    decided by bounds from its head where they suffice (not above: the head's terms alone; above:
+    every tail term is at most e^(−ε/2·(floor − d(x, x)))), else computed over the outputs for at
+    most :data:`MEDIAN_EXACT_ROWS` rows; an undecided row counts as not above (a refusal only gets
     rarer). libldptext's ``check_stated_median`` (``native/lib/check.c``) is the same test. A
     runtime whose law is not SanText's formula (TEM, CusText on the same tables) passes
     ``own_probability``: the rows' rates are then its realised ones, not bounds.
@@ -460,10 +485,13 @@ def check_stated_median(t: SanTextTables, epsilon: float | None, stated: Verbati
     rows = rows[t.valid_input[rows].astype(bool) & ~t.keep_row[rows].astype(bool)]
     if rows.size == 0:
         return
+    # a row counts as above with the slack of check_stated_maximum: an honest bundle whose rates are
+    # all equal (CusText with K = 2) states a median that its rows' rates, rounded, may exceed
+    level = stated.median + 1e-9 * max(1.0, stated.median) + 1e-12
     if own_probability is not None:
-        above = np.asarray(own_probability(rows)) > stated.median
+        above = np.asarray(own_probability(rows)) > level
     else:
-        above = _above_by_bounds(t, float(epsilon), stated.median, rows)
+        above = _above_by_bounds(t, float(epsilon), level, rows)
     if int(above.sum()) >= median_threshold(int(rows.size)):
         raise ParameterMismatchError(
             f"manifest states a median verbatim rate of {stated.median:.6g}, but {int(above.sum())} of "
@@ -490,3 +518,76 @@ def _above_by_bounds(t: SanTextTables, epsilon: float, level: float, rows: np.nd
     if undecided.size:
         above[undecided] = verbatim_probabilities(t, epsilon, rows[undecided], threads=1) > level
     return above
+
+
+def kept_in_clear_majority(t: SanTextTables, p: float | None) -> str | None:
+    """Why the bundle is near identity by its kept-in-clear inputs, or ``None``.
+
+    A kept row (``keep_row``: SanText+'s V_N, released unchanged with probability 1 − p; CusText+'s
+    stop words, always) is no sensitive input, so the median verbatim rate does not count it. When
+    the kept rows are more than half of the valid inputs and kept with probability 1 − p ≥
+    :data:`NEAR_IDENTITY_MEDIAN` (``p`` ``None``: always), most of the vocabulary leaves unchanged
+    nine times in ten or more: near identity. Exact (counts and p), the same as libldptext's
+    ``ldp_near_identity``."""
+    valid = t.valid_input.astype(bool)
+    n_valid = int(valid.sum())
+    kept = int((valid & t.keep_row.astype(bool)).sum())
+    keep_probability = 1.0 if p is None else 1.0 - float(p)
+    if 2 * kept > n_valid and keep_probability >= NEAR_IDENTITY_MEDIAN:
+        return (f"{kept} of {n_valid} valid inputs are kept in the clear with probability "
+                f"{format_probability(keep_probability)} (>= {NEAR_IDENTITY_MEDIAN:g})")
+    return None
+
+
+def sampled_near_identity(rates: np.ndarray) -> tuple[bool, int]:
+    """``(near identity, count)``: of the verbatim rates of n sensitive inputs drawn uniformly at
+    load, ``count`` are at or above :data:`NEAR_IDENTITY_MEDIAN`; near identity when that is at least
+    :func:`median_threshold` (n) — the test :func:`check_stated_median` applies to a stated median,
+    applied to one just below the threshold (an honest bundle whose median is below it is called
+    near identity at most once in 1/:data:`MEDIAN_REFUSAL` loads, and leaving the statement out gains
+    a publisher nothing over stating such a median). No input: not near identity."""
+    v = np.asarray(rates, dtype=np.float64)
+    count = int((v >= NEAR_IDENTITY_MEDIAN).sum())
+    return bool(v.size) and count >= median_threshold(int(v.size)), count
+
+
+def near_identity_at_load(t: SanTextTables, stated: VerbatimRate | None, *, p: float | None,
+                          rates_of: Callable[[np.ndarray], np.ndarray]) -> VerbatimRate:
+    """The verbatim rate a load reports, with its near-identity verdict (libldptext's
+    ``ldp_near_identity`` decides the same). Near identity when
+
+    1. the stated median is at least :data:`NEAR_IDENTITY_MEDIAN`; or
+    2. none is stated (``privacy.verbatim`` left out) and :func:`sampled_near_identity` holds for
+       :data:`MEDIAN_ROWS` sensitive inputs drawn at random now (the reported rate is then theirs:
+       largest and median of the draws); or
+    3. :func:`kept_in_clear_majority`.
+
+    Parameters
+    ----------
+    t : SanTextTables
+    stated : VerbatimRate or None
+        The manifest's statement (checked by the caller).
+    p : float or None
+        SanText+'s and CusText+'s p (a kept row is kept with probability 1 − p); ``None``: none.
+    rates_of : callable
+        Rows -> each row's P(M(x) = x) (the mechanism's own).
+
+    Returns
+    -------
+    VerbatimRate
+        ``stated`` (with ``verdict`` set where rule 3 makes it near identity), or the estimate.
+    """
+    kept = kept_in_clear_majority(t, p)
+    if stated is not None:
+        return stated if kept is None else dataclasses.replace(stated, verdict=True, reason=kept)
+    rows = random_sensitive_rows(t)
+    v = np.asarray(rates_of(rows), dtype=np.float64) if rows.size else np.empty(0)
+    weak, count = sampled_near_identity(v)
+    reason = kept
+    if weak and kept is None:
+        reason = (f"no median verbatim rate is stated, and {count} of {v.size} sensitive inputs drawn at "
+                  f"random are released unchanged with probability >= {NEAR_IDENTITY_MEDIAN:g}")
+    if v.size == 0:
+        return VerbatimRate(0.0, 0.0, 0, verdict=kept is not None, reason=reason, estimated=True)
+    return VerbatimRate(float(v.max()), float(np.median(v)), int(np.unique(rows).size),
+                        verdict=weak or kept is not None, reason=reason, estimated=True)
