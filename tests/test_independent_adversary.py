@@ -592,24 +592,8 @@ def test_jvm_weak_opt_in(corpus, jvm_results, name):
 
 # ---- DP-BART (Rewriter.load / ldptext rewrite) -------------------------------------------------------
 
-DPBART_GAPS = {
-    ("python", "dp-n-pruned-lie"): "Rewriter.load accepts dpbart.n_pruned 2 over 8 pruned indices "
-                                   "(bundle verify refuses it)",
-    ("cli", "dp-n-pruned-lie"): "ldptext rewrite accepts dpbart.n_pruned 2 over 8 pruned indices "
-                                "(bundle verify refuses it)",
-    ("python", "dp-max-output-tokens"): "max_output_tokens past the decoder's positions: a raw onnxruntime "
-                                        "Fail from rewrite, not a bundle error",
-    ("cli", "dp-max-output-tokens"): "max_output_tokens past the decoder's positions: ldptext rewrite exits 1 "
-                                     "with an onnxruntime traceback, not 4",
-    ("verify", "dp-heads-4"): "bundle verify accepts dpbart.heads 4 over 2-head graphs (Rewriter.load refuses it)",
-    ("sign", "dp-heads-4"): "bundle sign re-signs dpbart.heads 4 over 2-head graphs (Rewriter.load refuses it)",
-    ("verify", "dp-decoder-is-encoder"): "bundle verify accepts decoder.onnx replaced by the encoder graph "
-                                         "(Rewriter.load refuses it)",
-    ("sign", "dp-decoder-is-encoder"): "bundle sign re-signs decoder.onnx replaced by the encoder graph "
-                                       "(Rewriter.load refuses it)",
-    ("verify", "dp-max-output-tokens"): "bundle verify accepts max_output_tokens past the decoder's positions",
-    ("sign", "dp-max-output-tokens"): "bundle sign re-signs max_output_tokens past the decoder's positions",
-}
+# doors that accept a damaged DP-BART bundle (none left: every door runs dpbart_check.open_checked)
+DPBART_GAPS: dict[tuple[str, str], str] = {}
 
 
 def dp_cases(door: str):

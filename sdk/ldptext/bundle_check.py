@@ -12,9 +12,8 @@ SanText / SanText+
     largest-norm rows and an even spread) to every valid input, and the stated largest verbatim rate
     (:mod:`ldptext.verbatim`) against every sampled row's own.
 DP-BART
-    The structural fields the noise calibration uses: |P| (``n_pruned``) = length of ``pruned``, its
-    indices distinct and in [0, d); the encoder graph, run on one input of length L (``seq_len``),
-    returns shape (1, L, d) with d = ``hidden``.
+    :func:`ldptext.dpbart_check.open_checked`, the one check every DP-BART door runs (the manifest
+    section, |P| against ``pruned``, the graphs run at their stated shapes, the decoding limit).
 
 TEM, CusText / CusText+, CMP, Mahalanobis
     :func:`ldptext.token_runtime.check_parameters`: the bundle must load with its runtime class, then
