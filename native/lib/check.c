@@ -298,14 +298,34 @@ static int check_stated_median(const ldp_bundle *b) {
  *       kept always) are more than half of the valid inputs and kept with probability
  *       1 - p >= LDP_NEAR_IDENTITY_MEDIAN: most of the vocabulary leaves unchanged. */
 static int sampled_near_identity(const ldp_bundle *b, int *weak) {
-    int32_t rows[MEDIAN_ROWS];
-    size_t i, n, at = 0, need;
+    const ldp_santext_table *t = &b->table;
+    int32_t rows[MEDIAN_ROWS], *sensitive, x;
+    size_t i, n = 0, at = 0, need, n_sensitive = 0;
     int exact = MEDIAN_ROWS;
     double *sim;
     *weak = 0;
-    sim = (double *)malloc(((size_t)b->table.head_size + 1) * sizeof *sim);
-    if (sim == NULL) return LDP_E_NOMEM;
-    n = median_rows(b, rows);
+    /* the sensitive rows, each drawn with probability 1 / their count (verbatim.py
+     * random_sensitive_rows): no rejection that could run out of tries, and a failing OS generator
+     * is an error, not an empty sample */
+    sensitive = (int32_t *)malloc(((size_t)t->n_rows + 1) * sizeof *sensitive);
+    sim = (double *)malloc(((size_t)t->head_size + 1) * sizeof *sim);
+    if (sensitive == NULL || sim == NULL) {
+        free(sensitive);
+        free(sim);
+        return LDP_E_NOMEM;
+    }
+    for (x = 0; x < t->n_rows; x++)
+        if (b->valid_input[x] && !t->keep_row[x]) sensitive[n_sensitive++] = x;
+    for (; n_sensitive > 0 && n < MEDIAN_ROWS; n++) {
+        uint64_t r;
+        if (ldp_os_random((uint8_t *)&r, sizeof r) != 0) {
+            free(sensitive);
+            free(sim);
+            return LDP_E_RANDOM;
+        }
+        rows[n] = sensitive[r % (uint64_t)n_sensitive]; /* bias < 2^-32: irrelevant to which rows */
+    }
+    free(sensitive);
     need = binomial_threshold(n);
     /* stop once the count decides: need reached, or out of reach */
     for (i = 0; n > 0 && i < n && at < need && at + (n - i) >= need; i++)
