@@ -847,6 +847,9 @@ static unsigned first_above_refined(const refined_cluster *cum, unsigned n, uint
 }
 
 #define REFINE_CHUNK_SHIFT 8 /* rows per allocation: 2^8 */
+/* a row is refined where its cells keep at most 3/4 of what its clusters keep (ldp_refine_row) */
+#define REFINE_KEEP_NUM 3u
+#define REFINE_KEEP_DEN 4u
 
 struct ldp_refine_store {
     int32_t *slot;          /* [n_rows]: the row's slot, -1 while it has none */
@@ -921,11 +924,35 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
     const int32_t per = t->cells_per_cluster;
     unsigned char *chunk, *none = NULL;
     refined_row *r;
-    uint64_t sum = 0;
+    uint64_t sum = 0, coarse = 0;
     uint8_t q[LDP_MAX_CLUSTERS * LDP_CELLS_PER_CLUSTER];
     uint32_t slot;
     int32_t c, expect = -1;
     if (s == NULL || x < 0 || x >= t->n_rows || REFINE_LOAD(&s->slot[x]) >= 0) return 0;
+    for (c = 0; c < t->n_cells; c++) {
+        const unsigned base = row_cluster_units(t, x, (unsigned)(c / per));
+        const double d2 = d2min[c], d = d2 > 0.0 ? sqrt(d2) : 0.0;
+        const uint64_t n = t->cell_start[c + 1] - t->cell_start[c];
+        unsigned lo = base, hi = 255u;
+        coarse += n * LDP_CLUSTER_KEEP[base];
+        if (d2 == INFINITY) { /* no tail output in the cell: never kept, any bound */
+            q[c] = (uint8_t)base;
+        } else {
+            if (!(exponent_under(t, x, base, d) >= 0.0)) return 0; /* the cluster bound fails: refused */
+            while (lo < hi) { /* the largest q whose exponent stays >= 0 (LOG increases with q) */
+                const unsigned mid = (lo + hi + 1u) / 2u;
+                if (exponent_under(t, x, mid, d) >= 0.0) lo = mid;
+                else hi = mid - 1u;
+            }
+            q[c] = (uint8_t)lo;
+        }
+        sum += n * LDP_CLUSTER_KEEP[q[c]];
+    }
+    /* Worth its record (and the cache lines the draws then read) only where the cells keep at most
+     * 3/4 (REFINE_KEEP_NUM / REFINE_KEEP_DEN) of what the clusters keep: a tail draw computes fewer distances in that
+     * ratio. Interleaved A/B, refining every row: MiniLM (2.8 -> 2.4 distances per sampled token at
+     * eps = 10) 5-30 % slower, GloVe-50k at eps = 10 (4.7 -> 2.0) 34 % faster. */
+    if (sum > coarse / REFINE_KEEP_DEN * REFINE_KEEP_NUM) return 0;
     if (REFINE_LOAD(&s->next) >= s->cap) return 0;
     slot = REFINE_TAKE(&s->next);
     if (slot >= s->cap) return 0;
@@ -941,23 +968,7 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
         }
     }
     r = (refined_row *)(chunk + (size_t)(slot & ((1u << REFINE_CHUNK_SHIFT) - 1u)) * s->stride);
-    for (c = 0; c < t->n_cells; c++) {
-        const unsigned base = row_cluster_units(t, x, (unsigned)(c / per));
-        const double d2 = d2min[c], d = d2 > 0.0 ? sqrt(d2) : 0.0;
-        unsigned lo = base, hi = 255u;
-        if (d2 == INFINITY) { /* no tail output in the cell: never kept, any bound */
-            q[c] = (uint8_t)base;
-            continue;
-        }
-        if (!(exponent_under(t, x, base, d) >= 0.0)) return 0; /* the cluster bound fails: refused */
-        while (lo < hi) { /* the largest q whose exponent stays >= 0 (LOG increases with q) */
-            const unsigned mid = (lo + hi + 1u) / 2u;
-            if (exponent_under(t, x, mid, d) >= 0.0) lo = mid;
-            else hi = mid - 1u;
-        }
-        q[c] = (uint8_t)lo;
-    }
-    for (c = 0; c < t->n_cells; c++) {
+    for (c = 0, sum = 0; c < t->n_cells; c++) {
         sum += (uint64_t)(t->cell_start[c + 1] - t->cell_start[c]) * LDP_CLUSTER_KEEP[q[c]];
         r->c[c / per].q[c % per] = q[c];
         if ((c + 1) % per == 0) r->c[c / per].cum = sum;
