@@ -41,7 +41,12 @@
  * a cluster by its weight N_c KEEP[q] (cumulative weights per row, computed when a batch first
  * meets the row), then a uniform position in it, a head member drawn again. The candidate then
  * takes the same second trial. The same distribution, with other draws than the rounds' for a
- * given seed. */
+ * given seed.
+ *
+ * Refined rows (ldp_refine_row below): each cluster is split into cells at open, and a row whose
+ * check found its cells' nearest outputs far enough above its cluster bounds samples with a bound
+ * per cell instead (the first trial, the skip odds and the cluster weights from those): any lower
+ * bound leaves the two-trial product, and so the law, as it is. */
 #ifndef LDPTEXT_SANTEXT_SAMPLER_H
 #define LDPTEXT_SANTEXT_SAMPLER_H
 
@@ -164,8 +169,10 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
  * nearest tail output's, is stored for the row: q_cell >= q_cluster, every one still a lower
  * bound of the second exponent as the sampler computes it, so the two-trial product and the
  * output law are unchanged (santext_sampler.c) while far cells are refused before their
- * distance. A row is refined once and never changed; a store holds at most max_bytes of rows,
- * the others keep their cluster bounds. A token reads its row's bounds once, at its start. */
+ * distance. A row is refined only where its cells keep at most 3/4 of the tail weight its
+ * clusters keep (so that a tail draw computes at least a quarter fewer distances); once, never
+ * changed; a store holds at most max_bytes of rows, the others keep their cluster bounds. A token
+ * reads its row's bounds once, at its start. */
 typedef struct ldp_refine_store ldp_refine_store;
 /* A store for table t's refined rows (t must have cells), of at most max_bytes; NULL without
  * cells or memory. Attach it as t->refined; free it after the last draw. */
@@ -173,8 +180,8 @@ ldp_refine_store *ldp_refine_store_new(const ldp_santext_table *t, size_t max_by
 void ldp_refine_store_free(ldp_refine_store *s);
 /* Refines row x from d2min[c] (n_cells values): the smallest squared distance (as
  * ldp_distance_sq_block gives it) from x to a tail output of cell c, +inf where the cell has
- * none. 1 stored, 0 not (no store, full, refined before, or a cluster bound that does not hold:
- * the row check refuses such a row). Thread-safe. */
+ * none. 1 stored, 0 not (no store, full, refined before, cells not worth it, or a cluster bound
+ * that does not hold: the row check refuses such a row). Thread-safe. */
 int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min);
 /* Refines each row of xs[0..n) that is not yet (one pass over the outputs per LDP_DIST_BLOCK
  * rows): for callers whose rows no check has refined. LDP_SAMPLE_OK, or _ERR_ROW for an id out
