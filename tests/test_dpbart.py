@@ -641,6 +641,14 @@ def _prune_all(a):
     a["pruned"] = np.arange(32, dtype=np.int64)
 
 
+def _prune_twice(a):
+    a["pruned"] = np.concatenate([a["pruned"][:1], a["pruned"][:-1]])
+
+
+def _prune_past_d(a):
+    a["pruned"] = np.concatenate([a["pruned"][:-1], [32]]).astype(np.int64)
+
+
 #: case → (manifest edit or ("blobs", edit) or ("arrays", edit, manifest edit), expected error class)
 DAMAGED = {
     "n_pruned 8 stated as 2": (_set("n_pruned", 2), "ParameterMismatchError"),
@@ -660,6 +668,9 @@ DAMAGED = {
     "clip 0": (_set("clip", 0.0), "BundleFormatError"),
     "seq_len 1 leaves no content position": (_set("seq_len", 1), "BundleFormatError"),
     "every hidden index pruned": (("arrays", _prune_all, _set("n_pruned", 32)), "ParameterMismatchError"),
+    "hidden 32 stated as 64": (_set("hidden", 64), "ParameterMismatchError"),
+    "a pruned index twice": (("arrays", _prune_twice, lambda m: None), "BundleFormatError"),
+    "a pruned index past d": (("arrays", _prune_past_d, lambda m: None), "BundleFormatError"),
 }
 DOORS = ("load", "construct", "cli rewrite", "verify", "sign")
 
