@@ -851,8 +851,12 @@ static unsigned first_above_refined(const refined_cluster *cum, unsigned n, uint
 #define REFINE_KEEP_NUM 3u
 #define REFINE_KEEP_DEN 4u
 
+/* A row's slot: its record, or one of these */
+#define REFINE_UNSEEN (-1) /* not yet considered */
+#define REFINE_NONE (-2)   /* considered: keeps its cluster bounds (not worth it, store full, broken) */
+
 struct ldp_refine_store {
-    int32_t *slot;          /* [n_rows]: the row's slot, -1 while it has none */
+    int32_t *slot;          /* [n_rows]: the row's record, or REFINE_UNSEEN / REFINE_NONE */
     unsigned char **chunk;  /* [n_chunks]: allocated when first needed */
     size_t n_chunks, stride;
     uint32_t next, cap;     /* slots taken, most slots */
@@ -875,7 +879,7 @@ ldp_refine_store *ldp_refine_store_new(const ldp_santext_table *t, size_t max_by
         ldp_refine_store_free(s);
         return NULL;
     }
-    for (x = 0; x < (size_t)t->n_rows; x++) s->slot[x] = -1;
+    for (x = 0; x < (size_t)t->n_rows; x++) s->slot[x] = REFINE_UNSEEN;
     return s;
 }
 
@@ -919,6 +923,13 @@ static double exponent_under(const ldp_santext_table *t, int32_t x, unsigned q, 
            ldp_accept_gamma(t, (size_t)x * ((size_t)t->head_size + 1u) + (size_t)t->head_size);
 }
 
+/* Row x keeps its cluster bounds from now on (a later call does not consider it again). 0. */
+static int refine_none(ldp_refine_store *s, int32_t x) {
+    int32_t expect = REFINE_UNSEEN;
+    (void)REFINE_CAS(&s->slot[x], &expect, (int32_t)REFINE_NONE);
+    return 0;
+}
+
 int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
     ldp_refine_store *s = t->refined;
     const int32_t per = t->cells_per_cluster;
@@ -927,8 +938,8 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
     uint64_t sum = 0, coarse = 0;
     uint8_t q[LDP_MAX_CLUSTERS * LDP_CELLS_PER_CLUSTER];
     uint32_t slot;
-    int32_t c, expect = -1;
-    if (s == NULL || x < 0 || x >= t->n_rows || REFINE_LOAD(&s->slot[x]) >= 0) return 0;
+    int32_t c, expect = REFINE_UNSEEN;
+    if (s == NULL || x < 0 || x >= t->n_rows || REFINE_LOAD(&s->slot[x]) != REFINE_UNSEEN) return 0;
     for (c = 0; c < t->n_cells; c++) {
         const unsigned base = row_cluster_units(t, x, (unsigned)(c / per));
         const double d2 = d2min[c], d = d2 > 0.0 ? sqrt(d2) : 0.0;
@@ -938,7 +949,7 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
         if (d2 == INFINITY) { /* no tail output in the cell: never kept, any bound */
             q[c] = (uint8_t)base;
         } else {
-            if (!(exponent_under(t, x, base, d) >= 0.0)) return 0; /* the cluster bound fails: refused */
+            if (!(exponent_under(t, x, base, d) >= 0.0)) return refine_none(s, x); /* refused by the check */
             while (lo < hi) { /* the largest q whose exponent stays >= 0 (LOG increases with q) */
                 const unsigned mid = (lo + hi + 1u) / 2u;
                 if (exponent_under(t, x, mid, d) >= 0.0) lo = mid;
@@ -952,14 +963,14 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
      * 3/4 (REFINE_KEEP_NUM / REFINE_KEEP_DEN) of what the clusters keep: a tail draw computes fewer distances in that
      * ratio. Interleaved A/B, refining every row: MiniLM (2.8 -> 2.4 distances per sampled token at
      * eps = 10) 5-30 % slower, GloVe-50k at eps = 10 (4.7 -> 2.0) 34 % faster. */
-    if (sum > coarse / REFINE_KEEP_DEN * REFINE_KEEP_NUM) return 0;
-    if (REFINE_LOAD(&s->next) >= s->cap) return 0;
+    if (sum > coarse / REFINE_KEEP_DEN * REFINE_KEEP_NUM) return refine_none(s, x);
+    if (REFINE_LOAD(&s->next) >= s->cap) return refine_none(s, x);
     slot = REFINE_TAKE(&s->next);
-    if (slot >= s->cap) return 0;
+    if (slot >= s->cap) return refine_none(s, x);
     chunk = REFINE_LOAD(&s->chunk[slot >> REFINE_CHUNK_SHIFT]);
     if (chunk == NULL) {
         unsigned char *mine = (unsigned char *)malloc(s->stride << REFINE_CHUNK_SHIFT);
-        if (mine == NULL) return 0;
+        if (mine == NULL) return 0; /* out of memory: considered again later */
         if (REFINE_CAS(&s->chunk[slot >> REFINE_CHUNK_SHIFT], &none, mine)) {
             chunk = mine;
         } else {
@@ -990,7 +1001,7 @@ int ldp_refine_rows(const ldp_santext_table *t, const int32_t *xs, size_t n) {
     for (i = 0; i <= n; i++) {
         if (i < n) {
             size_t j;
-            int seen = refined_of(t, xs[i]) != NULL;
+            int seen = REFINE_LOAD(&t->refined->slot[xs[i]]) != REFINE_UNSEEN;
             for (j = 0; j < m && !seen; j++) seen = todo[j] == xs[i];
             if (!seen) todo[m++] = xs[i];
         }
