@@ -90,20 +90,18 @@ DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign",
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (door, name): f"{door} accepts a descriptive lie: {what}"
     for name, what in UNCHECKED_DESCRIPTIONS.items() for door in DOORS}
-# Leaving out privacy.verbatim (as older bundles do) leaves no stated median to refuse: libldptext (C,
-# wasm, JVM) opens a near-identity SanText bundle without the opt-in (Python computes the rate and
-# refuses); for TEM and CusText every door opens it.
+# Leaving out privacy.verbatim (as older bundles do), or keeping most of the vocabulary in the clear,
+# is near identity decided at open by every runtime (docs/privacy-budgets.md); `bundle verify --full`
+# and `bundle sign` open with the weak-privacy opt-in and do not yet ask a near-identity bundle to
+# state it (privacy.weak_privacy).
+_OPT_IN_DOORS = ("cli-parquet", "cli-verify-full", "cli-sign", "cli-inspect")
 _DROPPED = "a near-identity bundle whose privacy.verbatim section is left out, without the weak-privacy opt-in"
-KNOWN_GAPS.update({(door, "c5-santext-weak-verbatim-dropped"): f"{door} opens {_DROPPED}"
-                   for door in ("c", "wasm", "jvm")})
 KNOWN_GAPS.update({(door, f"c5-{m}-weak-verbatim-dropped"): f"{door} opens {_DROPPED} ({m})"
-                   for door in DOORS for m in ("tem", "custext")})
-# The weak-privacy rule counts sensitive words only: a SanText+ publisher that puts most of the
-# vocabulary in V_N with a tiny p releases almost every word unchanged with no opt-in; and the
-# split's description is not checked against the kept rows.
+                   for door in _OPT_IN_DOORS for m in ("tem", "custext")})
+# the split's description is not checked against the kept rows
 KNOWN_GAPS.update({(door, "c8-split-majority-kept"): f"{door} accepts a SanText+ bundle keeping 150 of 240 words "
                    "in V_N at p = 0.01 (99% of such a document released unchanged) without the weak-privacy opt-in"
-                   for door in DOORS})
+                   for door in _OPT_IN_DOORS})
 KNOWN_GAPS.update({(door, "c8-split-relabelled-function-words"): f"{door} accepts params.non_sensitive "
                    "'function-words' over a V_N of 150 ordinary words" for door in DOORS})
 KNOWN_GAPS.update({(door, "c9-tokenizer-disagrees-with-vocab"): f"{door} accepts a tokenizer.json whose "
@@ -660,9 +658,6 @@ def test_dpbart_sign_refuses(dpbart_corpus, attacker, name, tmp_path, capsys):
 # ---- a false refusal found on the way ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an honest CusText bundle with K = 2 at eps = 12 (every sensitive rate "
-                   "equal, 0.99753) is refused as a misstated median even with the weak-privacy opt-in: the "
-                   "realised rate exceeds the stated one by rounding")
 def test_honest_custext_k2_opens_with_opt_in(tmp_path, attacker):
     from adversary_craft import generated_embeddings
     from ldptext_precompute.custext.build import build_custext_bundle
