@@ -41,8 +41,12 @@ strtod strtol syscall sysconf
 # protector, assertions), and malloc_trim, called only under __GLIBC__ (bundle.c)
 GLIBC_ONLY = {"__errno_location", "__stack_chk_fail", "__stack_chk_guard", "__assert_fail", "malloc_trim",
               "__isoc23_strtol", "__isoc99_sscanf"}
-# the compiler's runtime (libgcc here, compiler-rt in the NDK): 128-bit division
-COMPILER_RT = {"__udivti3", "__umodti3", "__divti3", "__modti3"}
+# the compiler's runtime (libgcc here, compiler-rt in the NDK): 128-bit division, and the outline
+# atomics of ARMv8.0 (-moutline-atomics, GCC's and clang's default on aarch64: an LSE instruction where
+# the CPU has one) for the refined-bounds store's compare-and-swap and counter (santext_sampler.c)
+COMPILER_RT = {"__udivti3", "__umodti3", "__divti3", "__modti3"} | {
+    f"__aarch64_{op}{size}_{order}" for op in ("cas", "ldadd", "swp") for size in (1, 2, 4, 8)
+    for order in ("relax", "acq", "rel", "acq_rel")}
 
 
 def recipe() -> dict:
