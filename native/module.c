@@ -423,7 +423,7 @@ static int SantextTable_init(SantextTableObject *self, PyObject *args, PyObject 
         ldp_santext_cluster_order(&self->table, self->cluster_order);
         /* as libldptext: refined bounds for the rows drawn (Generator.santext_sample refines a
          * call's new rows first, where libldptext's row check does); none out of memory */
-        self->table.refined = ldp_refine_store_new(&self->table, (size_t)16 << 20);
+        self->table.refined = ldp_refine_store_new(&self->table, LDP_REFINE_MAX_BYTES);
     }
     return 0;
 range:

@@ -593,6 +593,27 @@ static uint64_t cluster_weights(const ldp_santext_table *t, int32_t x, const uin
     return sum;
 }
 
+/* A refined row: its skip threshold and flag (as skip_p / skip_row, from the cells' bounds), then
+ * per cluster the running sum of the clusters' weights up to it (the skip draw's: the sum over the
+ * cluster's cells of N KEEP[q], computed once here rather than per batch, 1,024 products on
+ * GloVe-50k) beside its cells' bounds: the draw finds a cluster by its sum and reads its cells'
+ * bounds from the same cache line. */
+typedef struct {
+    uint64_t cum;
+    uint8_t q[LDP_CELLS_PER_CLUSTER];
+} refined_cluster;
+
+typedef struct {
+    uint64_t skip_p;
+    uint32_t skip, unused;
+    refined_cluster c[];
+} refined_row;
+
+/* A refined row's bound of cell j. */
+LDP_ALWAYS_INLINE unsigned refined_bound(const refined_row *r, unsigned j) {
+    return r->c[j / LDP_CELLS_PER_CLUSTER].q[j % LDP_CELLS_PER_CLUSTER];
+}
+
 #if defined(__SIZEOF_INT128__)
 #define LDP_HAVE_U128 1
 typedef unsigned __int128 ldp_u128;
@@ -602,26 +623,20 @@ typedef unsigned __int128 ldp_u128;
  * positions) and B = H * n_T * 2^32 (H = (K + 1) 2^32 - T, the head mass): a round proposes the
  * tail with probability T / Z, then a tail position with probability 1 / n_T, kept with
  * probability KEEP / 2^32; or it proposes the head, with probability H / Z. Returns A, *n = A + B;
- * *keep = S and *n_tail = n_T. With cells != NULL (a refined row), KEEP of the cells' bounds. */
+ * *keep = S and *n_tail = n_T. With rq != NULL (a refined row), KEEP of its cells' bounds. */
 static ldp_u128 row_odds(const ldp_santext_table *t, int32_t x, const uint32_t *start,
-                         const uint8_t *is_output, const uint8_t *cells, ldp_u128 *n, uint64_t *keep,
+                         const uint8_t *is_output, const refined_row *rq, ldp_u128 *n, uint64_t *keep,
                          uint64_t *n_tail) {
     const int32_t k = t->head_size;
     const uint8_t *q = t->cluster_gamma + (size_t)x * (size_t)t->n_clusters;
     const uint64_t tail = t->tail_mass[x], head = (((uint64_t)k + 1u) << 32) - tail;
     int32_t j;
-    if (cells != NULL) {
-        *keep = 0;
-        for (j = 0; j < t->n_cells; j++)
-            *keep += (uint64_t)(t->cell_start[j + 1] - t->cell_start[j]) * LDP_CLUSTER_KEEP[cells[j]];
-    } else {
-        *keep = cluster_weights(t, x, start, NULL);
-    }
+    *keep = rq != NULL ? rq->c[t->n_clusters - 1].cum : cluster_weights(t, x, start, NULL);
     *n_tail = (uint64_t)t->n_outputs;
     for (j = 0; j < k; j++) {
         const int32_t h = ldp_head_id(t, (size_t)x * (size_t)k + (size_t)j);
         if (is_output != NULL ? (is_output[h >> 3] >> (h & 7)) & 1 : in_sorted(t->outputs, t->n_outputs, h)) {
-            *keep -= LDP_CLUSTER_KEEP[cells != NULL ? cells[t->cell_of[h]] : q[t->tail_cluster[h]]];
+            *keep -= LDP_CLUSTER_KEEP[rq != NULL ? refined_bound(rq, t->cell_of[h]) : q[t->tail_cluster[h]]];
             (*n_tail)--;
         }
     }
@@ -637,13 +652,13 @@ static ldp_u128 row_odds(const ldp_santext_table *t, int32_t x, const uint32_t *
 
 /* 1 and *p = floor(2^64 A / n) (row_odds) if row x skips its refused rounds, else 0 and *p = 0. */
 static int skip_threshold(const ldp_santext_table *t, int32_t x, const uint32_t *start,
-                          const uint8_t *is_output, const uint8_t *cells, uint64_t *p) {
+                          const uint8_t *is_output, const refined_row *rq, uint64_t *p) {
     *p = 0;
 #if defined(LDP_HAVE_U128)
     if (t->n_outputs > t->head_size) {
         uint64_t keep, n_tail;
         ldp_u128 n;
-        const ldp_u128 a = row_odds(t, x, start, is_output, cells, &n, &keep, &n_tail);
+        const ldp_u128 a = row_odds(t, x, start, is_output, rq, &n, &keep, &n_tail);
         /* P = floor(2^64 A / n), two 32-bit digits of the long division; 0 < A < n < 2^96
          * keeps every shifted remainder in 128 bits (and a row without head mass, A = n,
          * keeps its rounds) */
@@ -655,7 +670,7 @@ static int skip_threshold(const ldp_santext_table *t, int32_t x, const uint32_t 
         }
     }
 #else
-    (void)t; (void)x; (void)start; (void)is_output; (void)cells;
+    (void)t; (void)x; (void)start; (void)is_output; (void)rq;
 #endif
     return 0;
 }
@@ -741,28 +756,24 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     for (x = 0; x < t->n_rows; x++) cell_of[x] = 0;
     if (s > 0) { /* then by cell within each cluster, ids still ascending within a cell */
         int32_t *by_cell = (int32_t *)malloc((size_t)(t->n_outputs > 0 ? t->n_outputs : 1) * sizeof(int32_t));
-        split_cells(t, sorted, start, s, sorted_cell);
-        for (c = 0; c <= n_cells; c++) cell_start[c] = 0;
-        for (j = 0; j < t->n_outputs; j++) cell_start[sorted_cell[j] + 1]++;
-        for (c = 0; c < n_cells; c++) cell_start[c + 1] += cell_start[c];
-        if (by_cell != NULL) {
-            uint32_t *next = (uint32_t *)malloc((size_t)n_cells * sizeof(uint32_t));
-            if (next != NULL) {
-                for (c = 0; c < n_cells; c++) next[c] = cell_start[c];
-                for (j = 0; j < t->n_outputs; j++) by_cell[next[sorted_cell[j]]++] = sorted[j];
-                for (j = 0; j < t->n_outputs; j++) cell_of[sorted[j]] = sorted_cell[j];
-                for (j = 0; j < t->n_outputs; j++) {
-                    sorted[j] = by_cell[j];
-                    sorted_cell[j] = cell_of[by_cell[j]];
-                }
-                free(next);
-            } else {
-                s = 0;
-            }
-            free(by_cell);
+        uint32_t *next = (uint32_t *)malloc((size_t)n_cells * sizeof(uint32_t));
+        if (by_cell == NULL || next == NULL) {
+            s = 0; /* out of memory: no cells */
         } else {
-            s = 0;
+            split_cells(t, sorted, start, s, sorted_cell);
+            for (c = 0; c <= n_cells; c++) cell_start[c] = 0;
+            for (j = 0; j < t->n_outputs; j++) cell_start[sorted_cell[j] + 1]++;
+            for (c = 0; c < n_cells; c++) cell_start[c + 1] += cell_start[c];
+            for (c = 0; c < n_cells; c++) next[c] = cell_start[c];
+            for (j = 0; j < t->n_outputs; j++) by_cell[next[sorted_cell[j]]++] = sorted[j];
+            for (j = 0; j < t->n_outputs; j++) cell_of[sorted[j]] = sorted_cell[j];
+            for (j = 0; j < t->n_outputs; j++) {
+                sorted[j] = by_cell[j];
+                sorted_cell[j] = cell_of[by_cell[j]];
+            }
         }
+        free(by_cell);
+        free(next);
     }
     for (j = 0; j < t->n_outputs; j++) cluster[j] = t->tail_cluster[sorted[j]];
     for (j = 0; j < (t->n_rows + 7) / 8; j++) is_output[j] = 0;
@@ -814,27 +825,6 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
 #define REFINE_CAS(p, expect, value) (*(p) == *(expect) ? (*(p) = (value), 1) : (*(expect) = *(p), 0))
 #define REFINE_TAKE(p) ((*(p))++)
 #endif
-
-/* A refined row: its skip threshold and flag (as skip_p / skip_row, from the cells' bounds), then
- * per cluster the running sum of the clusters' weights up to it (the skip draw's: the sum over the
- * cluster's cells of N KEEP[q], computed once here rather than per batch, 1,024 products on
- * GloVe-50k) beside its cells' bounds: the draw finds a cluster by its sum and reads its cells'
- * bounds from the same cache line. */
-typedef struct {
-    uint64_t cum;
-    uint8_t q[LDP_CELLS_PER_CLUSTER];
-} refined_cluster;
-
-typedef struct {
-    uint64_t skip_p;
-    uint32_t skip, unused;
-    refined_cluster c[];
-} refined_row;
-
-/* A refined row's bound of cell j. */
-LDP_ALWAYS_INLINE unsigned refined_bound(const refined_row *r, unsigned j) {
-    return r->c[j / LDP_CELLS_PER_CLUSTER].q[j % LDP_CELLS_PER_CLUSTER];
-}
 
 /* first_above over a refined row's running sums. */
 static unsigned first_above_refined(const refined_cluster *cum, unsigned n, uint64_t u) {
@@ -917,10 +907,12 @@ int ldp_refined_skip(const ldp_santext_table *t, int32_t x) {
     return r != NULL ? (int)r->skip : -1;
 }
 
-/* The second exponent at distance d under bound q, as tail_exponent computes it. */
-static double exponent_under(const ldp_santext_table *t, int32_t x, unsigned q, double d) {
+/* The second exponent of a tail candidate of row x at distance d under bound q: what accept_tail
+ * draws against, and what a refined bound must keep >= 0 at its cell's nearest output. */
+LDP_ALWAYS_INLINE double tail_exponent(const ldp_santext_table *t, int32_t x, unsigned q, double d) {
+    const size_t slots = (size_t)t->head_size + 1u;
     return (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[q]) +
-           ldp_accept_gamma(t, (size_t)x * ((size_t)t->head_size + 1u) + (size_t)t->head_size);
+           ldp_accept_gamma(t, (size_t)x * slots + (size_t)t->head_size);
 }
 
 /* Row x keeps its cluster bounds from now on (a later call does not consider it again). 0. */
@@ -935,7 +927,7 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
     const int32_t per = t->cells_per_cluster;
     unsigned char *chunk, *none = NULL;
     refined_row *r;
-    uint64_t sum = 0, coarse = 0;
+    uint64_t sum = 0, coarse = 0, cum[LDP_MAX_CLUSTERS];
     uint8_t q[LDP_MAX_CLUSTERS * LDP_CELLS_PER_CLUSTER];
     uint32_t slot;
     int32_t c, expect = REFINE_UNSEEN;
@@ -949,19 +941,20 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
         if (d2 == INFINITY) { /* no tail output in the cell: never kept, any bound */
             q[c] = (uint8_t)base;
         } else {
-            if (!(exponent_under(t, x, base, d) >= 0.0)) return refine_none(s, x); /* refused by the check */
+            if (!(tail_exponent(t, x, base, d) >= 0.0)) return refine_none(s, x); /* refused by the check */
             while (lo < hi) { /* the largest q whose exponent stays >= 0 (LOG increases with q) */
                 const unsigned mid = (lo + hi + 1u) / 2u;
-                if (exponent_under(t, x, mid, d) >= 0.0) lo = mid;
+                if (tail_exponent(t, x, mid, d) >= 0.0) lo = mid;
                 else hi = mid - 1u;
             }
             q[c] = (uint8_t)lo;
         }
         sum += n * LDP_CLUSTER_KEEP[q[c]];
+        if ((c + 1) % per == 0) cum[c / per] = sum;
     }
     /* Worth its record (and the cache lines the draws then read) only where the cells keep at most
-     * 3/4 (REFINE_KEEP_NUM / REFINE_KEEP_DEN) of what the clusters keep: a tail draw computes fewer distances in that
-     * ratio. Interleaved A/B, refining every row: MiniLM (2.8 -> 2.4 distances per sampled token at
+     * REFINE_KEEP_NUM / REFINE_KEEP_DEN of what the clusters keep: a tail draw computes fewer
+     * distances in that ratio. Interleaved A/B, refining every row: MiniLM (2.8 -> 2.4 distances per sampled token at
      * eps = 10) 5-30 % slower, GloVe-50k at eps = 10 (4.7 -> 2.0) 34 % faster. */
     if (sum > coarse / REFINE_KEEP_DEN * REFINE_KEEP_NUM) return refine_none(s, x);
     if (REFINE_LOAD(&s->next) >= s->cap) return refine_none(s, x);
@@ -979,22 +972,17 @@ int ldp_refine_row(const ldp_santext_table *t, int32_t x, const double *d2min) {
         }
     }
     r = (refined_row *)(chunk + (size_t)(slot & ((1u << REFINE_CHUNK_SHIFT) - 1u)) * s->stride);
-    for (c = 0, sum = 0; c < t->n_cells; c++) {
-        sum += (uint64_t)(t->cell_start[c + 1] - t->cell_start[c]) * LDP_CLUSTER_KEEP[q[c]];
-        r->c[c / per].q[c % per] = q[c];
-        if ((c + 1) % per == 0) r->c[c / per].cum = sum;
-    }
-    r->skip = (uint32_t)skip_threshold(t, x, t->cluster_start, NULL, q, &r->skip_p);
+    for (c = 0; c < t->n_cells; c++) r->c[c / per].q[c % per] = q[c];
+    for (c = 0; c < t->n_clusters; c++) r->c[c].cum = cum[c];
+    r->skip = (uint32_t)skip_threshold(t, x, t->cluster_start, NULL, r, &r->skip_p);
     return REFINE_CAS(&s->slot[x], &expect, (int32_t)slot) ? 1 : 0;
 }
 
 int ldp_refine_rows(const ldp_santext_table *t, const int32_t *xs, size_t n) {
     enum { CHUNK = 256 };
-    const int32_t k = t->head_size;
     int32_t todo[LDP_DIST_BLOCK];
     double *d2 = NULL, *mins = NULL;
     size_t i, m = 0;
-    int rc = LDP_SAMPLE_OK;
     for (i = 0; i < n; i++)
         if (xs[i] < 0 || xs[i] >= t->n_rows) return LDP_SAMPLE_ERR_ROW;
     if (t->refined == NULL || t->sorted_cell == NULL) return LDP_SAMPLE_OK;
@@ -1030,10 +1018,9 @@ int ldp_refine_rows(const ldp_santext_table *t, const int32_t *xs, size_t n) {
             m = 0;
         }
     }
-    (void)k;
     free(d2);
     free(mins);
-    return rc;
+    return LDP_SAMPLE_OK;
 }
 
 #if defined(LDP_HAVE_U128)
@@ -1077,14 +1064,7 @@ static int skip_tail_first(ldp_chacha *g, const ldp_santext_table *t, int32_t x,
     if (high != (uint32_t)(p >> 32)) return high < (uint32_t)(p >> 32);
     w = ((uint64_t)high << 32) | ldp_next_u32_inline(g);
     if (w != p) return w < p;
-    if (rq != NULL) { /* a tie of all 64 bits (probability 2^-64): the bounds laid out flat */
-        uint8_t flat[LDP_MAX_CLUSTERS * LDP_CELLS_PER_CLUSTER];
-        int32_t j;
-        for (j = 0; j < t->n_cells; j++) flat[j] = (uint8_t)refined_bound(rq, (unsigned)j);
-        a = row_odds(t, x, t->cluster_start, NULL, flat, &n, &keep, &n_tail);
-    } else {
-        a = row_odds(t, x, t->cluster_start, NULL, NULL, &n, &keep, &n_tail);
-    }
+    a = row_odds(t, x, t->cluster_start, NULL, rq, &n, &keep, &n_tail);
     return ldp_fraction_trial(g, (((a << 32) % n) << 32) % n, n);
 }
 #endif
@@ -1358,23 +1338,17 @@ static int bernoulli_exp_by_table(ldp_chacha *g, double e) {
     return ldp_bernoulli_exp(g, e - LDP_CLUSTER_LOG[j]);
 }
 
+double ldp_tail_exponent(const ldp_santext_table *t, int32_t x, int32_t y, double d) {
+    return tail_exponent(t, x, cluster_units(t, x, y), d);
+}
+
 /* Accept tail candidate y for row x, which passed the cluster trial KEEP[q] / 2^32 in propose(),
  * with probability exp(-(eps/2 (d(x,y) - floor) - LOG[q] + gamma_K)): 1 accept, 0 reject,
  * negative if the floor or the cluster bound was not a lower bound (broken table). The bound
  * holds for the computed d (precompute leaves the margin) and LOG[q] <= q/32, and rounding is
  * monotone, so the exponent computed here is >= 0 whenever the table is right. With q = 0 it is
- * the plain tail's exponent, bit for bit; with C > 1 the trial itself is bernoulli_exp_by_table's. */
-LDP_ALWAYS_INLINE double tail_exponent(const ldp_santext_table *t, int32_t x, unsigned q, double d) {
-    const size_t slots = (size_t)t->head_size + 1u;
-    return (t->half_epsilon * (d - t->tail_floor[x]) - LDP_CLUSTER_LOG[q]) +
-           ldp_accept_gamma(t, (size_t)x * slots + (size_t)t->head_size);
-}
-
-double ldp_tail_exponent(const ldp_santext_table *t, int32_t x, int32_t y, double d) {
-    return tail_exponent(t, x, cluster_units(t, x, y), d);
-}
-
-/* rq: the bounds the candidate was kept under (refined, or the cluster's) */
+ * the plain tail's exponent, bit for bit; with C > 1 the trial itself is bernoulli_exp_by_table's.
+ * rq: the bounds the candidate was kept under (refined, or the cluster's) */
 static int accept_tail(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t y, const refined_row *rq) {
     double g_tail = tail_exponent(t, x, rq != NULL ? refined_bound(rq, t->cell_of[y]) : cluster_units(t, x, y),
                                   ldp_distance(t, x, y));

@@ -174,6 +174,9 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
  * changed; a store holds at most max_bytes of rows, the others keep their cluster bounds. A token
  * reads its row's bounds once, at its start. */
 typedef struct ldp_refine_store ldp_refine_store;
+/* The store libldptext and the Python extension give a table: 16 MiB (8,000 GloVe-50k rows of 128
+ * clusters, 16,000 MiniLM rows of 64). */
+#define LDP_REFINE_MAX_BYTES ((size_t)16 << 20)
 /* A store for table t's refined rows (t must have cells), of at most max_bytes; NULL without
  * cells or memory. Attach it as t->refined; free it after the last draw. */
 ldp_refine_store *ldp_refine_store_new(const ldp_santext_table *t, size_t max_bytes);

@@ -30,9 +30,6 @@ typedef struct {
     size_t nbytes;
 } ldp_array;
 
-/* The most bytes of refined bounds a bundle keeps (bundle.c, santext_sampler.h) */
-#define LDP_REFINE_MAX_BYTES ((size_t)16 << 20)
-
 struct ldp_bundle {
     /* storage: a private copy (open_memory, or no mmap) or a read-only mapping */
     uint8_t *owned;
@@ -68,8 +65,8 @@ struct ldp_bundle {
     uint8_t *zero_clusters;/* V zeros for a bundle without tail clusters (C = 1), else NULL */
     uint64_t *tail_mass;   /* the sampler's derived tail masses (ldp_santext_tail_masses) */
     void *cluster_order;   /* the sampler's outputs in cluster order (ldp_santext_cluster_order) */
-    /* table.refined (owned): refined bounds of checked rows, at most LDP_REFINE_MAX_BYTES (16 MiB:
-     * 16,000 GloVe-50k rows of 128 clusters, 31,000 MiniLM rows of 64); NULL without clusters */
+    /* table.refined (owned): refined bounds of checked rows, at most LDP_REFINE_MAX_BYTES
+     * (santext_sampler.h); NULL without clusters */
     const uint8_t *valid_input, *sensitive;
     /* per row: 0 not yet checked, 1 its whole law checked and right, 2 refused (check.c); NULL
      * until the tables are checked. Written through a const bundle: a verdict is a cache. */
