@@ -73,22 +73,21 @@ static size_t fixed_rows(const ldp_bundle *b, int32_t *rows, size_t n_valid) {
     return n;
 }
 
-/* A valid row (sensitive: also not kept in the clear) drawn uniformly, by rejection over [0, V),
- * from OS randomness; -1 if that fails after `tries` draws (or the OS generator fails). */
-static int32_t random_row(const ldp_bundle *b, int sensitive, int tries) {
+/* A valid row drawn uniformly, by rejection over [0, V), from OS randomness; -1 if that fails
+ * after 4096 draws (or the OS generator fails). */
+static int32_t random_valid_row(const ldp_bundle *b) {
     const ldp_santext_table *t = &b->table;
-    for (; tries > 0; tries--) {
+    int tries;
+    for (tries = 0; tries < 4096; tries++) {
         uint64_t r;
         if (ldp_os_random((uint8_t *)&r, sizeof r) != 0) return -1;
         /* the bias of a modulo over 2^64 is below 2^-32 for V < 2^31: irrelevant to which rows a
          * check reads */
         r %= (uint64_t)t->n_rows;
-        if (b->valid_input[r] && !(sensitive && t->keep_row[r])) return (int32_t)r;
+        if (b->valid_input[r]) return (int32_t)r;
     }
     return -1;
 }
-
-static int32_t random_valid_row(const ldp_bundle *b) { return random_row(b, 0, 4096); }
 
 static int check_d_max(const ldp_bundle *b, int32_t x) {
     const ldp_santext_table *t = &b->table;
@@ -203,6 +202,12 @@ static size_t binomial_threshold(size_t n) {
     return 0;
 }
 
+/* A stated verbatim rate with the slack of verbatim.py check_stated_maximum: a realised rate counts
+ * as above the statement only beyond this (the rate's own rounding). */
+static double with_slack(double stated) {
+    return stated + 1e-9 * fmax(1.0, stated) + 1e-12;
+}
+
 /* r beyond level: above it, or at or above it (at_least) */
 static int beyond(double r, double level, int at_least) {
     return at_least ? r >= level : r > level;
@@ -254,16 +259,28 @@ static int row_above(const ldp_bundle *b, int32_t x, double level, int at_least,
     return rate_above(b, x, level, at_least, exact);
 }
 
-/* Up to MEDIAN_ROWS sensitive rows drawn uniformly (with replacement) at this open; how many (0:
- * no sensitive row, or the OS generator failed: nothing is released unchanged by the rule). */
-static size_t median_rows(const ldp_bundle *b, int32_t rows[MEDIAN_ROWS]) {
-    size_t n = 0;
-    while (n < MEDIAN_ROWS) {
-        const int32_t x = random_row(b, 1, 65536);
-        if (x < 0) break;
-        rows[n++] = x;
+/* MEDIAN_ROWS sensitive rows drawn uniformly (with replacement) at this open, each with probability
+ * 1 / their count (verbatim.py random_sensitive_rows): no rejection that could run out of tries.
+ * *n: how many (0: the bundle has no sensitive row). LDP_E_RANDOM if the OS generator fails. */
+static int sensitive_sample(const ldp_bundle *b, int32_t rows[MEDIAN_ROWS], size_t *n) {
+    const ldp_santext_table *t = &b->table;
+    int32_t *sensitive, x;
+    size_t n_sensitive = 0;
+    *n = 0;
+    sensitive = (int32_t *)malloc(((size_t)t->n_rows + 1) * sizeof *sensitive);
+    if (sensitive == NULL) return LDP_E_NOMEM;
+    for (x = 0; x < t->n_rows; x++)
+        if (b->valid_input[x] && !t->keep_row[x]) sensitive[n_sensitive++] = x;
+    for (; n_sensitive > 0 && *n < MEDIAN_ROWS; (*n)++) {
+        uint64_t r;
+        if (ldp_os_random((uint8_t *)&r, sizeof r) != 0) {
+            free(sensitive);
+            return LDP_E_RANDOM;
+        }
+        rows[*n] = sensitive[r % (uint64_t)n_sensitive]; /* bias < 2^-32: irrelevant to which rows */
     }
-    return n;
+    free(sensitive);
+    return LDP_OK;
 }
 
 /* LDP_OK, or LDP_E_PARAMETER_MISMATCH when too many random sensitive rows lie above the stated
@@ -271,15 +288,16 @@ static size_t median_rows(const ldp_bundle *b, int32_t rows[MEDIAN_ROWS]) {
  * by more than the slack of the stated maximum (above_stated_max): an honest bundle whose rates are
  * all equal (CusText with K = 2) states a median that its rows' rates, rounded, may exceed. */
 static int check_stated_median(const ldp_bundle *b) {
-    const double level = b->verbatim_median + 1e-9 * fmax(1.0, b->verbatim_median) + 1e-12;
+    const double level = with_slack(b->verbatim_median);
     int32_t rows[MEDIAN_ROWS];
     size_t i, n, above = 0;
-    int exact = MEDIAN_EXACT_ROWS;
+    int exact = MEDIAN_EXACT_ROWS, rc;
     double *sim;
     if (isnan(b->verbatim_median)) return LDP_OK;
+    rc = sensitive_sample(b, rows, &n);
+    if (rc != LDP_OK) return rc;
     sim = (double *)malloc(((size_t)b->table.head_size + 1) * sizeof *sim);
     if (sim == NULL) return LDP_E_NOMEM;
-    n = median_rows(b, rows);
     for (i = 0; i < n; i++) above += (size_t)row_above(b, rows[i], level, 0, &exact, sim);
     free(sim);
     return n > 0 && above >= binomial_threshold(n) ? LDP_E_PARAMETER_MISMATCH : LDP_OK;
@@ -298,34 +316,15 @@ static int check_stated_median(const ldp_bundle *b) {
  *       kept always) are more than half of the valid inputs and kept with probability
  *       1 - p >= LDP_NEAR_IDENTITY_MEDIAN: most of the vocabulary leaves unchanged. */
 static int sampled_near_identity(const ldp_bundle *b, int *weak) {
-    const ldp_santext_table *t = &b->table;
-    int32_t rows[MEDIAN_ROWS], *sensitive, x;
-    size_t i, n = 0, at = 0, need, n_sensitive = 0;
-    int exact = MEDIAN_ROWS;
+    int32_t rows[MEDIAN_ROWS];
+    size_t i, n, at = 0, need;
+    int exact = MEDIAN_ROWS, rc;
     double *sim;
     *weak = 0;
-    /* the sensitive rows, each drawn with probability 1 / their count (verbatim.py
-     * random_sensitive_rows): no rejection that could run out of tries, and a failing OS generator
-     * is an error, not an empty sample */
-    sensitive = (int32_t *)malloc(((size_t)t->n_rows + 1) * sizeof *sensitive);
-    sim = (double *)malloc(((size_t)t->head_size + 1) * sizeof *sim);
-    if (sensitive == NULL || sim == NULL) {
-        free(sensitive);
-        free(sim);
-        return LDP_E_NOMEM;
-    }
-    for (x = 0; x < t->n_rows; x++)
-        if (b->valid_input[x] && !t->keep_row[x]) sensitive[n_sensitive++] = x;
-    for (; n_sensitive > 0 && n < MEDIAN_ROWS; n++) {
-        uint64_t r;
-        if (ldp_os_random((uint8_t *)&r, sizeof r) != 0) {
-            free(sensitive);
-            free(sim);
-            return LDP_E_RANDOM;
-        }
-        rows[n] = sensitive[r % (uint64_t)n_sensitive]; /* bias < 2^-32: irrelevant to which rows */
-    }
-    free(sensitive);
+    rc = sensitive_sample(b, rows, &n);
+    if (rc != LDP_OK) return rc;
+    sim = (double *)malloc(((size_t)b->table.head_size + 1) * sizeof *sim);
+    if (sim == NULL) return LDP_E_NOMEM;
     need = binomial_threshold(n);
     /* stop once the count decides: need reached, or out of reach */
     for (i = 0; n > 0 && i < n && at < need && at + (n - i) >= need; i++)
@@ -503,7 +502,7 @@ static double custext_verbatim_rate(const ldp_bundle *b, int32_t x, double *sim)
 
 /* the largest stated verbatim rate, with the slack of verbatim.py check_stated_maximum */
 static int above_stated_max(const ldp_bundle *b, double rate) {
-    return rate > b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12;
+    return rate > with_slack(b->verbatim_max);
 }
 
 /* 1: row x's realised law over its output set is the exponential mechanism exp(eps u / 2) up to
@@ -791,8 +790,7 @@ static int engine_finish(const ldp_bundle *b, const engine_row *e, double *d2) {
     /* the bound from below shows the rate within the maximum (no slack: the exact sum, within
      * rounding of it, would too), or the exact sum decides */
     if (e->sum_tail && 1.0 / (e->head_sum + e->sum) > b->verbatim_max &&
-        1.0 / (e->head_sum + tail_sum_exact(t, e, d2)) >
-            b->verbatim_max + 1e-9 * fmax(1.0, b->verbatim_max) + 1e-12)
+        above_stated_max(b, 1.0 / (e->head_sum + tail_sum_exact(t, e, d2))))
         return -1;
     return 1;
 }
