@@ -157,7 +157,7 @@ def open_checked(bundle: "Bundle", *, threads: int | None = None) -> CheckedDPBa
     bundle : Bundle
         A bundle whose structure and hashes were verified (trust need not be decided).
     threads : int or None
-        ONNX Runtime intra-op threads for the sessions (default: its own choice).
+        ONNX Runtime intra-op threads of each graph's inference (default: ONNX Runtime's choice).
 
     Returns
     -------

@@ -404,6 +404,12 @@ def refuse_near_identity(rate: VerbatimRate, *, allow: bool, flag: str) -> None:
             f"smaller epsilon, or {flag} to accept it (every report will say so)")
 
 
+def _with_slack(stated: float) -> float:
+    """A stated verbatim rate with the slack a realised rate may round past it by (libldptext's
+    ``with_slack``): a rate counts as above the statement only beyond this."""
+    return stated + 1e-9 * max(1.0, math.fabs(stated)) + 1e-12
+
+
 def check_stated_maximum(t: SanTextTables, epsilon: float, stated: VerbatimRate, rows: np.ndarray) -> None:
     """Refuse a stated largest verbatim rate that one of ``rows`` exceeds (computed here).
 
@@ -418,7 +424,7 @@ def check_stated_maximum(t: SanTextTables, epsilon: float, stated: VerbatimRate,
         return
     v = verbatim_probabilities(t, epsilon, rows, threads=1)
     worst = float(v.max())
-    if worst > stated.maximum + 1e-9 * max(1.0, math.fabs(stated.maximum)) + 1e-12:
+    if worst > _with_slack(stated.maximum):
         raise ParameterMismatchError(f"manifest states a largest verbatim rate of {stated.maximum:.6g}, "
                                      f"but a checked input is released unchanged with probability {worst:.6g}")
 
@@ -487,7 +493,7 @@ def check_stated_median(t: SanTextTables, epsilon: float | None, stated: Verbati
         return
     # a row counts as above with the slack of check_stated_maximum: an honest bundle whose rates are
     # all equal (CusText with K = 2) states a median that its rows' rates, rounded, may exceed
-    level = stated.median + 1e-9 * max(1.0, stated.median) + 1e-12
+    level = _with_slack(stated.median)
     if own_probability is not None:
         above = np.asarray(own_probability(rows)) > level
     else:
