@@ -17,11 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_cluster_bounds_header_is_the_exact_first_trial():
     """KEEP[q] = ceil(2^32 e^(-q/32)) and 0 <= LOG[q] <= -ln(KEEP[q]/2^32) <= q/32, LOG within 2^-49."""
-    text = (ROOT / "native" / "cluster_bounds.h").read_text()
-    keep_src = text[text.index("LDP_CLUSTER_KEEP[256]"):text.index("LDP_CLUSTER_LOG[256]")]
-    log_src = text[text.index("LDP_CLUSTER_LOG[256]"):]
-    keep = [int(v) for v in re.findall(r"(\d+)u\b", keep_src)]
-    logs = [float.fromhex(v) for v in re.findall(r"-?0x[0-9a-f.]+p[-+]\d+", log_src)]
+    keep, logs = _keep_table(), _log_table()
     assert len(keep) == len(logs) == 256
     mpmath.mp.prec = 200
     for q in range(256):
