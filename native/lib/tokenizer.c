@@ -530,6 +530,8 @@ void ldp_tokenizer_free(ldp_tokenizer *t) {
 
 int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t) { return t->model == MODEL_WORDPIECE; }
 
+int32_t ldp_tokenizer_unk_id(const ldp_tokenizer *t) { return t->unk_id; }
+
 void ldp_tok_work_free(ldp_tok_work *w) {
     ldp_u32_free(&w->text);
     ldp_u32_free(&w->tmp);

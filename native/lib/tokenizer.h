@@ -40,6 +40,8 @@ int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out);
 void ldp_tokenizer_free(ldp_tokenizer *t);
 /* 1 for a WordPiece model (decode attaches continuation pieces), 0 for word level. */
 int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t);
+/* The id unknown words map to (the model's unk_token). */
+int32_t ldp_tokenizer_unk_id(const ldp_tokenizer *t);
 
 /* Ids of utf8[0..len): see ldp_tokenize in ldptext.h. */
 int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *utf8, size_t len,
