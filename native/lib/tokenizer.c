@@ -933,3 +933,431 @@ int ldp_tokenizer_decode(const ldp_tokenizer *t, const int32_t *ids, size_t n, l
     else out->data[out->len] = '\0';
     return out->failed ? LDP_E_NOMEM : LDP_OK;
 }
+
+/* ---- what a released id renders as ---------------------------------------------------------- */
+/* A released id leaves the device as its token's text (ldp_tokenizer_decode), while the bundle's
+ * privacy statement (embeddings, metric, verbatim rate) is about rows, whose words are vocab.json.
+ * These checks tie the two: the tokenizer's tokens are vocab.json's rows, and every output's text
+ * is read back by the same tokenizer as that output, so no output can be shown as another word
+ * (an input's look-alike: the same letters upper-cased, or with invisible characters inside).
+ * sdk/ldptext/tokenization.py (agrees_with_vocab, read_back) states the same rules. */
+
+/* the token of entry off (continuation prefix included) */
+static const char *entry_str(const ldp_tokenizer *t, uint32_t off, size_t *len) {
+    *len = entry_at(t, off).len;
+    return t->pool + ENTRY_STR(off);
+}
+
+/* 1 if a[0..na) is the token of entry off */
+static int is_token(const ldp_tokenizer *t, uint32_t off, const char *a, size_t na) {
+    size_t n;
+    const char *s = entry_str(t, off, &n);
+    return n == na && (na == 0 || memcmp(s, a, na) == 0);
+}
+
+/* qsort order of added tokens by content (bytes, then length) */
+static int cmp_added(const void *pa, const void *pb) {
+    const added_token *a = *(const added_token *const *)pa, *b = *(const added_token *const *)pb;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->content, b->content, n);
+    if (c != 0) return c;
+    return a->len < b->len ? -1 : a->len > b->len;
+}
+
+static const char *json_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static int hex4(const char *p, const char *end, uint32_t *out) {
+    int i;
+    *out = 0;
+    if (end - p < 4) return 0;
+    for (i = 0; i < 4; i++) {
+        char c = p[i];
+        *out <<= 4;
+        if (c >= '0' && c <= '9') *out |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') *out |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') *out |= (uint32_t)(c - 'A' + 10);
+        else return 0;
+    }
+    return 1;
+}
+
+/* The JSON string whose opening quote *pp is at, decoded into out (cleared first); *pp moves past
+ * its closing quote. The text is valid UTF-8. As strict as json.c: no raw control character,
+ * only JSON's escapes, no lone surrogate (Python's json reads one, but no token can hold it, so
+ * the Python check refuses that vocab.json too). 0, -1 malformed, -2 out of memory.
+ * (vocab.json is read here, not by ldp_json_parse: building its tree took most of the check's
+ * time, 13 ms for GloVe-50k.) */
+static int json_string(const char **pp, const char *end, ldp_buf *out) {
+    static const char plain[] = "\"\\/bfnrt", decoded[] = "\"\\/\b\f\n\r\t";
+    const char *p = *pp + 1;
+    out->len = 0;
+    for (;;) {
+        const char *run = p, *e;
+        uint32_t cp, lo;
+        char utf8[4];
+        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        ldp_buf_put(out, run, (size_t)(p - run));
+        if (p >= end || (unsigned char)*p < 0x20) return -1;
+        if (*p++ == '"') break;
+        if (p >= end) return -1;
+        if (*p != 'u') {
+            if (*p == '\0' || (e = strchr(plain, *p)) == NULL) return -1;
+            ldp_buf_putc(out, decoded[e - plain]);
+            p++;
+            continue;
+        }
+        if (!hex4(p + 1, end, &cp) || (cp >= 0xDC00 && cp <= 0xDFFF)) return -1;
+        p += 5;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end - p < 2 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &lo) ||
+                lo < 0xDC00 || lo > 0xDFFF)
+                return -1;
+            p += 6;
+            cp = 0x10000u + ((cp - 0xD800u) << 10) + (lo - 0xDC00u);
+        }
+        ldp_buf_put(out, utf8, ldp_utf8_encode(&cp, 1, utf8));
+    }
+    *pp = p;
+    return out->failed ? -2 : 0;
+}
+
+int ldp_tokenizer_check_vocab(const ldp_tokenizer *t, const char *vocab_json, size_t len,
+                              size_t n_rows) {
+    const char *p = vocab_json, *end = vocab_json + len;
+    const added_token **sorted = NULL;
+    ldp_buf word;
+    size_t off, i = 0;
+    int rc = LDP_E_TOKENIZER;
+    ldp_buf_init(&word);
+    /* the tokenizer's ids are 0 .. n_rows - 1 exactly: an id past the rows would be an input no
+     * row sanitizes */
+    if (t->n_ids != n_rows || (len > 0 && vocab_json == NULL) || !ldp_utf8_valid(vocab_json, len))
+        goto done;
+    /* vocab.json, a JSON list of n_rows strings: row i's token is vocab[i] (so every row has
+     * one: an id without a token has entry 0) */
+    p = json_ws(p, end);
+    if (p == end || *p++ != '[') goto done;
+    p = json_ws(p, end);
+    if (p < end && *p == ']') {
+        p++;
+    } else {
+        for (;; i++) {
+            int r;
+            if (p == end || *p != '"') goto done;
+            if ((r = json_string(&p, end, &word)) != 0) {
+                if (r == -2) rc = LDP_E_NOMEM;
+                goto done;
+            }
+            if (i >= n_rows || t->id_entry[i] == 0 || !is_token(t, t->id_entry[i], word.data, word.len))
+                goto done;
+            p = json_ws(p, end);
+            if (p < end && *p == ',') {
+                p = json_ws(p + 1, end);
+                continue;
+            }
+            if (p == end || *p++ != ']') goto done;
+            i++;
+            break;
+        }
+    }
+    if (i != n_rows || json_ws(p, end) != end) goto done;
+    /* every (token, id) pair is (vocab[id], id), vocab[id] being now the token of id_entry[id]:
+     * the model's vocabulary, whose tokens are distinct (load_vocab), so none of its ids has two
+     * tokens, ... */
+    for (off = t->vocab_begin; off < t->vocab_end; off += entry_size(entry_at(t, off).len)) {
+        size_t n;
+        const char *s = entry_str(t, (uint32_t)off, &n);
+        if (!is_token(t, t->id_entry[entry_at(t, off).id & ~ENTRY_CONTINUATION], s, n)) goto done;
+    }
+    /* ... and the added tokens, none of which gives a token of the vocabulary or of another added
+     * token a second id (the Python runtime's table keeps one id per token: a second would leave
+     * a row without its token there, and two rows rendering alike here) */
+    sorted = (const added_token **)malloc((t->n_added ? t->n_added : 1) * sizeof *sorted);
+    if (sorted == NULL) {
+        rc = LDP_E_NOMEM;
+        goto done;
+    }
+    for (i = 0; i < t->n_added; i++) {
+        const added_token *a = &t->added[i];
+        int32_t id;
+        if (!is_token(t, t->id_entry[a->id], a->content, a->len)) goto done;
+        if (vocab_find(t, a->content, a->len, &id) && id != a->id) goto done;
+        sorted[i] = a;
+    }
+    qsort(sorted, t->n_added, sizeof *sorted, cmp_added);
+    for (i = 1; i < t->n_added; i++)
+        if (cmp_added(&sorted[i - 1], &sorted[i]) == 0 && sorted[i - 1]->id != sorted[i]->id)
+            goto done;
+    rc = LDP_OK;
+done:
+    free(sorted);
+    ldp_buf_free(&word);
+    return rc;
+}
+
+/* 1 if s[0..n) (valid UTF-8) is not empty and has no code point that BERT's clean_text removes
+ * (control, format such as U+200B, private use, U+FFFD) or that is whitespace: text a reader
+ * sees all of. The classes are tokenizers' own (unicode_tables.h), so the Python rule, which asks
+ * tokenizers, gives the same answer. */
+static int visible(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    if (n == 0) return 0;
+    while (p < end) {
+        uint32_t c = *p;
+        int extra = c < 0x80 ? 0 : c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+        if (extra) c &= 0x3F >> extra;
+        p++;
+        while (extra-- > 0 && p < end) c = (c << 6) | (*p++ & 0x3F);
+        if (ldp_uc_is_other(c) || ldp_uc_is_space(c)) return 0;
+    }
+    return 1;
+}
+
+/* 1 if text[0..len) encodes as exactly want[0..n_want) (n_want <= 2), 0 if not, -1 out of memory */
+static int encodes_as(const ldp_tokenizer *t, ldp_tok_work *w, const char *text, size_t len,
+                      const int32_t *want, size_t n_want) {
+    int32_t got[3];
+    size_t n = 0, i;
+    int rc = ldp_tokenizer_encode(t, w, text, len, got, 3, &n);
+    if (rc == LDP_E_NOMEM) return -1;
+    if (rc != LDP_OK || n != n_want) return 0; /* LDP_E_CAPACITY: more than 3 ids */
+    for (i = 0; i < n; i++)
+        if (got[i] != want[i]) return 0;
+    return 1;
+}
+
+/* What encodes_as(s, [y]) answers, found without running the encoder, for the common token:
+ * ASCII, visible (the caller checked), in a tokenizer without non-special added tokens (none is
+ * matched then). On such text the normalizers only lowercase (stable[c]: no step changes c);
+ * BertPreTokenizer isolates each ASCII punctuation mark, so a longer token holding one is read
+ * as two words or more (each gives an id); else the text is one word, and the model reads it
+ * whole: word level looks it up (unknown: unk_id), WordPiece finds the whole token first (it is
+ * in the vocabulary) unless it is longer than max_input_chars_per_word (unk_id). 1 or 0; -2 when
+ * unsure (upper case that a step lowercases, a WordPiece word not in the vocabulary): the caller
+ * runs the encoder. GloVe's read-back check took 14 ms through the encoder, 2 ms with this. */
+static int ascii_reads_back(const ldp_tokenizer *t, const unsigned char *stable, int bert_pre,
+                            const char *s, size_t n, int32_t y) {
+    size_t i;
+    int32_t id;
+    int found;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) return -2;
+        if (!stable[c]) return -2;
+        if (bert_pre && (ldp_uc_ascii[c] & LDP_UC_PUNCT) && n > 1) return 0;
+    }
+    found = vocab_find(t, s, n, &id);
+    if (t->model == MODEL_WORDLEVEL) return (found ? id : t->unk_id) == y;
+    if (n > t->max_input_chars) return t->unk_id == y;
+    return found ? id == y : -2;
+}
+
+/* ascii_reads_back for a continuation: what encodes_as(P + x, [P, y]) answers, text = P + x
+ * (np + nx bytes), tok = y's token (the prefix + x), when P is ASCII, stable and without
+ * punctuation (the caller checked) and reads as P's id. P + x is then one word (x ASCII, stable,
+ * no punctuation) that no normalizer changes; WordPiece reads P first when no longer vocabulary
+ * entry prefixes the text (checked here, else unsure), then the prefix + x whole (it is in the
+ * vocabulary). 1 or 0; -2 when unsure. */
+static int ascii_continuation_reads_back(const ldp_tokenizer *t, const unsigned char *stable,
+                                         const char *text, size_t np, size_t nx, const char *tok,
+                                         int32_t y) {
+    size_t i, k, slot;
+    int32_t id;
+    for (i = np; i < np + nx; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c >= 0x80 || !stable[c] || (ldp_uc_ascii[c] & LDP_UC_PUNCT)) return -2;
+    }
+    if (np + nx > t->max_input_chars) return 0; /* one id: the unknown token */
+    for (k = np + 1; k <= np + nx && k <= t->max_token_len; k++)
+        if (vocab_entry(t, text, k, &slot) != 0) return -2;
+    if (!vocab_find(t, tok, t->prefix_len + nx, &id)) return -2;
+    return id == y;
+}
+
+/* stable[c] = 1 when no normalizer step changes the ASCII code point c; *bert_pre = 1 when a
+ * pre-tokenizer step is BertPreTokenizer. 0 when the fast path does not apply at all (added
+ * tokens that may be matched). */
+static int ascii_fast_path(const ldp_tokenizer *t, unsigned char stable[128], int *bert_pre) {
+    size_t c, k;
+    if (t->n_added_raw > 0 || t->n_added_normalized > 0) return 0;
+    for (c = 0; c < 128; c++) {
+        uint32_t v = (uint32_t)c;
+        for (k = 0; k < t->n_norms; k++) {
+            const norm_step *st = &t->norms[k];
+            if (st->kind == NORM_BERT) v = v < 128 ? st->ascii[v] : v; /* ASCII_DROP: changed */
+            else if (st->kind == NORM_LOWERCASE) v = ldp_uc_ascii_lower(v);
+        }
+        stable[c] = v == c;
+    }
+    *bert_pre = 0;
+    for (k = 0; k < t->n_pres; k++)
+        if (t->pres[k] == PRE_BERT) *bert_pre = 1;
+    return 1;
+}
+
+typedef struct {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+/* longest first, then the smallest id */
+static int cmp_len_id(const void *pa, const void *pb) {
+    const len_id *a = (const len_id *)pa, *b = (const len_id *)pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Continuation pieces are read back after a context word P: of the whole words (not
+ * continuations) with visible text that encode as exactly themselves, the longest in bytes, the
+ * smallest id among equals. Reading P + x starts with the longest vocabulary entry that prefixes
+ * it; no whole word that reads back is longer than P, so that entry is P and x is then read as
+ * a continuation ("##x" itself, the whole rest, when nothing in P + x changes the reading).
+ * *id = -1 when there is none (word level, or no such word). 0, or -1 out of memory. */
+/* *id = y when y's token encodes as exactly [y]; 0, or -1 out of memory */
+static int try_context(const ldp_tokenizer *t, ldp_tok_work *w, int32_t y, int32_t *id) {
+    size_t len;
+    const char *s = entry_str(t, t->id_entry[y], &len);
+    int r = encodes_as(t, w, s, len, &y, 1);
+    if (r == 1) *id = y;
+    return r < 0 ? -1 : 0;
+}
+
+static int context_word(const ldp_tokenizer *t, ldp_tok_work *w, int32_t *id) {
+    len_id *c;
+    size_t n = 0, i, tries;
+    int r = 0;
+    *id = -1;
+    if (t->model != MODEL_WORDPIECE) return 0;
+    c = (len_id *)malloc((t->n_ids ? t->n_ids : 1) * sizeof *c);
+    if (c == NULL) return -1;
+    for (i = 0; i < t->n_ids; i++) {
+        uint32_t off = t->id_entry[i];
+        size_t len;
+        const char *s = entry_str(t, off, &len);
+        if (off == 0 || (entry_at(t, off).id & ENTRY_CONTINUATION) || !visible(s, len)) continue;
+        c[n].len = (uint32_t)len;
+        c[n].id = (int32_t)i;
+        n++;
+    }
+    /* in that order, the first that reads back: the best one by a scan (it nearly always reads
+     * back; a sort of MiniLM's 24,000 took 3 ms), a sort after a few that do not (len 0: tried) */
+    for (tries = 0; *id < 0; tries++) {
+        size_t best = n;
+        if (tries == 8) {
+            qsort(c, n, sizeof *c, cmp_len_id);
+            for (i = 0; i < n && c[i].len > 0 && *id < 0; i++)
+                if ((r = try_context(t, w, c[i].id, id)) < 0) break;
+            break;
+        }
+        for (i = 0; i < n; i++) /* ids increase: the first longest is the smallest id */
+            if (c[i].len > 0 && (best == n || c[i].len > c[best].len)) best = i;
+        if (best == n) break;
+        if ((r = try_context(t, w, c[best].id, id)) < 0) break;
+        c[best].len = 0;
+    }
+    free(c);
+    return r < 0 ? -1 : 0;
+}
+
+int ldp_tokenizer_context_word(const ldp_tokenizer *t, int32_t *id) {
+    ldp_tok_work w;
+    int r;
+    memset(&w, 0, sizeof w);
+    r = context_word(t, &w, id);
+    ldp_tok_work_free(&w);
+    return r == 0 ? LDP_OK : LDP_E_NOMEM;
+}
+
+/* Verdicts of ids[0..n) (see tokenizer.h); ok == NULL: stop at the first that fails. LDP_OK
+ * with *all = whether every one reads back, or LDP_E_NOMEM. */
+static int read_back(const ldp_tokenizer *t, const int32_t *ids, size_t n, unsigned char *ok,
+                     int *all) {
+    ldp_tok_work w;
+    char *buf = NULL; /* P + x */
+    size_t k, i, ctx_len = 0, buf_cap = 0;
+    const char *ctx = NULL;
+    int32_t want[2];
+    int have_ctx = 0, rc = LDP_OK, bert_pre = 0, fast, fast_ctx = 0;
+    unsigned char stable[128];
+    memset(&w, 0, sizeof w);
+    want[0] = -1;
+    *all = 1;
+    fast = ascii_fast_path(t, stable, &bert_pre);
+    for (k = 0; k < n; k++) {
+        int32_t y = ids[k];
+        uint32_t off;
+        size_t len;
+        const char *s;
+        int r;
+        if (ok != NULL) ok[k] = 0;
+        if (y < 0 || (size_t)y >= t->n_ids || (off = t->id_entry[y]) == 0) goto fails;
+        s = entry_str(t, off, &len);
+        if (entry_at(t, off).id & ENTRY_CONTINUATION) {
+            /* shown as x = the token less the prefix, attached to the piece before: P + x must
+             * read as [P, y] */
+            s += t->prefix_len;
+            len -= t->prefix_len;
+            if (!have_ctx) { /* found once, on the first continuation (word level: never) */
+                if (context_word(t, &w, &want[0]) != 0) goto nomem;
+                have_ctx = 1;
+                if (want[0] >= 0) {
+                    int32_t id;
+                    ctx = entry_str(t, t->id_entry[want[0]], &ctx_len);
+                    /* the fast path needs P ASCII, stable, without punctuation, read as its id */
+                    fast_ctx = fast && vocab_find(t, ctx, ctx_len, &id) && id == want[0];
+                    for (i = 0; fast_ctx && i < ctx_len; i++)
+                        fast_ctx = (unsigned char)ctx[i] < 0x80 && stable[(unsigned char)ctx[i]] &&
+                                   !(ldp_uc_ascii[(unsigned char)ctx[i]] & LDP_UC_PUNCT);
+                }
+            }
+            if (want[0] < 0 || !visible(s, len)) goto fails;
+            if (ctx_len + len > buf_cap) { /* (an added token may be longer than max_token_len) */
+                char *p = (char *)realloc(buf, ctx_len + len);
+                if (p == NULL) goto nomem;
+                buf = p;
+                buf_cap = ctx_len + len;
+                memcpy(buf, ctx, ctx_len);
+            }
+            memcpy(buf + ctx_len, s, len);
+            want[1] = y;
+            r = fast_ctx ? ascii_continuation_reads_back(t, stable, buf, ctx_len, len,
+                                                         s - t->prefix_len, y)
+                         : -2;
+            if (r == -2) r = encodes_as(t, &w, buf, ctx_len + len, want, 2);
+        } else {
+            if (!visible(s, len)) goto fails;
+            r = fast ? ascii_reads_back(t, stable, bert_pre, s, len, y) : -2;
+            if (r == -2) r = encodes_as(t, &w, s, len, &y, 1);
+        }
+        if (r < 0) goto nomem;
+        if (r == 1) {
+            if (ok != NULL) ok[k] = 1;
+            continue;
+        }
+    fails:
+        *all = 0;
+        if (ok == NULL) break;
+    }
+    goto done;
+nomem:
+    rc = LDP_E_NOMEM;
+done:
+    free(buf);
+    ldp_tok_work_free(&w);
+    return rc;
+}
+
+int ldp_tokenizer_read_back(const ldp_tokenizer *t, const int32_t *ids, size_t n,
+                            unsigned char *ok) {
+    int all;
+    return read_back(t, ids, n, ok, &all);
+}
+
+int ldp_tokenizer_check_outputs(const ldp_tokenizer *t, const int32_t *outputs, size_t n) {
+    int all, rc = read_back(t, outputs, n, NULL, &all);
+    if (rc != LDP_OK) return rc;
+    return all ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+}

@@ -57,4 +57,34 @@ int ldp_tokenizer_normalize(const ldp_tokenizer *t, ldp_tok_work *w, const uint3
 
 void ldp_tok_work_free(ldp_tok_work *w);
 
+/* What a released id renders as: checks for a bundle's open, once the tokenizer is loaded, on
+ * the bundle's vocab.json and output ids (check_vocab first: check_outputs reads the tokenizer's
+ * tokens, which are then vocab.json's). sdk/ldptext/tokenization.py TextTokenizer.check_vocab and
+ * check_outputs are the same rules. Both are fast (MiniLM, GloVe-50k: a few ms).
+ *
+ * ldp_tokenizer_check_vocab: the tokenizer's tokens are exactly vocab.json's rows. vocab_json
+ * [0..len) must be a JSON list of n_rows strings; the tokenizer's ids must be 0 .. n_rows - 1,
+ * each with a token, and every (token, id) pair (model vocabulary and added tokens) must be
+ * (vocab[id], id), no token having two ids. LDP_OK, LDP_E_TOKENIZER (malformed vocab.json, or
+ * any disagreement), LDP_E_NOMEM. */
+int ldp_tokenizer_check_vocab(const ldp_tokenizer *t, const char *vocab_json, size_t len,
+                              size_t n_rows);
+/* Whether each id is read back as itself: ok[k] = 1 when ids[k]'s released text (the token, or
+ * for a WordPiece continuation "##x" the x attached to the piece before) is non-empty, holds no
+ * control, format (U+200B), private-use or whitespace character (tokenizers' classes,
+ * unicode.h), and encodes as exactly [ids[k]] (a whole token) or [P, ids[k]] (P + x, P the
+ * context word, ldp_tokenizer_context_word); else 0 (also for an id without a token). A token
+ * the normalizer changes (upper case when lowercasing, accents when stripping them) encodes as
+ * another id, so it never reads back. LDP_OK or LDP_E_NOMEM. */
+int ldp_tokenizer_read_back(const ldp_tokenizer *t, const int32_t *ids, size_t n,
+                            unsigned char *ok);
+/* LDP_OK when every output reads back as itself, LDP_E_PARAMETER_MISMATCH when one does not
+ * (the builder leaves such tokens out: privacy.not_outputs.not_read_back), LDP_E_NOMEM. */
+int ldp_tokenizer_check_outputs(const ldp_tokenizer *t, const int32_t *outputs, size_t n);
+/* The context word continuation pieces are read back after: of the WordPiece whole words (not
+ * continuations) with visible text that encode as exactly themselves, the longest in UTF-8 bytes
+ * (the smallest id among equals). *id = -1 for word level or when there is none. LDP_OK or
+ * LDP_E_NOMEM. */
+int ldp_tokenizer_context_word(const ldp_tokenizer *t, int32_t *id);
+
 #endif
