@@ -14,10 +14,11 @@ continuation piece, " do not").
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-from .errors import BundleError, BundleFormatError, InputError
+from .errors import BundleError, BundleFormatError, BundleIntegrityError, InputError, ParameterMismatchError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bundle import Bundle
@@ -78,6 +79,11 @@ class TextTokenizer:
         prefix = model.get("continuing_subword_prefix", "##") if self.kind == "wordpiece" else None
         pieces = [t[len(prefix):] if prefix and t.startswith(prefix) else " " + t for t in tokens]
         self._pieces = np.array(pieces, dtype=object)
+        self._json = tokenizer_json  # the caller's string (no copy): check_vocab reads its pairs
+        self._tokens = tokens
+        self._prefix = prefix or None  # "": no piece attaches (as decode)
+        self._context: tuple[str, int] | None | bool = False  # read_back's prefix word (False: not yet)
+        self._shortcut: _AsciiShortcut | None | bool = False  # (False: not yet)
 
     @classmethod
     def from_bundle(cls, bundle: "Bundle") -> "TextTokenizer":
@@ -202,6 +208,165 @@ class TextTokenizer:
         """
         return self._tok.decode([int(t) for t in ids], skip_special_tokens=True)
 
+    # ---- what a released id renders as (the rules of native/lib/tokenizer.c's
+    # ldp_tokenizer_check_vocab and ldp_tokenizer_check_outputs; a bundle's runtime checks both
+    # when it opens it, vocab first)
+
+    def agrees_with_vocab(self, vocab: Sequence[str]) -> bool:
+        """Whether this tokenizer's tokens are exactly the rows of ``vocab`` (the bundle's vocab.json).
+
+        Every (token, id) pair of the tokenizer JSON (``model.vocab`` and each non-empty added
+        token) must have ``0 <= id < len(vocab)`` and ``vocab[id] == token``; no token may have two
+        ids, and every row must have its token. Tokens and rows are then one bijection: a released
+        id renders as the word its row's embedding (and so the metric) was built over. The
+        library's own table, which :meth:`decode` and :meth:`encode` use, must be those pairs too.
+
+        Parameters
+        ----------
+        vocab : sequence of str
+            Row i's token.
+
+        Returns
+        -------
+        bool
+        """
+        n = len(vocab)
+        if not all(isinstance(w, str) for w in vocab):
+            return False
+        spec = json.loads(self._json)
+        model_vocab = (spec.get("model") or {}).get("vocab")
+        added = spec.get("added_tokens") or []
+        if not isinstance(model_vocab, dict) or not isinstance(added, list):
+            return False
+        pairs = list(model_vocab.items())
+        for a in added:
+            if not isinstance(a, dict) or not isinstance(a.get("content"), str):
+                return False
+            if a["content"]:  # an empty added token is ignored (tokenizers, libldptext)
+                pairs.append((a["content"], a.get("id")))
+        ids: dict[str, int] = {}
+        for tok, i in pairs:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n or vocab[i] != tok:
+                return False
+            if ids.setdefault(tok, i) != i:
+                return False
+        return len(set(ids.values())) == n and self._tok.get_vocab(with_added_tokens=True) == ids
+
+    def check_vocab(self, vocab: Sequence[str]) -> None:
+        """Refuse a tokenizer that disagrees with the bundle's vocab.json (:meth:`agrees_with_vocab`).
+
+        Raises
+        ------
+        BundleIntegrityError
+            libldptext's LDP_E_TOKENIZER.
+        """
+        if not self.agrees_with_vocab(vocab):
+            raise BundleIntegrityError("bundle tokenizer.json disagrees with its vocab.json")
+
+    def read_back(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Whether each id, released, is read back by this tokenizer as itself.
+
+        An id is released as its token's text (:meth:`decode`): a word-level token or a WordPiece
+        whole word as itself after a space, a WordPiece continuation ``##x`` as ``x`` attached to
+        the piece before it. It reads back as itself when:
+
+        * that text (``x`` for a continuation) is not empty and holds no character that BERT's
+          clean-up removes or that is whitespace (control and format characters such as U+200B,
+          private use, U+FFFD, spaces): the same classes as libldptext's tables;
+        * a whole word or word-level token: encoding the token gives exactly ``[id]``;
+        * a continuation: encoding ``P + x`` gives exactly ``[id(P), id]``, where ``P`` is the
+          tokenizer's context word (:meth:`context_word`), the longest whole word that reads back
+          itself. No other whole word starts with it, so reading ``P + x`` must stop after ``P``
+          and read ``x`` as a continuation; without a context word no continuation reads back.
+
+        A token the normalizer changes (upper case under lower-casing, accents under
+        ``strip_accents``, a compatibility character under NFKC) encodes as another id, or the
+        unknown one, so it never reads back: its text would be read as a different token (an
+        input's look-alike), and no input can ever be that id.
+
+        Parameters
+        ----------
+        ids : sequence of int or np.ndarray of int, shape (n,)
+
+        Returns
+        -------
+        np.ndarray of bool, shape (n,)
+            False also for an id outside the tokenizer's range or without a token.
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        ok = np.zeros(ids.size, dtype=bool)
+        texts: list[str] = []
+        expect: list[list[int]] = []
+        where: list[int] = []
+        if self._shortcut is False:
+            self._shortcut = _AsciiShortcut.of(self._tok, json.loads(self._json))
+        fast = self._shortcut
+        for k, i in enumerate(ids.tolist()):
+            if not 0 <= i < len(self._tokens):
+                continue
+            tok = self._tokens[i]
+            if self._prefix and tok.startswith(self._prefix):
+                shown, ctx = tok[len(self._prefix):], self.context_word()
+                if ctx is None or not _visible(shown):
+                    continue
+                r = fast.continuation(ctx, shown, tok, i) if fast is not None else None
+                texts.append(ctx[0] + shown)
+                expect.append([ctx[1], i])
+            else:
+                if not _visible(tok):
+                    continue
+                r = fast.whole(tok, i) if fast is not None else None
+                texts.append(tok)
+                expect.append([i])
+            if r is not None:  # certain without encoding
+                ok[k] = r
+                texts.pop()
+                expect.pop()
+                continue
+            where.append(k)
+        for k, e, enc in zip(where, expect, self._encode_exact(texts)):
+            ok[k] = enc == e
+        return ok
+
+    def check_outputs(self, outputs: Sequence[int] | np.ndarray) -> None:
+        """Refuse an output id that is not read back as itself (:meth:`read_back`).
+
+        Raises
+        ------
+        ParameterMismatchError
+            libldptext's LDP_E_PARAMETER_MISMATCH (the message names how many, never a token).
+        """
+        ok = self.read_back(outputs)
+        if not ok.all():
+            raise ParameterMismatchError(f"{int((~ok).sum())} output tokens of the bundle are not read "
+                                         "back as themselves by its tokenizer (they render as other text)")
+
+    def context_word(self) -> tuple[str, int] | None:
+        """The whole word continuation pieces are read back after (:meth:`read_back`): of the
+        WordPiece tokens that are not continuations, have visible text and encode as exactly
+        themselves, the longest in UTF-8 bytes (the smallest id among equals). None for a word-level
+        tokenizer or when there is none. Being longest, no other whole word extends it."""
+        if self._context is False:
+            self._context = None
+            if self.kind == "wordpiece":
+                cands = sorted((-len(t.encode("utf-8")), i) for i, t in enumerate(self._tokens)
+                               if t and not (self._prefix and t.startswith(self._prefix)) and _visible(t))
+                for s in range(0, len(cands), 256):  # the first one nearly always reads back
+                    chunk = [i for _, i in cands[s:s + 256]]
+                    encs = self._encode_exact([self._tokens[i] for i in chunk])
+                    hit = next((i for i, e in zip(chunk, encs) if e == [i]), None)
+                    if hit is not None:
+                        self._context = (self._tokens[hit], hit)
+                        break
+        return self._context  # type: ignore[return-value]
+
+    def _encode_exact(self, texts: list[str]) -> list[list[int]]:
+        """Ids of each text, whole (no cut at whitespace), no special tokens added."""
+        if not texts:
+            return []
+        encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
+        return [e.ids for e in encode(texts, add_special_tokens=False)]
+
 
 def _split_at_whitespace(text: str, limit: int) -> list[str]:
     """Pieces of at most about ``limit`` characters, each cut just after a whitespace character
@@ -216,3 +381,103 @@ def _split_at_whitespace(text: str, limit: int) -> list[str]:
         start = cut
     pieces.append(text[start:])
     return pieces
+
+
+# ASCII a released token must not hold: controls, DEL and whitespace (libldptext's ASCII classes)
+_ASCII_HIDDEN = re.compile(r"[\x00-\x20\x7f]")
+_CLEAN = None
+
+
+def _visible(text: str) -> bool:
+    """Non-empty, and no character that BERT's clean_text removes (control, format, private use,
+    U+FFFD) or maps to a space (whitespace), nor a space: Hugging Face tokenizers' own classes, from
+    which libldptext's tables are generated (native/lib/gen_unicode_tables.py)."""
+    global _CLEAN
+    if not text:
+        return False
+    if text.isascii():
+        return _ASCII_HIDDEN.search(text) is None
+    if _CLEAN is None:
+        from tokenizers import normalizers
+
+        _CLEAN = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False,
+                                            strip_accents=False, lowercase=False)
+    return " " not in text and _CLEAN.normalize_str(text) == text
+
+
+class _AsciiShortcut:
+    """What encoding a visible ASCII token (or a context word + an ASCII continuation) gives, found
+    without running the tokenizer where that is certain (libldptext's ascii_reads_back and
+    ascii_continuation_reads_back, the same reasoning): the GloVe-50k check took about a second
+    through ``tokenizers``, 0.05 s with this. Only for the pipelines libldptext implements and no
+    non-special added token (none is then matched in text)."""
+
+    _NORMALIZERS = {"BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents"}
+    _PRE_TOKENIZERS = {"BertPreTokenizer", "WhitespaceSplit"}
+
+    def __init__(self, tok, model: dict) -> None:
+        printable = [chr(c) for c in range(33, 127)]
+        norm, pre = tok.normalizer, tok.pre_tokenizer
+        # ASCII the normalizers change (only lowercase does) and that the pre-tokenizer splits off
+        unstable = [c for c in printable if norm is not None and norm.normalize_str(c) != c]
+        split = [c for c in printable if pre is not None and len(pre.pre_tokenize_str("a" + c + "b")) != 1]
+        self._unstable = re.compile("[" + re.escape("".join(unstable)) + "]") if unstable else None
+        self._split = re.compile("[" + re.escape("".join(split)) + "]") if split else None
+        self._vocab: dict[str, int] = model["vocab"]
+        self._unk: int = self._vocab[model["unk_token"]]
+        self._wordpiece = model["type"] == "WordPiece"
+        self._max_chars = int(model.get("max_input_chars_per_word", 0)) if self._wordpiece else 0
+        self._prefix = model.get("continuing_subword_prefix", "") if self._wordpiece else ""
+
+    @classmethod
+    def of(cls, tok, spec: dict) -> "_AsciiShortcut | None":
+        """The shortcut of a tokenizer (``tokenizers.Tokenizer`` and its JSON), or None where it
+        does not apply."""
+        def steps(v, key):
+            if v is None:
+                return []
+            return v.get(key) or [] if v.get("type") == "Sequence" else [v]
+        try:
+            model = spec["model"]
+            ok = (model["type"] in ("WordPiece", "WordLevel") and isinstance(model["vocab"], dict)
+                  and model.get("unk_token") in model["vocab"]
+                  and all(s.get("type") in cls._NORMALIZERS for s in steps(spec.get("normalizer"), "normalizers"))
+                  and all(s.get("type") in cls._PRE_TOKENIZERS
+                          for s in steps(spec.get("pre_tokenizer"), "pretokenizers"))
+                  and all(a.get("special") for a in spec.get("added_tokens") or []))
+            return cls(tok, model) if ok else None
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+    def _plain(self, s: str) -> bool:
+        """ASCII that no normalizer changes."""
+        return s.isascii() and (self._unstable is None or self._unstable.search(s) is None)
+
+    def whole(self, s: str, y: int) -> bool | None:
+        """Whether visible ``s`` encodes as exactly ``[y]``; None when not certain."""
+        if not self._plain(s):
+            return None
+        if len(s) > 1 and self._split is not None and self._split.search(s):
+            return False  # two words or more, each one id at least
+        if not self._wordpiece:
+            return self._vocab.get(s, self._unk) == y
+        if len(s) > self._max_chars:
+            return self._unk == y
+        i = self._vocab.get(s)
+        return None if i is None else i == y
+
+    def continuation(self, ctx: tuple[str, int], x: str, token: str, y: int) -> bool | None:
+        """Whether ``ctx[0] + x`` encodes as exactly ``[ctx[1], y]`` (``token``: y's, the prefix +
+        x); None when not certain."""
+        word, cid = ctx
+        if not (self._plain(word) and self._plain(x)) or self._vocab.get(word) != cid:
+            return None
+        if self._split is not None and (self._split.search(word) or self._split.search(x)):
+            return None
+        text = word + x
+        if len(text) > self._max_chars:
+            return False  # read as one unknown word
+        if any(text[:k] in self._vocab for k in range(len(word) + 1, len(text) + 1)):
+            return None  # a longer word than the context word comes first
+        i = self._vocab.get(self._prefix + x)
+        return None if i is None or self._prefix + x != token else i == y
