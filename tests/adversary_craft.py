@@ -469,14 +469,16 @@ def build_corpus(root: Path, atk: Attacker) -> dict[str, Case]:
     add("c10-alias-slot-out-of-range", "10 domain", st3, ("BundleIntegrityError", 4, -92), arrays=alias_out_of_range)
 
     # ---- class 8: the SanText+ split ---------------------------------------------------------------
-    # V_N (released unchanged w.p. 1 - p) is 150 of the 240 words, p = 0.01: an honest build
+    # V_N (released unchanged w.p. 1 - p) is 150 of the 240 words, p = 0.01: an honest build, which
+    # the builder labels near identity (privacy.weak_privacy); the attacker drops the label
     wordlist = base / "vn-words.txt"
     wordlist.write_text("\n".join(vocab[:150]) + "\n", encoding="utf-8")
     split = build_santext_bundle(base / "santextp-split150-p0.01.ldpb", epsilon=3.0, mechanism="santext+", p=0.01,
                                  head_size=8, progress=False, frequencies=freqs, non_sensitive=wordlist,
-                                 verbatim_cap=None, **common)
+                                 verbatim_cap=None, allow_weak_privacy=True, **common)
     add("c8-split-majority-kept", "8 split", split, WEAK, doc=" ".join(vocab[:150]),
-        note="an honest build: 99 % of a document of V_N words leaves unchanged")
+        manifest=lambda m: m["privacy"].pop("weak_privacy", None),
+        note="99 % of a document of V_N words leaves unchanged; the build's weak-privacy label dropped")
     add("c8-split-relabelled-function-words", "8 split", split, MISMATCH,
         manifest=set_path("params", "non_sensitive", "function-words"), doc=" ".join(vocab[:150]),
         note="a 150-word V_N of ordinary words described as the closed-class function words")

@@ -77,31 +77,14 @@ ENGINE = ("santext", "santext+", "tem", "custext", "custext+")
 # door accepts the bundle and `bundle inspect` prints the lie. Only vocab.size, outputs, sensitive,
 # non_sensitive, kept_in_clear and privacy.notion are checked (docs/bundles.md).
 UNCHECKED_DESCRIPTIONS = {
-    "c7-vocab-dim": "vocab.dim 300 stated over 16-d tables",
-    "c7-vocab-kind": "vocab.kind 'wordpiece' stated over a word-level tokenizer",
-    "c7-verbatim-inputs": "privacy.verbatim.inputs 50000 stated over 241 rows",
-    "c7-removed-outputs": "privacy.not_outputs.above_verbatim_cap 0 stated while the cap removed outputs",
     "c7-tolerance-understated": "numeric.max_relative_error 1e-18 stated (the reports' tolerance) over 2e-13",
-    "c7-tem-far-rows": "TEM privacy.rows_with_far_outputs 0 stated while every row has a far set",
-    "c7-sources-vocab-size": "sources.embeddings.vocab_size 50000 stated over 240 words",
 }
 DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign", "cli-inspect", "c", "wasm",
          "jvm")
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (door, name): f"{door} accepts a descriptive lie: {what}"
     for name, what in UNCHECKED_DESCRIPTIONS.items() for door in DOORS}
-# Leaving out privacy.verbatim (as older bundles do), or keeping most of the vocabulary in the clear,
-# is near identity decided at open by every runtime (docs/privacy-budgets.md); `bundle verify --full`
-# and `bundle sign` open with the weak-privacy opt-in and do not yet ask a near-identity bundle to
-# state it (privacy.weak_privacy).
-_OPT_IN_DOORS = ("cli-parquet", "cli-verify-full", "cli-sign", "cli-inspect")
-_DROPPED = "a near-identity bundle whose privacy.verbatim section is left out, without the weak-privacy opt-in"
-KNOWN_GAPS.update({(door, f"c5-{m}-weak-verbatim-dropped"): f"{door} opens {_DROPPED} ({m})"
-                   for door in _OPT_IN_DOORS for m in ("tem", "custext")})
 # the split's description is not checked against the kept rows
-KNOWN_GAPS.update({(door, "c8-split-majority-kept"): f"{door} accepts a SanText+ bundle keeping 150 of 240 words "
-                   "in V_N at p = 0.01 (99% of such a document released unchanged) without the weak-privacy opt-in"
-                   for door in _OPT_IN_DOORS})
 KNOWN_GAPS.update({(door, "c8-split-relabelled-function-words"): f"{door} accepts params.non_sensitive "
                    "'function-words' over a V_N of 150 ordinary words" for door in DOORS})
 KNOWN_GAPS.update({(door, "c9-tokenizer-disagrees-with-vocab"): f"{door} accepts a tokenizer.json whose "
@@ -260,7 +243,22 @@ def test_cli_weak_opt_in(corpus, attacker, name, tmp_path, capsys):
     assert json.loads(out.splitlines()[0])["report"]["weak_privacy"] is True
 
 
-NOT_WEAK = [n for n in NAMES if not n.startswith("c5-")]
+# Signing vouches for the weak-privacy label: only a near-identity bundle that states it
+# (privacy.weak_privacy, as its build wrote it) verifies and signs; every other case is refused.
+LABELLED_WEAK = ["c5-santext-weak", "c5-tem-weak", "c5-custext-weak"]
+NOT_WEAK = [n for n in NAMES if n not in LABELLED_WEAK]
+
+
+@pytest.mark.parametrize("name", LABELLED_WEAK)
+def test_cli_verify_full_and_sign_accept_a_labelled_weak_bundle(corpus, attacker, name, tmp_path, capsys):
+    case = corpus[name]
+    rc, out, err = _cli(["bundle", "verify", "--full", "--trusted-key", str(attacker.pub_path), str(case.path)],
+                        capsys)
+    assert rc == 0, out + err
+    dst = tmp_path / "resigned.ldpb"
+    rc, out, err = _cli(["bundle", "sign", "--key", str(attacker.key_path), "--out", str(dst), str(case.path)],
+                        capsys)
+    assert rc == 0 and dst.exists(), out + err
 
 
 @pytest.mark.parametrize("name", cases_for("cli-verify-full", NOT_WEAK))

@@ -697,30 +697,53 @@ static int read_verbatim_tail(ldp_bundle *b, const ldp_json *verbatim) {
     return LDP_OK;
 }
 
-/* santext_tables.py SanTextTables.check_description: the manifest's descriptive numbers (vocab.size,
- * outputs, sensitive, non_sensitive, kept_in_clear; each optional) are the tables', and a stated
- * privacy.notion is the mechanism's (mechanisms.h, or the spelling older bundles use).
- * LDP_OK or LDP_E_PARAMETER_MISMATCH. */
-static int check_description(const ldp_bundle *b, int64_t v, int64_t o) {
-    static const char *const keys[5] = {"size", "outputs", "sensitive", "non_sensitive", "kept_in_clear"};
+/* A stated count (optional) equals the tables' one: 1, else 0 (a non-count or another number). */
+static int stated_count_is(const ldp_json *x, double actual) {
+    double stated;
+    return x == NULL || (number_at(x, &stated) && stated == actual);
+}
+
+/* description.py check_description: the manifest's descriptive numbers are the tables' (each
+ * optional; a stated one is checked, so that `bundle inspect` and a report never show a number the
+ * tables contradict): vocab.size, outputs, sensitive, non_sensitive, kept_in_clear and dim; the
+ * rows privacy.verbatim is taken over (valid inputs not kept in the clear); TEM's rows with a far
+ * set; the source's word count (the rows, less the out-of-vocabulary row the builder adds where
+ * sources.embeddings.oov_row names one); and a stated privacy.notion is the mechanism's
+ * (mechanisms.h, or the spelling older bundles use). The fields that need the tokenizer are
+ * check_rendering's. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+static int check_description(const ldp_bundle *b, int64_t v, int64_t o, int64_t m) {
+    static const char *const keys[6] = {"size", "outputs", "sensitive", "non_sensitive", "kept_in_clear", "dim"};
     const ldp_json *vocab = ldp_json_get(b->manifest, "vocab");
     const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
     const ldp_json *notion = privacy != NULL ? ldp_json_get(privacy, "notion") : NULL;
+    const ldp_json *source = ldp_json_get(ldp_json_get(b->manifest, "sources"), "embeddings");
     const ldp_mechanism_statement *stmt = &LDP_MECHANISMS[b->mechanism];
-    double actual[5], stated;
-    int64_t i, sensitive = 0, kept = 0;
+    double actual[6];
+    int64_t i, sensitive = 0, kept = 0, rated = 0, far = 0;
     int j;
     for (i = 0; i < v; i++) {
         sensitive += b->sensitive[i] != 0;
         kept += b->table.keep_row[i] != 0;
+        rated += b->valid_input[i] && !b->table.keep_row[i];
+        far += b->bot_count != NULL && b->valid_input[i] && b->bot_count[i] > 0;
     }
     actual[0] = (double)v, actual[1] = (double)o, actual[2] = (double)sensitive;
     actual[3] = actual[4] = (double)kept;
+    actual[5] = (double)m; /* (the sampler's rows may be padded: table.dim is their stride) */
     if (vocab != NULL && vocab->type == LDP_JSON_OBJECT)
-        for (j = 0; j < 5; j++) {
-            const ldp_json *x = ldp_json_get(vocab, keys[j]);
-            if (x != NULL && (!number_at(x, &stated) || stated != actual[j])) return LDP_E_PARAMETER_MISMATCH;
-        }
+        for (j = 0; j < 6; j++)
+            if (!stated_count_is(ldp_json_get(vocab, keys[j]), actual[j])) return LDP_E_PARAMETER_MISMATCH;
+    if (!stated_count_is(ldp_json_get(ldp_json_get(privacy, "verbatim"), "inputs"), (double)rated))
+        return LDP_E_PARAMETER_MISMATCH;
+    if (b->mechanism == LDP_MECH_TEM &&
+        !stated_count_is(ldp_json_get(privacy, "rows_with_far_outputs"), (double)far))
+        return LDP_E_PARAMETER_MISMATCH;
+    if (source != NULL && source->type == LDP_JSON_OBJECT) {
+        const ldp_json *oov = ldp_json_get(source, "oov_row");
+        const int added = oov != NULL && oov->type != LDP_JSON_NULL;
+        if (!stated_count_is(ldp_json_get(source, "vocab_size"), (double)(v - added)))
+            return LDP_E_PARAMETER_MISMATCH;
+    }
     if (notion != NULL && !str_is(notion, stmt->notion) &&
         !(stmt->legacy_notion != NULL && str_is(notion, stmt->legacy_notion)))
         return LDP_E_PARAMETER_MISMATCH;
@@ -1102,7 +1125,7 @@ static int check_tables(ldp_bundle *b) {
         if (b->mechanism == LDP_MECH_TEM) rc = check_tem_arrays(b, v, o);
         else if (is_custext(b)) rc = check_custext_arrays(b, &b->table, valid);
         if (rc != LDP_OK) return rc;
-        rc = check_description(b, v, o);
+        rc = check_description(b, v, o, m);
         if (rc != LDP_OK) return rc;
         /* each row's verdict, made before its first draw (check.c ldp_check_rows_of) */
         b->row_state = (uint8_t *)calloc((size_t)v, 1);
@@ -1149,6 +1172,36 @@ static void release_free_memory(void) {
 #endif
 }
 
+/* description.py check_rendering: what the tokenizer makes of the rows. A stated vocab.kind is the
+ * tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the stated counts of
+ * privacy.not_outputs (why a build left a row out of the outputs: NOT_OUTPUT_COUNTS) sum to the
+ * sensitive rows that are not outputs, less the unknown-word row (never an output, by rule).
+ * LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+static int check_rendering(const ldp_bundle *b) {
+    static const char *const counts[3] = {"identifiers", "above_verbatim_cap", "not_read_back"};
+    const ldp_json *kind = ldp_json_get(ldp_json_get(b->manifest, "vocab"), "kind");
+    const ldp_json *left = ldp_json_get(ldp_json_get(b->manifest, "privacy"), "not_outputs");
+    const ldp_santext_table *t = &b->table;
+    double stated = 0.0, c;
+    int64_t i, actual = 0, any = 0, j = 0;
+    const int32_t unk = ldp_tokenizer_unk_id(b->tokenizer);
+    if (kind != NULL && !str_is(kind, ldp_tokenizer_is_wordpiece(b->tokenizer) ? "wordpiece" : "word"))
+        return LDP_E_PARAMETER_MISMATCH;
+    for (i = 0; i < 3; i++) {
+        const ldp_json *x = ldp_json_get(left, counts[i]);
+        if (x == NULL) continue;
+        if (!count_at(x, &c)) return LDP_E_PARAMETER_MISMATCH;
+        stated += c, any = 1;
+    }
+    if (!any) return LDP_OK;
+    for (i = 0; i < t->n_rows; i++) { /* outputs are sorted (check_tables) */
+        const int out = j < t->n_outputs && t->outputs[j] == i;
+        j += out;
+        actual += b->sensitive[i] && !out && i != unk;
+    }
+    return stated == (double)actual ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
+}
+
 static int check_and_load(ldp_bundle *b) {
     tokenizer_job job;
     int rc, threaded = 0;
@@ -1166,7 +1219,8 @@ static int check_and_load(ldp_bundle *b) {
 #endif
     if (!threaded && rc == LDP_OK) tokenizer_worker(&job);
     release_free_memory();
-    return rc != LDP_OK ? rc : job.rc;
+    if (rc == LDP_OK) rc = job.rc;
+    return rc != LDP_OK ? rc : check_rendering(b);
 }
 
 /* Every check, then the weak-privacy rule (verbatim.py refuse_near_identity): a near-identity

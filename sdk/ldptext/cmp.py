@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from . import registry as _registry
+from .description import check_description
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .multivariate_laplace import laplace_noise
 from .mechanisms.cmp import ledger_unit as _ledger_unit
@@ -185,6 +186,8 @@ class CMPSanitizer(TokenRuntime):
         if not np.array_equal(stored, self.embeddings[outputs].astype(np.float32)):
             raise BundleIntegrityError("the faiss index's vectors are not the bundle's output embeddings")
         self._index = index
+        check_description(self.manifest, rows=self.n_rows, outputs=outputs, dim=emb_q.shape[1],
+                          valid_input=self.valid_input)
 
     @property
     def ledger_unit(self) -> str:

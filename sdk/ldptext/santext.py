@@ -78,6 +78,7 @@ from .santext_check import DMAX_ROWS, check_realised, load_rows
 from .token_runtime import TokenRuntime, construct_for_check
 from .verbatim import (VerbatimRate, check_stated_maximum, check_stated_median, near_identity_at_load,
                        random_sensitive_rows, refuse_near_identity, verbatim_probabilities)
+from .description import check_description
 from .tokenization import TextTokenizer
 
 try:
@@ -199,7 +200,9 @@ class Sanitizer(TokenRuntime):
         try:
             self.tables: SanTextTables = SanTextTables(**arrays)  # schema and semantic checks
             self._check_tables_match_parameters()
-            self.tables.check_description(self.manifest)
+            check_description(self.manifest, rows=self.tables.n_rows, outputs=self.tables.outputs,
+                              dim=self.tables.dim, valid_input=self.tables.valid_input,
+                              sensitive=self.tables.sensitive, keep_row=self.tables.keep_row)
             self._check_realised_parameters()
         except BaseException:
             if adoption is not None:
@@ -337,8 +340,10 @@ class Sanitizer(TokenRuntime):
         return xs, verbatim_probabilities(t, float(bundle.manifest["params"]["epsilon"]), xs)
 
     def _open_checks(self) -> None:
-        """Nothing more: ``__init__`` checks the tables, the stated parameters and the verbatim rate
-        itself, and libldptext adopts the bundle there (it checks it again)."""
+        """``__init__`` checks the tables, the stated parameters and the verbatim rate itself, and
+        libldptext adopts the bundle there (it checks it again); here, without the library, the
+        description the tokenizer decides."""
+        self._check_rendering()
 
     def _check_parameters(self) -> None:
         """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""

@@ -396,33 +396,6 @@ class SanTextTables:
         """
         return cls(**stored_arrays_of(arrays))
 
-    def check_description(self, manifest: dict) -> None:
-        """Refuse a manifest whose descriptive numbers are not these tables': ``vocab.size`` (rows),
-        ``vocab.outputs``, ``vocab.sensitive`` (V_S), ``vocab.non_sensitive`` and
-        ``vocab.kept_in_clear`` (rows kept in the clear), and a ``privacy.notion`` other than the
-        mechanism's (its unit's statement). Each is optional; a stated one is checked, so that
-        ``bundle inspect`` and a report never show a number the tables contradict. libldptext makes
-        the same check (bundle.c check_description).
-
-        Raises
-        ------
-        ParameterMismatchError
-        """
-        from .errors import ParameterMismatchError
-        from .registry import get
-
-        vocab = manifest.get("vocab") if isinstance(manifest.get("vocab"), dict) else {}
-        kept = int(np.count_nonzero(self.keep_row))
-        actual = {"size": self.n_rows, "outputs": int(self.outputs.size),
-                  "sensitive": int(np.count_nonzero(self.sensitive)), "non_sensitive": kept, "kept_in_clear": kept}
-        for key, value in actual.items():
-            if key in vocab and (isinstance(vocab[key], bool) or vocab[key] != value):
-                raise ParameterMismatchError(f"manifest vocab.{key} {vocab[key]!r} is not the tables' {value}")
-        privacy = manifest.get("privacy") if isinstance(manifest.get("privacy"), dict) else {}
-        statement = get(manifest["mechanism"]).statement()
-        if "notion" in privacy and not statement.accepts_notion(privacy["notion"]):
-            raise ParameterMismatchError(f"manifest privacy.notion is not {statement.notion!r}")
-
     def sampler_arguments(self, *, epsilon: float, p: float) -> dict[str, Any]:
         """Keyword arguments of the C sampler's table (``ldptext._native.SantextTable``).
 

@@ -39,6 +39,7 @@ from .guarantee import Guarantee
 from .report import PrivacyReport, Sanitized
 from .rng import Generator, _seed_key
 from .santext_tables import unique_rows
+from .description import check_description, check_rendering
 from .tokenization import TextTokenizer
 from .verbatim import (VerbatimRate, check_stated_median, near_identity_at_load, random_sensitive_rows,
                        refuse_near_identity)
@@ -75,8 +76,9 @@ def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
         A CMP / Mahalanobis bundle without faiss (the ``faiss`` extra).
     """
     cls = _registry.get(bundle.mechanism).runtime_class()
-    # construction runs check_parameters (the one door); every row: in libldptext where built
-    san = construct_for_check(cls, bundle, every_row=every_row)
+    # construction runs check_parameters (the one door); every row: in libldptext where built. A
+    # near-identity bundle is checked like any other, its label included (construct_for_check)
+    san = construct_for_check(cls, bundle, every_row=every_row, allow_weak_privacy=True)
     try:
         if every_row:
             _rowguard.check_all_rows(san)
@@ -95,7 +97,7 @@ def construct_for_check(cls: type, bundle: Bundle, *, every_row: bool, **kwargs:
     """
     backend = "auto" if every_row and _library.available() else "fallback"
     try:
-        return _runtime.construct_checked(cls, bundle, backend=backend, **kwargs)
+        runtime = _runtime.construct_checked(cls, bundle, backend=backend, **kwargs)
     except ParameterMismatchError:
         raise
     except BundleError as e:
@@ -103,6 +105,16 @@ def construct_for_check(cls: type, bundle: Bundle, *, every_row: bool, **kwargs:
     except ValueError:  # the sampler's own parameter check
         raise ParameterMismatchError(f"not a loadable {bundle.mechanism} bundle: parameters out of "
                                      f"range") from None
+    # a signature vouches for the weak-privacy label too: a bundle every runtime calls near identity
+    # (its stated median, its rows drawn now where it states none, or its kept-in-clear majority)
+    # must say so, as a build that allowed it does (privacy.weak_privacy)
+    verbatim = getattr(runtime, "verbatim", None)
+    privacy = bundle.manifest.get("privacy") if isinstance(bundle.manifest.get("privacy"), dict) else {}
+    if verbatim is not None and verbatim.near_identity and not privacy.get("weak_privacy"):
+        runtime.close()
+        raise ParameterMismatchError(f"the {bundle.mechanism} bundle is near identity ({verbatim.describe()}) "
+                                     f"but its manifest does not state privacy.weak_privacy")
+    return runtime
 
 
 def sampled_rows(candidates: np.ndarray, score: np.ndarray, n: int = CHECK_ROWS) -> np.ndarray:
@@ -307,12 +319,15 @@ class TokenRuntime(_runtime.Closable):
         """The stated parameters against what the arrays realise, at every construction: a trusted
         signer's wrong number must not pass a device (the check `bundle sign` runs); then
         libldptext adopts the bundle and checks it again itself. A runtime on the SanText engine's
-        tables also checks the manifest's description of them (:meth:`SanTextTables.check_description`)."""
+        tables also checks the manifest's description of them (:func:`ldptext.description.check_description`)."""
         tables = getattr(self, "tables", None)
         if tables is not None:
-            tables.check_description(self.manifest)
+            check_description(self.manifest, rows=tables.n_rows, outputs=tables.outputs, dim=tables.dim,
+                              valid_input=tables.valid_input, sensitive=tables.sensitive,
+                              keep_row=tables.keep_row, bot_count=getattr(self, "bot_count", None))
         self.check_parameters()
         self._adopt_library(self._bundle)
+        self._check_rendering()
         stated = self.stated_verbatim
         if stated is not None and self._library is None and tables is not None:
             # libldptext checks it itself when adopted; the realised law: TEM's and CusText's are
@@ -351,6 +366,21 @@ class TokenRuntime(_runtime.Closable):
     def check_bundle(cls, bundle: Bundle, *, every_row: bool = False) -> None:
         """What ``bundle sign`` and ``bundle verify`` check: :func:`check_parameters`."""
         check_parameters(bundle, every_row=every_row)
+
+    def _check_rendering(self) -> None:
+        """The description the tokenizer decides (:func:`ldptext.description.check_rendering`),
+        checked here where no library adopted the bundle (libldptext checks it at open itself)."""
+        if self._library is not None:
+            return
+        tables = getattr(self, "tables", None)
+        spec = json.loads(self._bundle.blob("tokenizer.json").decode("utf-8"))
+        model = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
+        unk = model.get("unk_token")
+        vocab = self.vocab
+        check_rendering(self.manifest, wordpiece=model.get("type") == "WordPiece",
+                        unk_id=vocab.index(unk) if unk in vocab else None,
+                        outputs=None if tables is None else tables.outputs,
+                        sensitive=None if tables is None else tables.sensitive)
 
     def _adopt_library(self, bundle: Bundle) -> None:
         """Sample (and tokenize and detokenize batches) in libldptext, as an app embedding it does,

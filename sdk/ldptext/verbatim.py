@@ -39,7 +39,7 @@ from .santext_tables import SanTextTables, unique_rows
 
 __all__ = ["NEAR_IDENTITY_MEDIAN", "TAIL_LEVELS", "TAIL_QUANTILES", "VerbatimRate", "format_probability",
            "quantile_rank", "WeakPrivacyError", "verbatim_probabilities",
-           "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum",
+           "sensitive_inputs", "verbatim_rate", "refuse_near_identity", "check_stated_maximum", "with_kept_in_clear",
            "check_stated_median", "median_threshold", "random_sensitive_rows", "relative_weights",
            "kept_in_clear_majority", "sampled_near_identity", "near_identity_at_load"]
 
@@ -545,6 +545,21 @@ def kept_in_clear_majority(t: SanTextTables, p: float | None) -> str | None:
     return None
 
 
+def with_kept_in_clear(t: SanTextTables, rate: VerbatimRate, *, p: float | None) -> VerbatimRate:
+    """``rate`` with the verdict of :func:`kept_in_clear_majority` where that makes it near identity
+    (a build states what every load will decide: ``weak_privacy_statement``).
+
+    Parameters
+    ----------
+    t : SanTextTables
+    rate : VerbatimRate
+    p : float or None
+        SanText+'s p (a kept row is kept with probability 1 − p); ``None``: always kept.
+    """
+    kept = kept_in_clear_majority(t, p)
+    return rate if kept is None else dataclasses.replace(rate, verdict=True, reason=kept)
+
+
 def sampled_near_identity(rates: np.ndarray) -> tuple[bool, int]:
     """``(near identity, count)``: of the verbatim rates of n sensitive inputs drawn uniformly at
     load, ``count`` are at or above :data:`NEAR_IDENTITY_MEDIAN`; near identity when that is at least
@@ -583,9 +598,9 @@ def near_identity_at_load(t: SanTextTables, stated: VerbatimRate | None, *, p: f
     VerbatimRate
         ``stated`` (with ``verdict`` set where rule 3 makes it near identity), or the estimate.
     """
-    kept = kept_in_clear_majority(t, p)
     if stated is not None:
-        return stated if kept is None else dataclasses.replace(stated, verdict=True, reason=kept)
+        return with_kept_in_clear(t, stated, p=p)
+    kept = kept_in_clear_majority(t, p)
     rows = random_sensitive_rows(t)
     v = np.asarray(rates_of(rows), dtype=np.float64) if rows.size else np.empty(0)
     weak, count = sampled_near_identity(v)

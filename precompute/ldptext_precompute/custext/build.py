@@ -26,7 +26,7 @@ from ldptext import registry
 from ldptext.custext import STATED_MAX_TOLERANCE
 from ldptext.errors import ParameterError
 from ldptext.santext_tables import SanTextTables
-from ldptext.verbatim import VerbatimRate, refuse_near_identity
+from ldptext.verbatim import VerbatimRate, refuse_near_identity, with_kept_in_clear
 
 from ..metricdp import common as _common
 from ..metricdp import faiss_search as _faiss
@@ -333,6 +333,8 @@ def build_custext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         raise ParameterError(f"numeric tolerance {tolerance:.2e} exceeds the stated maximum "
                              f"{STATED_MAX_TOLERANCE:g}; use a smaller epsilon")
     verbatim = VerbatimRate.of(custext_verbatim(head_ids, log_w, np.flatnonzero(emb.valid_input & ~keep)))
+    # near identity by a kept-in-clear majority too (CusText+'s stop words, always kept)
+    verbatim = with_kept_in_clear(tables, verbatim, p=None)
     refuse_near_identity(verbatim, allow=allow_weak_privacy, flag="--allow-weak-privacy")
     params = dict(epsilon=epsilon, k=k, similarity=similarity, head_size=head,
                   p=0.0 if mechanism == "custext+" else None)

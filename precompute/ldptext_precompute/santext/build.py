@@ -1002,6 +1002,8 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
                                       domain=domain, nb=nb, epsilon=epsilon)
     # refuses a rate above the cap
     verbatim = tables_verbatim_rate(tables, float(epsilon), cap=cap, progress=progress)
+    # near identity by a kept-in-clear majority too: the build states what every load decides
+    verbatim = _verbatim.with_kept_in_clear(tables, verbatim, p=p if mechanism == "santext+" else None)
     manifest = santext_manifest(mechanism=mechanism, epsilon=epsilon, p=p, w=w, emb=emb, domain=domain,
                                 nb=nb, metric_vectors=metric_vectors, started=started, gamma_rounding=rounding,
                                 verbatim=verbatim, removed=removed)
