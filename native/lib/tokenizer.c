@@ -948,6 +948,11 @@ static const char *entry_str(const ldp_tokenizer *t, uint32_t off, size_t *len) 
     return t->pool + ENTRY_STR(off);
 }
 
+const char *ldp_tokenizer_token(const ldp_tokenizer *t, int32_t id, size_t *len) {
+    if (id < 0 || (size_t)id >= t->n_ids || t->id_entry[id] == 0) return NULL;
+    return entry_str(t, t->id_entry[id], len);
+}
+
 /* 1 if a[0..na) is the token of entry off */
 static int is_token(const ldp_tokenizer *t, uint32_t off, const char *a, size_t na) {
     size_t n;

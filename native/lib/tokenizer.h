@@ -42,6 +42,9 @@ void ldp_tokenizer_free(ldp_tokenizer *t);
 int ldp_tokenizer_is_wordpiece(const ldp_tokenizer *t);
 /* The id unknown words map to (the model's unk_token). */
 int32_t ldp_tokenizer_unk_id(const ldp_tokenizer *t);
+/* The token of id as the vocabulary spells it ("##x" for a WordPiece continuation), its length in
+ * *len; NULL for an id without a token or outside the tokenizer's ids. */
+const char *ldp_tokenizer_token(const ldp_tokenizer *t, int32_t id, size_t *len);
 
 /* Ids of utf8[0..len): see ldp_tokenize in ldptext.h. */
 int ldp_tokenizer_encode(const ldp_tokenizer *t, ldp_tok_work *w, const char *utf8, size_t len,
