@@ -7,7 +7,9 @@ state every mechanism and its guarantee once; this script writes what the other 
   registry's ``c_code``) and ``LDP_EXPECT_*``;
 * ``native/lib/mechanisms.h``: per code, the name and the statement (notion, neighbouring relation,
   metric, worst-case rule and note, numeric note, whether words are kept in the clear, the report's
-  parameter names), which ``bundle.c`` parses names with and ``ldp_bundle_info`` states;
+  parameter names), which ``bundle.c`` parses names with and ``ldp_bundle_info`` states; and the
+  function words of SanText+'s default split (``ldptext.function_words``), which a bundle so
+  labelled is checked against;
 * the block between the ``mechanisms`` markers of ``native/wasm/ldptext-web.js``: the same table,
   and every registered name (what a pin may give);
 * the block between the markers of ``bindings/npm/index.d.ts``: the name types;
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT / "sdk"))
 
 from gen_blocks import replace_block, write_or_check  # noqa: E402
 from ldptext import registry  # noqa: E402
+from ldptext.function_words import FUNCTION_WORDS, LABEL  # noqa: E402
 from ldptext.guarantee import WORST_CASE_RULES  # noqa: E402
 
 SCRIPT = "gen_mechanisms.py"
@@ -109,7 +112,21 @@ def c_table(table: list[dict]) -> str:
                   f"     {c_string(r['metric'])},", f"     {c_string(r['worst_case_note'])},",
                   f"     {c_string(r['numeric_note'])},", f"     {c_string(r['legacy_notion'])},",
                   f"     {C_RULES[r['rule']]}, {int(r['keeps'])}}},"]
-    lines += ["};", "", "#endif", ""]
+    words = sorted(FUNCTION_WORDS)
+    lines += ["};", "",
+              "/* The label of SanText+'s default split (params.non_sensitive) and its words, sorted by",
+              " * strcmp (ldptext.function_words: lowercase ASCII; a label is checked at open) */",
+              f"#define LDP_FUNCTION_WORDS_LABEL {c_string(LABEL)}",
+              f"#define LDP_N_FUNCTION_WORDS {len(words)}",
+              "static const char *const LDP_FUNCTION_WORDS[LDP_N_FUNCTION_WORDS] = {"]
+    row = "   "
+    for w in words:
+        item = " " + c_string(w) + ","
+        if len(row) + len(item) > 100:
+            lines.append(row)
+            row = "   "
+        row += item
+    lines += [row, "};", "", "#endif", ""]
     return "\n".join(lines)
 
 

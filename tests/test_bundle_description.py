@@ -82,6 +82,7 @@ EDITS = [
     ("santext", _bump("sources", "embeddings", "vocab_size")),
     ("tem", lambda m: m["privacy"].update(rows_with_far_outputs=0)),
     ("tem", lambda m: m["vocab"].update(dim=4)),
+    ("santext+", lambda m: m["params"].update(non_sensitive="function-words")),  # a frequency split
 ]
 
 

@@ -84,9 +84,6 @@ DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign",
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (door, name): f"{door} accepts a descriptive lie: {what}"
     for name, what in UNCHECKED_DESCRIPTIONS.items() for door in DOORS}
-# the split's description is not checked against the kept rows
-KNOWN_GAPS.update({(door, "c8-split-relabelled-function-words"): f"{door} accepts params.non_sensitive "
-                   "'function-words' over a V_N of 150 ordinary words" for door in DOORS})
 KNOWN_GAPS.update({(door, "c9-tokenizer-disagrees-with-vocab"): f"{door} accepts a tokenizer.json whose "
                    "vocabulary disagrees with vocab.json (7 ids renamed)" for door in DOORS})
 KNOWN_GAPS.update({(door, "c9-look-alike-outputs"): f"{door} accepts output tokens that render as the input "

@@ -115,7 +115,7 @@ LAYERS = [
      "ldptext.noise ldptext._native ldptext.registry"),
     ("ldptext.keys ldptext.ledger ldptext.santext_tables ldptext._fallback ldptext.rng "
      "ldptext.multivariate_laplace ldptext.engine_rows ldptext.verbatim ldptext.row_guard ldptext.guarantee "
-     "ldptext.description "
+     "ldptext.description ldptext.function_words "
      "ldptext.report"),
     ("ldptext.mechanisms ldptext.mechanisms.* ldptext.bundle ldptext.dpbart_schema ldptext.tokenization "
      "ldptext.runtime ldptext.library"),

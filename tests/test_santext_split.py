@@ -41,6 +41,16 @@ def test_default_non_sensitive_set_is_closed_class_words_only(real):
     assert d.non_sensitive == "function-words"
 
 
+def test_the_runtime_list_is_the_derived_one():
+    """The runtime's list (what every door checks a function-words bundle against) is the closed
+    classes ∩ scikit-learn's public stop-word list, plus punctuation marks, derived again here."""
+    from ldptext.function_words import FUNCTION_WORDS, is_function_word
+    from ldptext_precompute.santext.function_words import derived_function_words
+    assert FUNCTION_WORDS == derived_function_words()
+    assert all(w.isascii() and "k" not in w for w in FUNCTION_WORDS)  # ASCII lowercasing decides the same
+    assert is_function_word("The") and is_function_word(",") and not is_function_word("##the")
+
+
 def test_frequency_and_file_splits_remain_available(tmp_path):
     from ldptext.errors import ParameterError
     from ldptext_precompute.santext.build import parse_non_sensitive, split_domain

@@ -1172,11 +1172,34 @@ static void release_free_memory(void) {
 #endif
 }
 
+/* function_words.py is_function_word: s[0..n) lowercased (ASCII letters; a token with another
+ * byte above 0x7f lowercases to no listed word) is one of LDP_FUNCTION_WORDS. */
+static int is_function_word(const char *s, size_t n) {
+    char low[16];
+    size_t i, lo = 0, hi = LDP_N_FUNCTION_WORDS;
+    if (n == 0 || n >= sizeof low) return 0; /* the longest listed word has 10 letters */
+    for (i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) return 0;
+        low[i] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+    }
+    low[n] = 0;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        const int c = strcmp(LDP_FUNCTION_WORDS[mid], low);
+        if (c == 0) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
 /* description.py check_rendering: what the tokenizer makes of the rows. A stated vocab.kind is the
  * tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the stated counts of
  * privacy.not_outputs (why a build left a row out of the outputs: NOT_OUTPUT_COUNTS) sum to the
- * sensitive rows that are not outputs, less the unknown-word row (never an output, by rule).
- * LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+ * sensitive rows that are not outputs, less the unknown-word row (never an output, by rule); and
+ * a split labelled "function-words" (params.non_sensitive) keeps exactly the valid inputs on that
+ * list. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
 static int check_rendering(const ldp_bundle *b) {
     static const char *const counts[3] = {"identifiers", "above_verbatim_cap", "not_read_back"};
     const ldp_json *kind = ldp_json_get(ldp_json_get(b->manifest, "vocab"), "kind");
@@ -1192,6 +1215,18 @@ static int check_rendering(const ldp_bundle *b) {
         if (x == NULL) continue;
         if (!count_at(x, &c)) return LDP_E_PARAMETER_MISMATCH;
         stated += c, any = 1;
+    }
+    const ldp_json *split = ldp_json_get(ldp_json_get(b->manifest, "params"), "non_sensitive");
+    if (str_is(split, LDP_FUNCTION_WORDS_LABEL)) {
+        /* a split labelled function words keeps exactly the valid inputs on the list (less the
+         * unknown-word row, never kept) */
+        for (i = 0; i < t->n_rows; i++) {
+            size_t n = 0;
+            const char *s = ldp_tokenizer_token(b->tokenizer, (int32_t)i, &n);
+            if (b->valid_input[i] && i != unk &&
+                (t->keep_row[i] != 0) != (s != NULL && is_function_word(s, n)))
+                return LDP_E_PARAMETER_MISMATCH;
+        }
     }
     if (!any) return LDP_OK;
     for (i = 0; i < t->n_rows; i++) { /* outputs are sorted (check_tables) */

@@ -54,4 +54,26 @@ static const ldp_mechanism_statement LDP_MECHANISMS[LDP_MECH_COUNT] = {
      LDP_WORST_NONE, 1},
 };
 
+/* The label of SanText+'s default split (params.non_sensitive) and its words, sorted by
+ * strcmp (ldptext.function_words: lowercase ASCII; a label is checked at open) */
+#define LDP_FUNCTION_WORDS_LABEL "function-words"
+#define LDP_N_FUNCTION_WORDS 169
+static const char *const LDP_FUNCTION_WORDS[LDP_N_FUNCTION_WORDS] = {
+    "!", "\"", "'", "(", ")", ",", "-", ".", "/", ":", ";", "?", "[", "]", "`", "a", "about",
+    "above", "across", "after", "against", "all", "along", "although", "am", "among", "amongst",
+    "an", "and", "another", "any", "anyone", "anything", "are", "around", "as", "at", "be",
+    "because", "been", "before", "behind", "being", "below", "beside", "besides", "between",
+    "beyond", "both", "but", "by", "can", "cannot", "could", "do", "down", "during", "each",
+    "either", "every", "everyone", "everything", "except", "few", "for", "from", "had", "has",
+    "have", "he", "her", "hers", "herself", "him", "himself", "his", "i", "if", "in", "into", "is",
+    "it", "its", "itself", "many", "me", "might", "more", "most", "much", "must", "my", "myself",
+    "neither", "no", "nobody", "none", "noone", "nor", "not", "nothing", "of", "off", "on", "once",
+    "onto", "or", "other", "our", "ours", "ourselves", "over", "per", "several", "she", "should",
+    "since", "so", "some", "someone", "something", "such", "than", "that", "the", "their", "them",
+    "themselves", "these", "they", "this", "those", "though", "through", "throughout", "thru", "to",
+    "toward", "towards", "under", "until", "up", "upon", "via", "was", "we", "were", "what",
+    "whatever", "whereas", "whether", "which", "while", "who", "whoever", "whom", "whose", "with",
+    "within", "without", "would", "yet", "you", "your", "yours", "yourself", "yourselves", "{", "}",
+};
+
 #endif

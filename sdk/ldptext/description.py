@@ -24,6 +24,10 @@ field                              derived as
 ``sources.embeddings.vocab_size``  the rows, less the out-of-vocabulary row the builder adds
                                    where ``sources.embeddings.oov_row`` names one
 ``privacy.notion``                 the mechanism's notion (its registry statement)
+``params.non_sensitive``           ``function-words``: the kept rows are exactly the valid inputs
+                                   on :mod:`ldptext.function_words` (the frequency and file splits
+                                   name their source; their kept rows are counted above and listed
+                                   by ``bundle inspect``)
 =================================  ===========================================================
 """
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ParameterMismatchError
+from .function_words import LABEL as FUNCTION_WORDS_LABEL
+from .function_words import is_function_word
 
 __all__ = ["NOT_OUTPUT_COUNTS", "check_description", "check_rendering", "check_stated"]
 
@@ -112,15 +118,29 @@ def check_description(manifest: dict, *, rows: int, outputs: np.ndarray, dim: in
 
 
 def check_rendering(manifest: dict, *, wordpiece: bool, unk_id: int | None = None,
-                    outputs: np.ndarray | None = None, sensitive: np.ndarray | None = None) -> None:
-    """Refuse descriptive fields that the tokenizer contradicts: ``vocab.kind``, and (given the
-    unknown-word row, the outputs and the sensitive mask) the counts of ``privacy.not_outputs``.
+                    outputs: np.ndarray | None = None, sensitive: np.ndarray | None = None,
+                    tokens: list[str] | None = None, keep_row: np.ndarray | None = None,
+                    valid_input: np.ndarray | None = None) -> None:
+    """Refuse descriptive fields that the tokenizer contradicts: ``vocab.kind``; (given the
+    unknown-word row, the outputs and the sensitive mask) the counts of ``privacy.not_outputs``; and
+    (given the tokens and the kept and valid masks) a SanText+ split labelled ``function-words``
+    (``params.non_sensitive``) that does not keep exactly the valid inputs on that list
+    (:func:`ldptext.function_words.is_function_word`; the unknown-word row is never kept).
 
     Raises
     ------
     ParameterMismatchError
     """
     check_stated(manifest, {("vocab", "kind"): "wordpiece" if wordpiece else "word"})
+    if _section(manifest, "params").get("non_sensitive") == FUNCTION_WORDS_LABEL and tokens is not None \
+            and keep_row is not None and valid_input is not None:
+        listed = np.array([is_function_word(t) for t in tokens], dtype=bool)
+        rows = np.asarray(valid_input, dtype=bool).copy()
+        if unk_id is not None and 0 <= unk_id < rows.size:
+            rows[unk_id] = False
+        if (np.asarray(keep_row).astype(bool)[rows] != listed[rows]).any():
+            raise ParameterMismatchError("manifest params.non_sensitive 'function-words' is not the kept rows: "
+                                         "they are not exactly the vocabulary's function words")
     counts = _section(manifest, "privacy", "not_outputs")
     stated = [counts[k] for k in NOT_OUTPUT_COUNTS if k in counts]
     if not stated or outputs is None or sensitive is None:

@@ -342,8 +342,11 @@ class Sanitizer(TokenRuntime):
     def _open_checks(self) -> None:
         """``__init__`` checks the tables, the stated parameters and the verbatim rate itself, and
         libldptext adopts the bundle there (it checks it again); here, without the library, the
-        description the tokenizer decides."""
+        description the tokenizer decides; then, every check passed, the weak-privacy rule (last, as
+        in every runtime: a misstated bundle is refused as such, opt-in or not)."""
         self._check_rendering()
+        refuse_near_identity(self.verbatim, allow=self.allow_weak_privacy,
+                             flag="allow_weak_privacy=True (--allow-weak-privacy)")
 
     def _check_parameters(self) -> None:
         """The manifest's parameters, before the arrays (a signed bundle may still be inconsistent)."""
@@ -374,8 +377,6 @@ class Sanitizer(TokenRuntime):
                        p=self.p, d_max=self.d_max, tolerance=self.tolerance, rows=rows,
                        dmax_rows=rows[:DMAX_ROWS])
         self.verbatim: VerbatimRate = self._verbatim(rows)
-        refuse_near_identity(self.verbatim, allow=self.allow_weak_privacy,
-                             flag="allow_weak_privacy=True (--allow-weak-privacy)")
 
     def _verbatim(self, rows: np.ndarray) -> VerbatimRate:
         """The stated verbatim rate, its largest value checked on the first checked rows; a bundle

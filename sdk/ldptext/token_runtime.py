@@ -380,7 +380,8 @@ class TokenRuntime(_runtime.Closable):
         check_rendering(self.manifest, wordpiece=model.get("type") == "WordPiece",
                         unk_id=vocab.index(unk) if unk in vocab else None,
                         outputs=None if tables is None else tables.outputs,
-                        sensitive=None if tables is None else tables.sensitive)
+                        sensitive=None if tables is None else tables.sensitive, tokens=vocab,
+                        keep_row=None if tables is None else tables.keep_row, valid_input=self.valid_input)
 
     def _adopt_library(self, bundle: Bundle) -> None:
         """Sample (and tokenize and detokenize batches) in libldptext, as an app embedding it does,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import string
 
 from ldptext.errors import ParameterError
+from ldptext.function_words import FUNCTION_WORDS
 
 SOURCE = "closed-class function words (ldptext_precompute.santext.function_words) ∩ " \
          "scikit-learn ENGLISH_STOP_WORDS, plus punctuation marks"
@@ -81,8 +82,9 @@ def public_stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS)
 
 
-def function_words() -> frozenset[str]:
-    """The default non-sensitive words: closed-class ∩ the public list, plus punctuation marks.
+def derived_function_words() -> frozenset[str]:
+    """The default non-sensitive words derived again: closed-class ∩ the public list, plus
+    punctuation marks (needs scikit-learn; equal to :func:`function_words`, a test checks).
 
     Returns
     -------
@@ -90,3 +92,15 @@ def function_words() -> frozenset[str]:
         Lowercase words and single punctuation characters.
     """
     return (CLOSED_CLASS & public_stop_words()) | PUNCTUATION_MARKS
+
+
+def function_words() -> frozenset[str]:
+    """The default non-sensitive words: the runtime's list (:data:`ldptext.function_words.FUNCTION_WORDS`),
+    which every runtime checks a ``function-words`` bundle against.
+
+    Returns
+    -------
+    frozenset of str
+        Lowercase words and single punctuation characters.
+    """
+    return FUNCTION_WORDS
