@@ -166,6 +166,7 @@ def build_cmp_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsilon: 
     manifest = dict(
         params=dict(epsilon=epsilon, index=index, **({"lambda": float(lam)} if lam is not None else {})),
         privacy=dict(d_max=d_max, metric=metric, notion="metric-LDP",
+                     not_outputs=_st.read_back_statement(domain),
                      worst_case_token_epsilon=worst_case_epsilon(epsilon, d_max),
                      noise="density proportional to exp(-eps ||S^-1 z||): uniform direction x Gamma(m, 1/eps)"
                            + (" mapped by S" if mechanism == "mahalanobis" else ""),

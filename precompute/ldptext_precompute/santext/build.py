@@ -46,6 +46,7 @@ from ldptext import keys as _keys
 from ldptext import verbatim as _verbatim
 from ldptext.errors import ParameterError, ParameterMismatchError
 from ldptext.santext_tables import CLUSTER_GAMMA_UNIT, MAX_CLUSTERS, SanTextTables, gamma_float32
+from ldptext.tokenization import TextTokenizer
 
 from ldptext.santext import STATED_MAX_TOLERANCE
 from ldptext.santext import notion as santext_notion
@@ -240,11 +241,15 @@ class DomainSplit:
     keep_row : np.ndarray of uint8, shape (V,)
         1 for a non-sensitive valid input of SanText+ (released unchanged with probability 1 − p).
     outputs : np.ndarray of int32, shape (O,)
-        The output domain, ascending: V minus special tokens (SanText) or V_S minus specials.
+        The output domain, ascending: V minus special tokens (SanText) or V_S minus specials, less
+        the tokens that would not be read back (:func:`read_back_outputs`).
     frequency_source : str or None
         Where the non-sensitive set came from (``None`` for SanText, which has none).
     non_sensitive : str or None
         SanText+: the split asked for (``"function-words"``, ``"frequency:W"``, ``"file:NAME"``).
+    not_read_back : int
+        Tokens left out of the outputs because their released text would not be read back as
+        themselves (:func:`read_back_outputs`).
     """
 
     sensitive: np.ndarray
@@ -252,15 +257,18 @@ class DomainSplit:
     outputs: np.ndarray
     frequency_source: str | None
     non_sensitive: str | None = None
+    not_read_back: int = 0
 
 
 def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None = None,
                  frequencies: np.ndarray | None = None,
-                 non_sensitive: "str | Path | None" = None) -> DomainSplit:
+                 non_sensitive: "str | Path | None" = None, read_back: bool = True) -> DomainSplit:
     """The output domain and (SanText+) the sensitive split, from public data, never from private text.
 
     Special and out-of-vocabulary rows (``[UNK]``, ``<unk>``) are never non-sensitive: where they
     are inputs they are sensitive and never kept (``keep_row = 0``), and they are never outputs.
+    Nor (``read_back``) is a token whose released text the bundle's tokenizer would not read back
+    as that token (:func:`read_back_outputs`): it stays an input, sanitized from its own row.
 
     Parameters
     ----------
@@ -276,6 +284,9 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None = None
     non_sensitive : str, Path or None
         SanText+'s non-sensitive set V_N (:func:`parse_non_sensitive`); default (with ``w=None``)
         the closed-class function words and punctuation marks.
+    read_back : bool
+        Leave out the outputs that are not read back (every builder does; SanText's does it in
+        :func:`restricted_domain`, after the identifier rule, so that identifiers count as such).
 
     Returns
     -------
@@ -317,11 +328,45 @@ def split_domain(emb: _emb.Embeddings, *, mechanism: str, w: float | None = None
         keep_row = np.zeros(n_rows, dtype=np.uint8)
         output_mask = ~emb.special
         source = None
-    outputs = np.flatnonzero(output_mask).astype(np.int32)
+    outputs, not_read_back = np.flatnonzero(output_mask).astype(np.int32), 0
+    if read_back:
+        outputs, not_read_back = read_back_outputs(emb, outputs)
     if outputs.size == 0:
         raise ParameterError("the output domain is empty (w too small?)")
     return DomainSplit(sensitive=sensitive, keep_row=keep_row, outputs=outputs, frequency_source=source,
-                       non_sensitive=spec)
+                       non_sensitive=spec, not_read_back=not_read_back)
+
+
+def read_back_outputs(emb: _emb.Embeddings, outputs: np.ndarray) -> tuple[np.ndarray, int]:
+    """The outputs whose released text the embeddings' tokenizer reads back as themselves, and how
+    many were left out.
+
+    Every runtime refuses a bundle with any other output (:meth:`ldptext.tokenization.TextTokenizer.read_back`,
+    libldptext's ``ldp_tokenizer_check_outputs``): such a token's text would be read as other
+    tokens (GloVe's ``u.s.`` or ``1,000``, split at punctuation; a look-alike of an input word, in
+    upper case or with an invisible character), or it is a WordPiece piece no text is read as
+    (``##.``, accented or CJK continuations). No input is ever such a token either.
+
+    Parameters
+    ----------
+    emb : Embeddings
+    outputs : np.ndarray of int32, shape (O,)
+        Candidate outputs, ascending.
+
+    Returns
+    -------
+    (np.ndarray of int32, int)
+        The outputs that read back (ascending) and the number left out.
+    """
+    ok = TextTokenizer(emb.tokenizer_json).read_back(outputs)
+    return outputs[ok], int((~ok).sum())
+
+
+def read_back_statement(domain: DomainSplit) -> dict[str, Any]:
+    """The ``privacy.not_outputs`` section of a builder whose only removal is the read-back rule
+    (TEM, CusText, CMP; SanText's own is :meth:`RemovedOutputs.as_manifest`)."""
+    return {"not_read_back": int(domain.not_read_back),
+            "meaning": "valid inputs that are not outputs: never released, sanitized from their own row"}
 
 
 class RemovedOutputs(NamedTuple):
@@ -330,11 +375,12 @@ class RemovedOutputs(NamedTuple):
     identifiers: int  # identifier-shaped tokens (:mod:`ldptext_precompute.santext.identifiers`)
     above_cap: int    # outputs whose verbatim rate was above the cap (:func:`capped_outputs`)
     rule: str | None  # the identifier rule applied (None: identifiers kept as outputs)
+    not_read_back: int = 0  # tokens whose text is not read back as themselves (:func:`read_back_outputs`)
 
     def as_manifest(self) -> dict[str, Any]:
         """The manifest's ``privacy.not_outputs`` section."""
         return {"identifiers": self.identifiers, "above_verbatim_cap": self.above_cap,
-                "identifier_rule": self.rule,
+                "identifier_rule": self.rule, "not_read_back": self.not_read_back,
                 "meaning": "valid inputs that are not outputs: never released, sanitized from their own row"}
 
 
@@ -342,13 +388,14 @@ def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarr
                       *, epsilon: float, cap: float | None, identifiers: bool = True,
                       allow_weak_privacy: bool = True, progress: bool = False
                       ) -> tuple[DomainSplit, RemovedOutputs]:
-    """The output domain after the identifier rule and the verbatim cap (in that order).
+    """The output domain after the identifier rule, the read-back rule (:func:`read_back_outputs`)
+    and the verbatim cap (in that order).
 
     Parameters
     ----------
     emb : Embeddings
     domain : DomainSplit
-        :func:`split_domain`'s.
+        :func:`split_domain`'s, with ``read_back=False``.
     emb_q, emb_scale : np.ndarray
         The metric embedding.
     epsilon : float
@@ -379,6 +426,9 @@ def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarr
         n_ids = int(ids[domain.outputs].sum())
         if n_ids:
             domain = without_outputs(domain, ids)
+    kept, n_unread = read_back_outputs(emb, domain.outputs)
+    if n_unread:
+        domain = without_outputs(domain, ~np.isin(np.arange(len(emb.vocab)), kept))
     n_cap = 0
     if cap is not None:
         drop, before = capped_outputs(emb_q, emb_scale, domain, emb.valid_input, epsilon, cap,
@@ -387,7 +437,7 @@ def restricted_domain(emb: _emb.Embeddings, domain: DomainSplit, emb_q: np.ndarr
         n_cap = int(drop.sum())
         if n_cap:
             domain = without_outputs(domain, drop)
-    return domain, RemovedOutputs(n_ids, n_cap, _ids.DESCRIPTION if identifiers else None)
+    return domain, RemovedOutputs(n_ids, n_cap, _ids.DESCRIPTION if identifiers else None, n_unread)
 
 
 def check_verbatim_cap(cap: float | None) -> None:
@@ -448,7 +498,7 @@ def without_outputs(domain: DomainSplit, drop: np.ndarray) -> DomainSplit:
                              "--verbatim-cap, or --verbatim-cap none)")
     return DomainSplit(sensitive=domain.sensitive, keep_row=domain.keep_row,
                        outputs=domain.outputs[keep], frequency_source=domain.frequency_source,
-                       non_sensitive=domain.non_sensitive)
+                       non_sensitive=domain.non_sensitive, not_read_back=domain.not_read_back)
 
 
 class _Metric(NamedTuple):
@@ -987,7 +1037,7 @@ def build_santext_bundle(out: str | Path, *, embeddings: str = _emb.GLOVE, epsil
         w_arg = None
     emb = loaded or _emb.load_embeddings(embeddings, vocab_size)
     domain = split_domain(emb, mechanism=mechanism, w=w_arg, frequencies=frequencies,
-                          non_sensitive=non_sensitive)
+                          non_sensitive=non_sensitive, read_back=False)
     emb_q, emb_scale = quantize_int8(emb.vectors)
     metric_vectors = dequantize(emb_q, emb_scale)
     domain, removed = restricted_domain(emb, domain, emb_q, emb_scale, epsilon=float(epsilon), cap=cap,
