@@ -276,8 +276,10 @@ class TextTokenizer:
         * a whole word or word-level token: encoding the token gives exactly ``[id]``;
         * a continuation: encoding ``P + x`` gives exactly ``[id(P), id]``, where ``P`` is the
           tokenizer's context word (:meth:`context_word`), the longest whole word that reads back
-          itself. No other whole word starts with it, so reading ``P + x`` must stop after ``P``
-          and read ``x`` as a continuation; without a context word no continuation reads back.
+          itself. No word the tokenizer can read is longer, so reading ``P + x`` stops after ``P``
+          and reads ``x`` as a continuation unless ``x`` itself changes the reading (punctuation,
+          a CJK character, an accent that is stripped, a combining mark that joins ``P``'s last
+          letter): then the piece is not read back. Without a context word no continuation is.
 
         A token the normalizer changes (upper case under lower-casing, accents under
         ``strip_accents``, a compatibility character under NFKC) encodes as another id, or the
@@ -345,7 +347,8 @@ class TextTokenizer:
         """The whole word continuation pieces are read back after (:meth:`read_back`): of the
         WordPiece tokens that are not continuations, have visible text and encode as exactly
         themselves, the longest in UTF-8 bytes (the smallest id among equals). None for a word-level
-        tokenizer or when there is none. Being longest, no other whole word extends it."""
+        tokenizer or when there is none. Being longest, no longer word that reads back can be read
+        in its place at the start of ``P + x``."""
         if self._context is False:
             self._context = None
             if self.kind == "wordpiece":
