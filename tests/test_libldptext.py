@@ -653,7 +653,7 @@ def python_bundle_facts(path: Path, key: bytes) -> dict:
             "weak_privacy": bool(stated) and report.weak_privacy,
             "format_version": san.manifest["format_version"], "mechanism": san.mechanism,
             "epsilon": san.epsilon, "epsilon0": san.epsilon0, "p": san.p, "d_max": san.d_max,
-            "tolerance": san.tolerance, "ledger_unit": san.ledger_unit,
+            "tolerance": report.numeric_tolerance, "ledger_unit": san.ledger_unit,
             "worst_case_token_epsilon": san.worst_case_token_epsilon,
             "worst_case_note": report.worst_case_note, "bundle_id": bundle.bundle_id,
             # the statement's prose: the unit's words, through the generated mechanisms.h

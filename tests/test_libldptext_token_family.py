@@ -104,7 +104,7 @@ def test_bundle_info_states_what_the_python_runtime_reports(clib, bundles, dev_k
     assert info["ledger_unit"] == san.ledger_unit
     assert info["worst_case_token_epsilon"] == rep.worst_case_token_epsilon
     assert info["worst_case_note"] == rep.worst_case_note
-    assert info["tolerance"] == san.tolerance
+    assert info["tolerance"] == rep.numeric_tolerance
     assert info["manifest"] == json.loads(json.dumps(san.manifest))
     assert info["key_id"] == san.key_id
     if san.mechanism == "tem":

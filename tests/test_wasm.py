@@ -563,7 +563,7 @@ def family_facts(path: Path) -> dict:
                 "worstCaseNote": rep.worst_case_note, "seeded": True,
                 # and in ldp_bundle_info (LdpText.info)
                 "info": {"key_id": san.key_id, "bundle_id": B.read_bundle(path).bundle_id,
-                         "tolerance": san.tolerance, "mechanism": san.mechanism,
+                         "tolerance": rep.numeric_tolerance, "mechanism": san.mechanism,
                          "ledger_unit": san.ledger_unit}}
     finally:
         san.close()

@@ -123,7 +123,8 @@ enum {
  * seeded: 1 if the sanitizer was created with ldp_sanitizer_new_seeded: the output is then
  * reproducible and NOT private. d_max: the bound on distances the bundle states (NaN for CusText,
  * which states none); tolerance: the bound on |log P^ - log P| of every realised probability
- * against the formula. worst_case_epsilon: the LDP level per token over ANY two inputs
+ * against the formula that the checks confirm: the stated tolerance plus their float64 resolution,
+ * 0.5e-12 * (1 + eps * R), R = d_max (SanText, TEM) or 1 (CusText). worst_case_epsilon: the LDP level per token over ANY two inputs
  * (SanText: eps * d_max; TEM: eps * min(gamma, d_max)); +inf where none exists (SanText+ and
  * CusText+ release some words unchanged; CusText reveals the output set).
  *
@@ -294,7 +295,8 @@ LDP_API void ldp_bundle_close(ldp_bundle *bundle);
  *   format_version   the manifest's format version
  *   mechanism        the bundle's mechanism, as the registry names it (a name of the generated
  *                    LDP_MECH_* table above)
- *   epsilon, epsilon0, p, d_max, tolerance   as stated and checked (p: null where the manifest
+ *   epsilon, epsilon0, p, d_max, tolerance   as stated and checked (tolerance: as ldp_report's,
+ *                    the stated one plus the checks' resolution; p: null where the manifest
  *                    states none, as for SanText and TEM; d_max: null for CusText; epsilon0:
  *                    null for CusText+, whose stop words are released unchanged)
  *   gamma, beta      TEM only: the truncation threshold and the beta that chose it (or null)

@@ -1544,6 +1544,14 @@ const ldp_santext_table *ldp_host_bundle_table(const ldp_bundle *b) { return &b-
 
 /* The worst case over any two inputs, by the mechanism's generated rule (mechanisms.h): +inf where
  * none exists (words in the clear, or the output set revealed) */
+double ldp_checked_tolerance(const ldp_bundle *b, double reach) {
+    return b->tolerance + LDP_CHECK_RESOLUTION * (1.0 + b->epsilon * reach);
+}
+
+double ldp_report_tolerance(const ldp_bundle *b) {
+    return ldp_checked_tolerance(b, is_custext(b) ? 1.0 : b->d_max);
+}
+
 double ldp_worst_case_epsilon(const ldp_bundle *b) {
     switch (LDP_MECHANISMS[b->mechanism].worst_case_rule) {
     case LDP_WORST_EPS: return b->epsilon;
@@ -1705,7 +1713,7 @@ int ldp_bundle_info(const ldp_bundle *b, char **json_out) {
     put_string(&out, "numeric_note", stmt->numeric_note);
     put_optional(&out, "p", b->p); /* null where none is stated (SanText, TEM, CusText) */
     if (custext) put_string(&out, "similarity", b->cosine ? "cosine" : "euclidean");
-    put_number(&out, "tolerance", b->tolerance);
+    put_number(&out, "tolerance", ldp_report_tolerance(b));
     /* the stated verbatim rate (null where none is stated) and the near-identity flag */
     put_optional_count(&out, "verbatim_above_0_5", b->verbatim_above_0_5);
     put_optional_count(&out, "verbatim_above_0_9", b->verbatim_above_0_9);

@@ -369,8 +369,7 @@ static int check_santext(const ldp_bundle *b) {
     }
     /* |log P_realised - log P_formula| <= tolerance per probability (the manifest's statement), so
      * a difference of two by twice that, plus the float rounding of eps * d / 2 */
-    return check_head_ratios(b, rows, (size_t)n,
-                             2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max));
+    return check_head_ratios(b, rows, (size_t)n, 2.0 * ldp_checked_tolerance(b, b->d_max));
 }
 
 /* log(exp(a) + exp(b)) */
@@ -428,12 +427,12 @@ static int check_tem(const ldp_bundle *b) {
     n = check_rows(b, rows);
     if (n < 0) return LDP_E_RANDOM;
     if (n == 0) return LDP_OK;
-    tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
+    tol = 2.0 * ldp_checked_tolerance(b, fmin(b->gamma, b->d_max));
     if (check_d_max(b, rows[0]) != LDP_OK || check_d_max(b, rows[n - RANDOM_ROWS]) != LDP_OK ||
         check_tem_far(b, rows[0], tol) != LDP_OK ||
         check_tem_far(b, rows[n - RANDOM_ROWS], tol) != LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
-    if (check_head_ratios(b, rows, (size_t)n, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max)) !=
+    if (check_head_ratios(b, rows, (size_t)n, 2.0 * ldp_checked_tolerance(b, b->d_max)) !=
         LDP_OK)
         return LDP_E_PARAMETER_MISMATCH;
     return check_stated_median(b);
@@ -547,7 +546,7 @@ static int check_custext(const ldp_bundle *b) {
     size_t i, checked = 0;
     long n;
     int rc = LDP_OK;
-    const double tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon);
+    const double tol = 2.0 * ldp_checked_tolerance(b, 1.0);
     if (b->mechanism == LDP_MECH_CUSTEXT_PLUS ? b->p != 0.0 : !isnan(b->p))
         return LDP_E_PARAMETER_MISMATCH;
     if (b->epsilon0 != 0.0 || check_stated_worst_case(b, INFINITY) != LDP_OK)
@@ -885,7 +884,7 @@ static int check_rows_now(const ldp_bundle *b, const int32_t *xs, size_t n, row_
         case LDP_MECH_CUSTEXT:
         case LDP_MECH_CUSTEXT_PLUS:
             /* a stop word (group -1) is kept, never drawn: nothing to check */
-            tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon);
+            tol = 2.0 * ldp_checked_tolerance(b, 1.0);
             for (j = 0; j < m; j++)
                 verdict[j] = check_custext_row(b, xs[i + j], tol, s->pairs) < 0 ||
                                      (!isnan(b->verbatim_max) &&
@@ -894,9 +893,9 @@ static int check_rows_now(const ldp_bundle *b, const int32_t *xs, size_t n, row_
                                  : 1;
             break;
         case LDP_MECH_TEM:
-            check_engine_rows(b, xs + i, m, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), s,
+            check_engine_rows(b, xs + i, m, 2.0 * ldp_checked_tolerance(b, b->d_max), s,
                               verdict);
-            tol = 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * fmin(b->gamma, b->d_max));
+            tol = 2.0 * ldp_checked_tolerance(b, fmin(b->gamma, b->d_max));
             for (j = 0; j < m; j++)
                 if (verdict[j] > 0 &&
                     (check_tem_far(b, xs[i + j], tol) != LDP_OK ||
@@ -904,7 +903,7 @@ static int check_rows_now(const ldp_bundle *b, const int32_t *xs, size_t n, row_
                     verdict[j] = -1;
             break;
         default:
-            check_engine_rows(b, xs + i, m, 2.0 * b->tolerance + 1e-12 * (1.0 + b->epsilon * b->d_max), s,
+            check_engine_rows(b, xs + i, m, 2.0 * ldp_checked_tolerance(b, b->d_max), s,
                               verdict);
         }
         for (j = 0; j < m; j++) ROW_STATE_STORE(b->row_state + xs[i + j], verdict[j] > 0 ? 1 : 2);

@@ -126,6 +126,16 @@ int ldp_check_rows_of(const ldp_bundle *b, const int32_t *xs, size_t n);
 int ldp_tem_sample_many(ldp_chacha *g, const ldp_bundle *b, const int32_t *xs, int32_t *ys,
                         size_t n);
 
+/* guarantee.py checked_tolerance: the stated tolerance plus the checks' float64 resolution,
+ * tolerance + LDP_CHECK_RESOLUTION * (1 + eps * reach), reach the largest quantity eps multiplies in
+ * the law the check compares (D_max, min(gamma, D_max), or 1 for CusText). A check accepts a
+ * log-ratio off the formula by twice this; the report states it at the mechanism's reach
+ * (ldp_report_tolerance). */
+#define LDP_CHECK_RESOLUTION 0.5e-12
+double ldp_checked_tolerance(const ldp_bundle *b, double reach);
+/* ldp_report.tolerance: ldp_checked_tolerance at D_max (SanText, TEM) or 1 (CusText). */
+double ldp_report_tolerance(const ldp_bundle *b);
+
 /* The LDP level per token over any two inputs (ldp_report.worst_case_epsilon): eps * d_max
  * (SanText), eps * min(gamma, d_max) (TEM), +inf where none exists. */
 double ldp_worst_case_epsilon(const ldp_bundle *b);

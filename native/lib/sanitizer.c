@@ -370,7 +370,7 @@ static void fill_report(ldp_report *rep, const ldp_bundle *b, size_t n, int seed
     rep->mechanism = b->mechanism;
     rep->seeded = seeded;
     if (REPORT_HAS(rep, d_max)) rep->d_max = b->d_max;
-    if (REPORT_HAS(rep, tolerance)) rep->tolerance = b->tolerance;
+    if (REPORT_HAS(rep, tolerance)) rep->tolerance = ldp_report_tolerance(b);
     if (REPORT_HAS(rep, worst_case_epsilon)) rep->worst_case_epsilon = ldp_worst_case_epsilon(b);
     if (REPORT_HAS(rep, verbatim_median)) rep->verbatim_median = b->verbatim_median;
     if (REPORT_HAS(rep, verbatim_max)) rep->verbatim_max = b->verbatim_max;

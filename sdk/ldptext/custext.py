@@ -45,6 +45,7 @@ from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_log_probabilities
 from .mechanisms.custext import partition_id
+from .guarantee import checked_tolerance
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .row_guard import law_matches
 from .santext_tables import SanTextTables
@@ -192,7 +193,7 @@ class CusTextSanitizer(TokenRuntime):
         if live.size == 0:
             return ok
         realised = self.log_probabilities(rows[live])
-        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps)
+        tol = 2.0 * checked_tolerance(self.tolerance, eps, 1.0)
         is_output = np.zeros(t.n_rows, dtype=bool)
         is_output[t.outputs] = True
         for i, x in zip(live, rows[live]):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .report import PrivacyReport
     from .verbatim import VerbatimRate
 
-__all__ = ["NOTIONS", "WORST_CASE_RULES", "Statement", "Guarantee", "number"]
+__all__ = ["NOTIONS", "WORST_CASE_RULES", "CHECK_RESOLUTION", "Statement", "Guarantee", "number", "checked_tolerance"]
 
 #: Every notion a mechanism may state, spelled once.
 NOTIONS = {
@@ -100,6 +100,21 @@ class Statement:
             raise ValueError("state either a worst-case rule or why there is none")
         if "epsilon" not in self.parameters and self.unit == "token":
             raise ValueError("a token mechanism's parameters include epsilon")
+
+
+#: The float64 resolution of the checks of a realised law, per unit of (1 + ε·R): every runtime
+#: recomputes log-probabilities from the bundle's integers and accepts a log-ratio off the formula by
+#: at most 2·:func:`checked_tolerance`. Below it no check can tell a stated tolerance from another.
+CHECK_RESOLUTION = 0.5e-12
+
+
+def checked_tolerance(stated: float, epsilon: float, reach: float) -> float:
+    """The per-probability tolerance every runtime's checks confirm: the stated τ plus their float64
+    resolution, τ + :data:`CHECK_RESOLUTION`·(1 + ε·R), with R the largest quantity ε multiplies in
+    the law (D_max for SanText and TEM, 1 for CusText). What the reports state (a signer's smaller
+    τ cannot be confirmed, so it is never repeated alone); libldptext computes the same
+    (``native/lib/bundle.c``)."""
+    return stated + CHECK_RESOLUTION * (1.0 + epsilon * reach)
 
 
 def number(value: object) -> float | None:

@@ -68,6 +68,7 @@ from . import runtime as _runtime
 from ._fallback import distance_from_dot
 from .bundle import Bundle, BundleSource
 from .engine_rows import engine_distance_rows, engine_log_probabilities
+from .guarantee import checked_tolerance
 from .errors import BundleFormatError, BundleIntegrityError
 from .guarantee import Guarantee
 from .mechanisms.santext import NO_WORST_CASE, STATEMENTS, metric_id, worst_case_epsilon  # noqa: F401 (re-exported)
@@ -474,7 +475,7 @@ class Sanitizer(TokenRuntime):
         d = engine_distance_rows(t, rows, outs)
         w = -self.epsilon / 2.0 * d
         realised = engine_log_probabilities(t, rows, engine_epsilon=self.epsilon, p=1.0)[:, outs]
-        ok = law_matches(realised, w, 2.0 * self.tolerance + 1e-12 * (1.0 + self.epsilon * self.d_max))
+        ok = law_matches(realised, w, 2.0 * checked_tolerance(self.tolerance, self.epsilon, self.d_max))
         ok &= engine_tail_ok(t, rows, engine_epsilon=self.epsilon, d=d)
         stated = VerbatimRate.from_manifest(self.manifest["privacy"].get("verbatim"))
         if stated is not None and rows.size:

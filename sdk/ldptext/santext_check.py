@@ -37,6 +37,7 @@ import numpy as np
 from .mechanisms.santext import STATEMENTS
 from . import alias as _alias
 from .engine_rows import engine_distance_rows, engine_distances
+from .guarantee import checked_tolerance
 from .errors import ParameterMismatchError
 from .santext_tables import SanTextTables, unique_rows
 from .token_runtime import sampled_rows
@@ -133,7 +134,7 @@ def check_realised(t: SanTextTables, *, mechanism: str, epsilon: float, epsilon0
     d = engine_distances(t, np.repeat(rows, k), head.ravel()).reshape(head.shape)
     # |log P_realised − log P_formula| ≤ tolerance per probability (the manifest's statement), so a
     # difference of two by twice that, plus the float rounding of ε·d/2
-    tol = 2.0 * tolerance + 1e-12 * (1.0 + epsilon * d_max)
+    tol = 2.0 * checked_tolerance(tolerance, epsilon, d_max)
     keep = np.isfinite(realised) & ~(t.keep_row[rows].astype(bool)[:, None] & (head == rows[:, None]))
     def ptp(a: np.ndarray) -> np.ndarray:  # spread over the kept entries of each row
         return np.where(keep, a, -np.inf).max(axis=1) - np.where(keep, a, np.inf).min(axis=1)

@@ -46,6 +46,7 @@ import numpy as np
 from . import registry as _registry
 from . import runtime as _runtime
 from .engine_rows import engine_distance_rows, engine_distances, engine_log_probabilities
+from .guarantee import checked_tolerance
 from .errors import BundleFormatError, BundleIntegrityError, ParameterMismatchError
 from .row_guard import engine_tail_ok, law_matches
 from .mechanisms.santext import metric_id
@@ -230,7 +231,7 @@ class TEMSanitizer(TokenRuntime):
         rows = np.asarray(rows, dtype=np.int64)
         outs = t.outputs.astype(np.int64)
         d = engine_distance_rows(t, rows, outs)
-        tol = 2.0 * self.tolerance + 1e-12 * (1.0 + eps * min(gamma, self.d_max))
+        tol = 2.0 * checked_tolerance(self.tolerance, eps, min(gamma, self.d_max))
         full = self.log_probabilities(rows)
         ok = law_matches(full[:, outs], -eps * np.minimum(d, gamma) / 2.0, tol)
         ok &= (d > gamma).sum(axis=1) == self.bot_count[rows]

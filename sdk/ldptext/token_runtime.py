@@ -78,7 +78,8 @@ def check_parameters(bundle: Bundle, *, every_row: bool = False) -> None:
     cls = _registry.get(bundle.mechanism).runtime_class()
     # construction runs check_parameters (the one door); every row: in libldptext where built. A
     # near-identity bundle is checked like any other, its label included (construct_for_check)
-    san = construct_for_check(cls, bundle, every_row=every_row, allow_weak_privacy=True)
+    weak = {"allow_weak_privacy": True} if issubclass(cls, TokenRuntime) else {}  # a plugin may not take it
+    san = construct_for_check(cls, bundle, every_row=every_row, **weak)
     try:
         if every_row:
             _rowguard.check_all_rows(san)

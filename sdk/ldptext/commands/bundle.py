@@ -211,7 +211,7 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     :meth:`ldptext.guarantee.Guarantee.rows`): its notion and neighbouring relation, ε and the ledger
     unit, the worst case recomputed from the parameters or why there is none, what is kept in the
     clear, the stated verbatim rate, how the floating point relates to the bound and the paper;
-    then the stated numeric tolerance.
+    then the numeric tolerance the checks confirm.
 
     Parameters
     ----------
@@ -227,16 +227,17 @@ def privacy_summary(manifest: dict) -> list[tuple[str, str]]:
     if not _registry.is_known(mech):
         return [("mechanism", f"{_safe(mech)} is not a mechanism this installation knows")]
     try:
-        rows = _registry.get(mech).guarantee(manifest).rows()
+        guarantee = _registry.get(mech).guarantee(manifest)
+        rows = guarantee.rows()
     except Exception as e:  # a malformed manifest: say so, the runtime refuses it
         return [("guarantee", f"not stated: the manifest is malformed ({type(e).__name__})")]
     numeric = manifest.get("numeric") if isinstance(manifest.get("numeric"), dict) else {}
-    tol = number(numeric.get("max_relative_error"))
-    if tol is not None:
-        stated = number(numeric.get("stated_maximum"))
-        rows.append(("numeric tolerance", f"{tol:.2e} = bound on |log P_realised - log P_formula|"
-                     + (f" (stated maximum {stated:g})" if stated is not None else "")
-                     + f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
+    tol, stated = guarantee.numeric_tolerance, number(numeric.get("max_relative_error"))
+    if tol is not None and stated is not None:
+        # the reports' tolerance: what every runtime's checks confirm, never a signer's finer claim
+        rows.append(("numeric tolerance", f"{tol:.2e} = bound on |log P_realised - log P_formula| that every "
+                     f"runtime's checks confirm (the stated {stated:.2e} plus their float64 resolution)"
+                     f"; ratio bounds hold with slack exp({2 * tol:.2e})"))
     # the statements' prose is long; a manifest's own text within it is still cut
     return [(label, _safe(value, limit=600)) for label, value in rows]
 

@@ -8,9 +8,9 @@ partition), and one pure function ``guarantee(manifest) -> Guarantee``. Its regi
 """
 from __future__ import annotations
 
-from ..guarantee import number
+from ..guarantee import checked_tolerance, number
 
-__all__ = ["params_of", "section_of", "number", "stated_verbatim"]
+__all__ = ["params_of", "section_of", "number", "stated_verbatim", "reported_tolerance"]
 
 
 def section_of(manifest: dict, name: str) -> dict:
@@ -22,6 +22,16 @@ def section_of(manifest: dict, name: str) -> dict:
 def params_of(manifest: dict) -> dict:
     """The manifest's ``params`` section, or ``{}``."""
     return section_of(manifest, "params")
+
+
+def reported_tolerance(manifest: dict, epsilon: float | None, reach: float | None) -> float | None:
+    """The numeric tolerance a report states: the manifest's τ (``numeric.max_relative_error``) plus
+    the checks' resolution at ε and reach R (:func:`ldptext.guarantee.checked_tolerance`), or
+    ``None`` where any of them is missing."""
+    stated = number(section_of(manifest, "numeric").get("max_relative_error"))
+    if None in (stated, epsilon, reach):
+        return None
+    return checked_tolerance(stated, epsilon, reach)
 
 
 def stated_verbatim(manifest: dict) -> tuple:

@@ -11,7 +11,7 @@ import hashlib
 
 from ..errors import BundleFormatError
 from ..guarantee import Guarantee, Statement
-from . import number, params_of, section_of, stated_verbatim
+from . import number, params_of, reported_tolerance, stated_verbatim
 
 REFERENCE = ("Chen et al. 2023, A Customized Text Sanitization Mechanism with Differential Privacy (Findings "
              "of ACL), section 3")
@@ -76,7 +76,7 @@ def guarantee(manifest: dict) -> Guarantee:
     return Guarantee(
         mechanism=mech, label=get(mech).label, statement=s, epsilon=eps,
         ledger_unit=unit, worst_case_epsilon=None,
-        numeric_tolerance=number(section_of(manifest, "numeric").get("max_relative_error")),
+        numeric_tolerance=reported_tolerance(manifest, eps, 1.0),
         kept_in_clear_probability=1.0 if s.kept_in_clear is not None else None,
         parameters={"epsilon": eps, "k": params.get("k"), "similarity": params.get("similarity")},
         verbatim=verbatim, details=tuple(details) + shown)

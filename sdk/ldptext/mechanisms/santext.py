@@ -12,7 +12,7 @@ import hashlib
 
 from ..errors import BundleFormatError
 from ..guarantee import Guarantee, Statement
-from . import number, params_of, section_of, stated_verbatim
+from . import number, params_of, reported_tolerance, section_of, stated_verbatim
 
 REFERENCE = ("Yue et al. 2021, Differential Privacy for Text Analytics via Natural Text Sanitization (Findings "
              "of ACL), as presented in Yue 2023, Data Synthesis: Boosting Utility and Privacy in NLP (PhD "
@@ -108,7 +108,7 @@ def guarantee(manifest: dict) -> Guarantee:
     return Guarantee(
         mechanism=mech, label=get(mech).label, statement=s, epsilon=eps,
         ledger_unit=ledger_unit(manifest), worst_case_epsilon=worst,
-        numeric_tolerance=number(section_of(manifest, "numeric").get("max_relative_error")),
+        numeric_tolerance=reported_tolerance(manifest, eps, d_max),
         kept_in_clear_probability=(1.0 - p) if plus and p is not None else None, verbatim=verbatim,
         parameters={"epsilon": eps, "p": p if plus else None, "epsilon0": (eps0 or 0.0) if plus else 0.0,
                     "d_max": d_max},

@@ -8,7 +8,7 @@ SanText's, so a ledger charges both in one unit).
 from __future__ import annotations
 
 from ..guarantee import Guarantee, Statement
-from . import number, params_of, section_of, stated_verbatim
+from . import number, params_of, reported_tolerance, section_of, stated_verbatim
 from .santext import ledger_unit
 
 REFERENCE = ("Carvalho et al. 2021, TEM: High Utility Metric Differential Privacy on Text (arXiv:2107.07928), "
@@ -55,6 +55,6 @@ def guarantee(manifest: dict) -> Guarantee:
     return Guarantee(
         mechanism=mech, label=get(mech).label, statement=STATEMENTS[mech], epsilon=eps,
         ledger_unit=ledger_unit(manifest), worst_case_epsilon=worst,
-        numeric_tolerance=number(section_of(manifest, "numeric").get("max_relative_error")),
+        numeric_tolerance=reported_tolerance(manifest, eps, d_max),
         parameters={"epsilon": eps, "gamma": gamma, "beta": beta, "d_max": d_max},
         verbatim=verbatim, details=tuple(details) + shown)
