@@ -79,11 +79,6 @@ ENGINE = ("santext", "santext+", "tem", "custext", "custext+")
 DOORS = ("python", "cli-sanitize", "cli-parquet", "cli-verify-full", "cli-sign", "cli-inspect", "c", "wasm",
          "jvm")
 KNOWN_GAPS: dict[tuple[str, str], str] = {}
-KNOWN_GAPS.update({(door, "c9-tokenizer-disagrees-with-vocab"): f"{door} accepts a tokenizer.json whose "
-                   "vocabulary disagrees with vocab.json (7 ids renamed)" for door in DOORS})
-KNOWN_GAPS.update({(door, "c9-look-alike-outputs"): f"{door} accepts output tokens that render as the input "
-                   "word (upper case, zero-width spaces): the word leaves in text about twice as often as its "
-                   "id-based verbatim rate says (0.27 vs 0.13 over 200 draws)" for door in DOORS})
 
 
 def gap(door: str, name: str):

@@ -1194,8 +1194,9 @@ static int is_function_word(const char *s, size_t n) {
     return 0;
 }
 
-/* description.py check_rendering: what the tokenizer makes of the rows. A stated vocab.kind is the
- * tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the stated counts of
+/* description.py check_rendering: what the tokenizer makes of the rows. Its tokens are vocab.json's
+ * rows (LDP_E_TOKENIZER otherwise); every output reads back as itself (tokenizer.h); a stated
+ * vocab.kind is the tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the stated counts of
  * privacy.not_outputs (why a build left a row out of the outputs: NOT_OUTPUT_COUNTS) sum to the
  * sensitive rows that are not outputs, less the unknown-word row (never an output, by rule); and
  * a split labelled "function-words" (params.non_sensitive) keeps exactly the valid inputs on that
@@ -1208,6 +1209,13 @@ static int check_rendering(const ldp_bundle *b) {
     double stated = 0.0, c;
     int64_t i, actual = 0, any = 0, j = 0;
     const int32_t unk = ldp_tokenizer_unk_id(b->tokenizer);
+    const ldp_array *vocab_json = ldp_bundle_array(b, "blob/vocab.json"); /* check_tables: present */
+    int rc = ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data, vocab_json->nbytes,
+                                       (size_t)t->n_rows);
+    if (rc != LDP_OK) return rc;
+    /* what an output id is released as reads back as that id (no look-alike of another word) */
+    rc = ldp_tokenizer_check_outputs(b->tokenizer, t->outputs, (size_t)t->n_outputs);
+    if (rc != LDP_OK) return rc;
     if (kind != NULL && !str_is(kind, ldp_tokenizer_is_wordpiece(b->tokenizer) ? "wordpiece" : "word"))
         return LDP_E_PARAMETER_MISMATCH;
     for (i = 0; i < 3; i++) {

@@ -374,6 +374,11 @@ class TokenRuntime(_runtime.Closable):
         if self._library is not None:
             return
         tables = getattr(self, "tables", None)
+        # the tokenizer's tokens are vocab.json's rows, and every output reads back as itself
+        self.tokenizer.check_vocab(self.vocab)
+        outputs = getattr(self, "outputs", None) if tables is None else tables.outputs
+        if outputs is not None:
+            self.tokenizer.check_outputs(outputs)
         spec = json.loads(self._bundle.blob("tokenizer.json").decode("utf-8"))
         model = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
         unk = model.get("unk_token")
