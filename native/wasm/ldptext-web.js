@@ -548,6 +548,7 @@ export class LdpText {
   }
 
   #mod; #layout; #bundle; #sanitizer; #scratch; #token; #io; #statement; #params; #f64 = null;
+  #ioBytes = null; // the view of the text buffer that encodeInto writes into (remade when the heap grows)
 
   /** @private use LdpText.open */
   constructor(mod, layout, bundle, sanitizer, scratch, info, seeded) {
@@ -657,7 +658,11 @@ export class LdpText {
     let cap = IO_BYTES;
     let len;
     if (bytes === null) {
-      const done = encoder.encodeInto(text, mod.HEAPU8.subarray(io, io + cap - 1));
+      let target = this.#ioBytes;
+      if (target === null || target.buffer !== mod.HEAPU8.buffer) {
+        target = this.#ioBytes = mod.HEAPU8.subarray(io, io + cap - 1);
+      }
+      const done = encoder.encodeInto(text, target);
       len = done.written;
       if (done.read < text.length) { // too long for the buffer: the whole text at once elsewhere
         mod.HEAPU8.fill(0, io, io + len);
