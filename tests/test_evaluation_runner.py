@@ -150,8 +150,8 @@ def test_verbatim_cap_builds_capped_bundles_under_their_own_cache_name(tiny, tmp
     capped_cfg = EvaluationConfig(embeddings=str(tiny / "emb.txt"), vocab_size=None, mechanisms=["santext+"],
                                   verbatim_cap=0.5)
     plain, capped = bundle_path(plain_cfg, cache, row, 1.0), bundle_path(capped_cfg, cache, row, 1.0)
-    assert plain.name.endswith("-eps1.0-p0.3-v2.ldpb")   # the name an uncapped bundle has always had
-    assert capped.name.endswith("-eps1.0-p0.3-cap0.5-v2.ldpb")
+    assert plain.name.endswith("-eps1.0-p0.3-v3.ldpb")   # an uncapped bundle's name has no cap part
+    assert capped.name.endswith("-eps1.0-p0.3-cap0.5-v3.ldpb")
     assert sorted(p.name for p in cache.glob("eval-*.ldpb")) == sorted([plain.name, capped.name])
     stated = {}
     for name, path in (("plain", plain), ("capped", capped)):

@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     cap = resolve_verbatim_cap(args.verbatim_cap, False)
     # the cap and the identifier rule change the tables: a bundle cached without them is not reused
     tag += f"-cap{'none' if cap is None else f'{cap:g}'}" + ("-idout" if args.identifier_outputs else "-noid")
+    # outputs are only tokens the tokenizer reads back as themselves (every runtime refuses others):
+    # a bundle cached before that rule is not reused
+    tag += "-readback"
     bundle = cache / f"demo-{tag}.ldpb"
     if not bundle.exists():
         from ldptext_precompute.santext.build import build_santext_bundle

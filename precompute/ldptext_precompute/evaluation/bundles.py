@@ -101,8 +101,10 @@ def bundle_path(cfg: EvaluationConfig, cache: Path, row: Row, epsilon: float) ->
     params = f"p{float(cfg.p)!r}-" if row.mechanism == "santext+" else ""
     if cfg.verbatim_cap is not None:
         params += f"cap{float(cfg.verbatim_cap)!r}-"
+    # v3: outputs are only tokens the tokenizer reads back as themselves (every runtime refuses a
+    # bundle built before that rule), so an older cached bundle is not reused
     name = (f"eval-{emb}-V{cfg.vocab_size or 'all'}-k{cfg.head_size}-{row.file_tag}-"
-            f"eps{epsilon_text(epsilon)}-{params}v2.ldpb")
+            f"eps{epsilon_text(epsilon)}-{params}v3.ldpb")
     return cache / name
 
 

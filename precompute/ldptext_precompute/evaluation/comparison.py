@@ -85,7 +85,8 @@ def bundle_path(cache: Path, *, embeddings: str, vocab_size: int | None, mechani
     if Path(emb).exists():
         emb = "file-" + hashlib.sha256(str(Path(emb).resolve()).encode()).hexdigest()[:12]
     params = "-".join(f"{k}{v}" for k, v in sorted(DEFAULTS[mechanism].items()))
-    return cache / f"eval-{emb}-V{vocab_size or 'all'}-{mechanism}-eps{float(epsilon)!r}-{params}-v2.ldpb"
+    # v3: the read-back rule changed the output domain (as evaluation.bundles.bundle_path)
+    return cache / f"eval-{emb}-V{vocab_size or 'all'}-{mechanism}-eps{float(epsilon)!r}-{params}-v3.ldpb"
 
 
 def build_comparison_bundle(path: Path, mechanism: str, epsilon: float, *, embeddings: str,
