@@ -712,7 +712,8 @@ static int stated_count_is(const ldp_json *x, double actual) {
  * (mechanisms.h, or the spelling older bundles use). The fields that need the tokenizer are
  * check_rendering's. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
 static int check_description(const ldp_bundle *b, int64_t v, int64_t o, int64_t m) {
-    static const char *const keys[6] = {"size", "outputs", "sensitive", "non_sensitive", "kept_in_clear", "dim"};
+    static const char *const keys[6] = {"size",          "outputs",       "sensitive",
+                                        "non_sensitive", "kept_in_clear", "dim"};
     const ldp_json *vocab = ldp_json_get(b->manifest, "vocab");
     const ldp_json *privacy = ldp_json_get(b->manifest, "privacy");
     const ldp_json *notion = privacy != NULL ? ldp_json_get(privacy, "notion") : NULL;
@@ -1196,11 +1197,11 @@ static int is_function_word(const char *s, size_t n) {
 
 /* description.py check_rendering: what the tokenizer makes of the rows. Its tokens are vocab.json's
  * rows (LDP_E_TOKENIZER otherwise); every output reads back as itself (tokenizer.h); a stated
- * vocab.kind is the tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the stated counts of
- * privacy.not_outputs (why a build left a row out of the outputs: NOT_OUTPUT_COUNTS) sum to the
- * sensitive rows that are not outputs, less the unknown-word row (never an output, by rule); and
- * a split labelled "function-words" (params.non_sensitive) keeps exactly the valid inputs on that
- * list. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
+ * vocab.kind is the tokenizer's model ("wordpiece" for WordPiece, "word" for word level); the
+ * stated counts of privacy.not_outputs (why a build left a row out of the outputs:
+ * NOT_OUTPUT_COUNTS) sum to the sensitive rows that are not outputs, less the unknown-word row
+ * (never an output, by rule); and a split labelled "function-words" (params.non_sensitive) keeps
+ * exactly the valid inputs on that list. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
 static int check_rendering(const ldp_bundle *b) {
     static const char *const counts[3] = {"identifiers", "above_verbatim_cap", "not_read_back"};
     const ldp_json *kind = ldp_json_get(ldp_json_get(b->manifest, "vocab"), "kind");
