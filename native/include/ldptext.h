@@ -236,8 +236,9 @@ enum {
     LDP_E_TABLE_DIMS = -98,          /* dimensions outside what the sampler supports */
     LDP_E_TABLE_CLUSTER = -99,       /* tail cluster count outside [1, 256] or a cluster id >= it */
     LDP_E_PARAMETER_MISMATCH = -100, /* a stated parameter (eps, eps0, p, D_max, the verbatim
-                                        rate) is not what the tables realise, or a row's law is not
-                                        the mechanism's: the signer's numbers are wrong */
+                                        rate) or descriptive field is not what the tables realise,
+                                        an output does not read back as itself, or a row's law is
+                                        not the mechanism's: the signer's numbers are wrong */
     /* the application's pins (ldp_expect), checked after verification */
     LDP_E_EXPECT_MECHANISM = -101,   /* the bundle's mechanism is not one the application pinned */
     LDP_E_EXPECT_FORMAT = -102,      /* the bundle's format version is below the pinned minimum */

@@ -74,8 +74,10 @@ const char *ldp_strerror(int rc) {
     case LDP_E_TABLE_CLUSTER: return "tail cluster ids are out of range";
     case LDP_E_PARAMETER_MISMATCH:
         return "a stated parameter (epsilon, epsilon0, p, D_max, TEM's gamma / beta, CusText's "
-               "similarity or group sizes, the verbatim rate) is not what the tables realise, or a "
-               "row's output law is not its mechanism's";
+               "similarity or group sizes, the verbatim rate) or descriptive field is not what the "
+               "tables realise, an output is not read back by the bundle's tokenizer as itself (a "
+               "bundle built before that rule must be rebuilt), or a row's output law is not its "
+               "mechanism's";
     case LDP_E_EXPECT_MECHANISM: return "the bundle's mechanism is not the one the application requires";
     case LDP_E_EXPECT_FORMAT: return "the bundle's format version is older than the application requires";
     case LDP_E_EXPECT_BUNDLE_ID: return "the bundle is not the bundle id the application pinned";
