@@ -373,20 +373,15 @@ class TokenRuntime(_runtime.Closable):
         checked here where no library adopted the bundle (libldptext checks it at open itself)."""
         if self._library is not None:
             return
-        tables = getattr(self, "tables", None)
+        tables, tok = getattr(self, "tables", None), self.tokenizer
         # the tokenizer's tokens are vocab.json's rows, and every output reads back as itself
-        self.tokenizer.check_vocab(self.vocab)
+        tok.check_vocab(self.vocab)
         outputs = getattr(self, "outputs", None) if tables is None else tables.outputs
         if outputs is not None:
-            self.tokenizer.check_outputs(outputs)
-        spec = json.loads(self._bundle.blob("tokenizer.json").decode("utf-8"))
-        model = spec.get("model") if isinstance(spec, dict) and isinstance(spec.get("model"), dict) else {}
-        unk = model.get("unk_token")
-        vocab = self.vocab
-        check_rendering(self.manifest, wordpiece=model.get("type") == "WordPiece",
-                        unk_id=vocab.index(unk) if unk in vocab else None,
+            tok.check_outputs(outputs)
+        check_rendering(self.manifest, wordpiece=tok.kind == "wordpiece", unk_id=tok.unk_id,
                         outputs=None if tables is None else tables.outputs,
-                        sensitive=None if tables is None else tables.sensitive, tokens=vocab,
+                        sensitive=None if tables is None else tables.sensitive, tokens=self.vocab,
                         keep_row=None if tables is None else tables.keep_row, valid_input=self.valid_input)
 
     def _adopt_library(self, bundle: Bundle) -> None:

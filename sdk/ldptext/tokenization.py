@@ -87,6 +87,12 @@ class TextTokenizer:
         self._context: tuple[str, int] | None | bool = False  # read_back's prefix word (False: not yet)
         self._shortcut: _AsciiShortcut | None | bool = False  # (False: not yet)
 
+    @property
+    def unk_id(self) -> int | None:
+        """The id unknown words map to (the model's ``unk_token``), or None where it has none."""
+        unk = (self._spec.get("model") or {}).get("unk_token")
+        return None if unk is None else self._tok.token_to_id(unk)
+
     @classmethod
     def from_bundle(cls, bundle: "Bundle") -> "TextTokenizer":
         """The tokenizer stored in a verified bundle as the blob ``tokenizer.json``.
