@@ -20,9 +20,10 @@ from ldptext.santext_tables import MAX_CLUSTERS
 
 #: Tail clusters of a new bundle per 32,768 outputs (:func:`default_clusters`). The per-row bounds
 #: cost V·C bytes (+1.4 MiB on MiniLM's 30,522 rows, +2.3 MiB on 50,000 GloVe words against C = 16)
-#: and pay at large ε, where most tail candidates are refused: sampling time C = 64 against C = 16
-#: (docs/performance.md) GloVe-50k ε = 3 0.87×, ε = 10 0.78×, MiniLM frequency split ε = 15 0.90×,
-#: MiniLM default split ε = 10 1.00×. ``make web-bundle`` keeps 16 (its download).
+#: and pay at large ε, where most tail candidates are refused (why: docs/sampler.md, "Head size and
+#: tail-cluster count"): sampling time C = 64 against C = 16 (the tables in docs/performance.md)
+#: GloVe-50k ε = 3 0.87×, ε = 10 0.78×, MiniLM frequency split ε = 15 0.90×, MiniLM default split
+#: ε = 10 1.00×. ``make web-bundle`` keeps 16 (its download).
 DEFAULT_CLUSTERS = 64
 
 #: Outputs per :data:`DEFAULT_CLUSTERS` clusters: a larger output domain gets more clusters.
@@ -33,8 +34,9 @@ def default_clusters(n_outputs: int) -> int:
     """C for a new bundle: :data:`DEFAULT_CLUSTERS` for every 32,768 outputs begun, at most 256.
 
     MiniLM's 26,571–29,355 outputs get 64 clusters, 45,000 GloVe words 128. Finer clusters tighten the
-    bounds where clusters of the same number of outputs would be wide: sampling time of the ``make
-    bench`` GloVe-50k bundles, 128 against 64 clusters (docs/performance.md), ε = 3 0.87–0.90×,
+    bounds where clusters of the same number of outputs would be wide (docs/sampler.md, "Head size
+    and tail-cluster count"): sampling time of the ``make bench`` GloVe-50k bundles, 128 against 64
+    clusters (the tables in docs/performance.md), ε = 3 0.87–0.90×,
     ε = 10 0.69–0.74×, ε = 15 0.90–0.92×, ε = 1 0.99–1.02×; on MiniLM 128 clusters gain nothing, so its bundles
     keep 64 (V·C bytes: 128 clusters add 3.1 MiB to a GloVe-50k bundle).
 
