@@ -40,7 +40,14 @@ native: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-test: setup native lint libldptext-test libldptext-wasm
+# pytest runs beside the C library's longer suites (ASan + UBSan with the fuzzers, aarch64 under
+# qemu), which build and write only under native/build/asan and native/build/arm64, read by no test:
+# on two cores the whole run takes minutes less than one after the other
+test: setup native lint libldptext-test-quick libldptext-wasm
+	$(MAKE) --no-print-directory -j2 test-python libldptext-test-long
+
+.PHONY: test-python libldptext-test-quick libldptext-test-long
+test-python:
 	$(VPY) -m pytest -q tests
 
 # libldptext, the C library (native/Makefile: native/build/libldptext.a and .so, the example
@@ -50,9 +57,16 @@ libldptext:
 	$(MAKE) -j$(JOBS) -C native
 
 # its C tests: unit tests, the same under AddressSanitizer + UBSan, a short fuzz run of each
-# target, the export check (before pytest, whose tests/test_libldptext*.py load the library)
-libldptext-test:
-	$(MAKE) -j$(JOBS) -C native test test-portable
+# target, the export check, the portable variants' cross check, aarch64 under qemu. The quick part
+# builds the library that pytest's tests/test_libldptext*.py load; make test runs the long part
+# beside pytest.
+libldptext-test: libldptext-test-quick libldptext-test-long
+
+libldptext-test-quick:
+	$(MAKE) -j$(JOBS) -C native all check-exports test-normal test-install test-portable
+
+libldptext-test-long:
+	$(MAKE) -j$(JOBS) -C native test-asan
 	@if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
 	  $(MAKE) test-arm64; \
 	elif [ -n "$$LDPTEXT_REQUIRE_ARM64" ]; then \
