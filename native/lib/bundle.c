@@ -1148,21 +1148,43 @@ static int load_tokenizer(ldp_bundle *b) {
     return ldp_tokenizer_load((const char *)blob->data, blob->nbytes, &b->tokenizer);
 }
 
+/* The tokenizer's load, then (where its arrays have the schema's form) its agreement with
+ * vocab.json and the outputs' read-back (check_rendering's first two checks): a load and about
+ * half a million lookups that depend on neither the tables' checks nor their fields, so the
+ * tokenizer's thread runs them while check_tables runs. Nothing reads an array's elements before
+ * the container's hashes are verified (finish_open), and read_back takes any id. vocab_rc and
+ * outputs_rc: their codes where checked != 0; check_rendering reports them in its own order. */
 typedef struct {
     ldp_bundle *b;
-    int rc;
+    int rc, checked, vocab_rc, outputs_rc;
 } tokenizer_job;
+
+static void tokenizer_checks(tokenizer_job *job) {
+    const ldp_bundle *b = job->b;
+    const ldp_array *vocab_json = ldp_bundle_array(b, "blob/vocab.json");
+    const ldp_array *emb = ldp_bundle_array(b, "emb_q"), *out = ldp_bundle_array(b, "outputs");
+    if (vocab_json == NULL || emb == NULL || emb->ndim != 2 || out == NULL || out->ndim != 1 ||
+        out->dtype != LDP_DT_I32)
+        return; /* check_tables refuses the bundle; or check_rendering checks it, in order */
+    job->vocab_rc = ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data,
+                                              vocab_json->nbytes, (size_t)emb->shape[0]);
+    if (job->vocab_rc == LDP_OK)
+        job->outputs_rc = ldp_tokenizer_check_outputs(b->tokenizer, (const int32_t *)out->data,
+                                                      (size_t)out->shape[0]);
+    job->checked = 1;
+}
 
 static void *tokenizer_worker(void *arg) {
     tokenizer_job *job = (tokenizer_job *)arg;
     job->rc = load_tokenizer(job->b);
+    if (job->rc == LDP_OK) tokenizer_checks(job);
     return NULL;
 }
 
-/* check_tables, then load_tokenizer. The two read different arrays and set different fields of
- * the bundle (the tables and parameters; the tokenizer), so where threads exist the tokenizer is
- * parsed on a second thread while the tables are checked; the result is the sequential one (a
- * table error first). */
+/* check_tables, then load_tokenizer and its checks (tokenizer_job). The two read different arrays
+ * and set different fields of the bundle (the tables and parameters; the tokenizer), so where
+ * threads exist the tokenizer is parsed and checked on a second thread while the tables are
+ * checked; the result is the sequential one (a table error first). */
 /* Hand the memory that opening freed (the tokenizer's parse tree, the checks' scratch) back to the
  * system: glibc keeps it resident otherwise, much of it in the arena of the tokenizer's thread,
  * which no later allocation of the caller's threads reuses (measured: 3 MiB of a 23.5 MiB MiniLM
@@ -1202,7 +1224,7 @@ static int is_function_word(const char *s, size_t n) {
  * NOT_OUTPUT_COUNTS) sum to the sensitive rows that are not outputs, less the unknown-word row
  * (never an output, by rule); and a split labelled "function-words" (params.non_sensitive) keeps
  * exactly the valid inputs on that list. LDP_OK or LDP_E_PARAMETER_MISMATCH. */
-static int check_rendering(const ldp_bundle *b) {
+static int check_rendering(const ldp_bundle *b, const tokenizer_job *job) {
     static const char *const counts[3] = {"identifiers", "above_verbatim_cap", "not_read_back"};
     const ldp_json *kind = ldp_json_get(ldp_json_get(b->manifest, "vocab"), "kind");
     const ldp_json *left = ldp_json_get(ldp_json_get(b->manifest, "privacy"), "not_outputs");
@@ -1211,11 +1233,13 @@ static int check_rendering(const ldp_bundle *b) {
     int64_t i, actual = 0, any = 0, j = 0;
     const int32_t unk = ldp_tokenizer_unk_id(b->tokenizer);
     const ldp_array *vocab_json = ldp_bundle_array(b, "blob/vocab.json"); /* check_tables: present */
-    int rc = ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data, vocab_json->nbytes,
-                                       (size_t)t->n_rows);
+    int rc = job->checked ? job->vocab_rc
+                          : ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data,
+                                                      vocab_json->nbytes, (size_t)t->n_rows);
     if (rc != LDP_OK) return rc;
     /* what an output id is released as reads back as that id (no look-alike of another word) */
-    rc = ldp_tokenizer_check_outputs(b->tokenizer, t->outputs, (size_t)t->n_outputs);
+    rc = job->checked ? job->outputs_rc
+                      : ldp_tokenizer_check_outputs(b->tokenizer, t->outputs, (size_t)t->n_outputs);
     if (rc != LDP_OK) return rc;
     if (kind != NULL && !str_is(kind, ldp_tokenizer_is_wordpiece(b->tokenizer) ? "wordpiece" : "word"))
         return LDP_E_PARAMETER_MISMATCH;
@@ -1254,6 +1278,8 @@ static int check_and_load(ldp_bundle *b) {
 #endif
     job.b = b;
     job.rc = LDP_OK;
+    job.checked = 0;
+    job.vocab_rc = job.outputs_rc = LDP_OK;
 #if defined(LDP_THREADS)
     threaded = pthread_create(&tid, NULL, tokenizer_worker, &job) == 0;
 #endif
@@ -1264,7 +1290,7 @@ static int check_and_load(ldp_bundle *b) {
     if (!threaded && rc == LDP_OK) tokenizer_worker(&job);
     release_free_memory();
     if (rc == LDP_OK) rc = job.rc;
-    return rc != LDP_OK ? rc : check_rendering(b);
+    return rc != LDP_OK ? rc : check_rendering(b, &job);
 }
 
 /* Every check, then the weak-privacy rule (verbatim.py refuse_near_identity): a near-identity
