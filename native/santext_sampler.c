@@ -1046,30 +1046,17 @@ int ldp_refine_rows(const ldp_santext_table *t, const int32_t *xs, size_t n) {
 /* Uniform on {0, ..., n - 1} for 64-bit n >= 1: Lemire's multiply-and-reject on 64-bit words, one
  * draw almost always. ldp_uniform_u64's bitmask rejection (up to half its draws refused, out of
  * line) made GloVe-50k's skip rows 5-8 % slower at eps = 10 and 15 (interleaved A/B). */
-/* The high 64 bits of a * b, the low ones in *low. On wasm32 a 128-bit product is a call to
- * compiler-rt's __multi3 (a whole 128 x 128 multiply); four 32 x 32 -> 64 products inline give
- * the same two words. */
-LDP_ALWAYS_INLINE uint64_t mul_64x64(uint64_t a, uint64_t b, uint64_t *low) {
-#if defined(__wasm32__)
-    const uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
-    const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0;
-    const uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10; /* < 3 * 2^32 */
-    *low = (mid << 32) | (uint32_t)p00;
-    return a1 * b1 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-#else
-    const ldp_u128 m = (ldp_u128)a * b;
-    *low = (uint64_t)m;
-    return (uint64_t)(m >> 64);
-#endif
-}
-
 static uint64_t uniform_u64_lemire(ldp_chacha *g, uint64_t n) {
-    uint64_t low, high = mul_64x64(ldp_next_u64_inline(g), n, &low);
+    ldp_u128 m = (ldp_u128)ldp_next_u64_inline(g) * n;
+    uint64_t low = (uint64_t)m;
     if (low < n) {
         const uint64_t threshold = (0u - n) % n;
-        while (low < threshold) high = mul_64x64(ldp_next_u64_inline(g), n, &low);
+        while (low < threshold) {
+            m = (ldp_u128)ldp_next_u64_inline(g) * n;
+            low = (uint64_t)m;
+        }
     }
-    return high;
+    return (uint64_t)(m >> 64);
 }
 
 int ldp_fraction_trial(ldp_chacha *g, ldp_u128 r, ldp_u128 n) {
