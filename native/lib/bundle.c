@@ -1148,30 +1148,32 @@ static int load_tokenizer(ldp_bundle *b) {
     return ldp_tokenizer_load((const char *)blob->data, blob->nbytes, &b->tokenizer);
 }
 
-/* The tokenizer's load, then (where its arrays have the schema's form) its agreement with
- * vocab.json and the outputs' read-back (check_rendering's first two checks): a load and about
- * half a million lookups that depend on neither the tables' checks nor their fields, so the
- * tokenizer's thread runs them while check_tables runs. Nothing reads an array's elements before
- * the container's hashes are verified (finish_open), and read_back takes any id. vocab_rc and
- * outputs_rc: their codes where checked != 0; check_rendering reports them in its own order. */
+/* The tokenizer's load, then its agreement with vocab.json and the outputs' read-back
+ * (check_rendering's first two checks): a load and about half a million lookups that depend on
+ * neither the tables' checks nor their fields, so the tokenizer's thread runs them while
+ * check_tables runs. Nothing reads an array's elements before the container's hashes are verified
+ * (finish_open), and read_back takes any id. vocab_rc and outputs_rc: their codes, which
+ * check_rendering reports in its own order. */
 typedef struct {
     ldp_bundle *b;
-    int rc, checked, vocab_rc, outputs_rc;
+    int rc, vocab_rc, outputs_rc;
 } tokenizer_job;
 
 static void tokenizer_checks(tokenizer_job *job) {
     const ldp_bundle *b = job->b;
     const ldp_array *vocab_json = ldp_bundle_array(b, "blob/vocab.json");
     const ldp_array *emb = ldp_bundle_array(b, "emb_q"), *out = ldp_bundle_array(b, "outputs");
+    /* arrays without the schema's form: check_tables refuses the bundle before these are read */
     if (vocab_json == NULL || emb == NULL || emb->ndim != 2 || out == NULL || out->ndim != 1 ||
-        out->dtype != LDP_DT_I32)
-        return; /* check_tables refuses the bundle; or check_rendering checks it, in order */
+        out->dtype != LDP_DT_I32) {
+        job->vocab_rc = LDP_E_SCHEMA_SHAPE;
+        return;
+    }
     job->vocab_rc = ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data,
                                               vocab_json->nbytes, (size_t)emb->shape[0]);
     if (job->vocab_rc == LDP_OK)
         job->outputs_rc = ldp_tokenizer_check_outputs(b->tokenizer, (const int32_t *)out->data,
                                                       (size_t)out->shape[0]);
-    job->checked = 1;
 }
 
 static void *tokenizer_worker(void *arg) {
@@ -1181,10 +1183,6 @@ static void *tokenizer_worker(void *arg) {
     return NULL;
 }
 
-/* check_tables, then load_tokenizer and its checks (tokenizer_job). The two read different arrays
- * and set different fields of the bundle (the tables and parameters; the tokenizer), so where
- * threads exist the tokenizer is parsed and checked on a second thread while the tables are
- * checked; the result is the sequential one (a table error first). */
 /* Hand the memory that opening freed (the tokenizer's parse tree, the checks' scratch) back to the
  * system: glibc keeps it resident otherwise, much of it in the arena of the tokenizer's thread,
  * which no later allocation of the caller's threads reuses (measured: 3 MiB of a 23.5 MiB MiniLM
@@ -1232,14 +1230,9 @@ static int check_rendering(const ldp_bundle *b, const tokenizer_job *job) {
     double stated = 0.0, c;
     int64_t i, actual = 0, any = 0, j = 0;
     const int32_t unk = ldp_tokenizer_unk_id(b->tokenizer);
-    const ldp_array *vocab_json = ldp_bundle_array(b, "blob/vocab.json"); /* check_tables: present */
-    int rc = job->checked ? job->vocab_rc
-                          : ldp_tokenizer_check_vocab(b->tokenizer, (const char *)vocab_json->data,
-                                                      vocab_json->nbytes, (size_t)t->n_rows);
-    if (rc != LDP_OK) return rc;
-    /* what an output id is released as reads back as that id (no look-alike of another word) */
-    rc = job->checked ? job->outputs_rc
-                      : ldp_tokenizer_check_outputs(b->tokenizer, t->outputs, (size_t)t->n_outputs);
+    /* the tokenizer's tokens are vocab.json's rows; what an output id is released as reads back
+     * as that id (no look-alike of another word): tokenizer_checks */
+    int rc = job->vocab_rc != LDP_OK ? job->vocab_rc : job->outputs_rc;
     if (rc != LDP_OK) return rc;
     if (kind != NULL && !str_is(kind, ldp_tokenizer_is_wordpiece(b->tokenizer) ? "wordpiece" : "word"))
         return LDP_E_PARAMETER_MISMATCH;
@@ -1270,6 +1263,10 @@ static int check_rendering(const ldp_bundle *b, const tokenizer_job *job) {
     return stated == (double)actual ? LDP_OK : LDP_E_PARAMETER_MISMATCH;
 }
 
+/* check_tables, then load_tokenizer and its checks (tokenizer_job). The two read different arrays
+ * and set different fields of the bundle (the tables and parameters; the tokenizer), so where
+ * threads exist the tokenizer is parsed and checked on a second thread while the tables are
+ * checked; the result is the sequential one (a table error first). */
 static int check_and_load(ldp_bundle *b) {
     tokenizer_job job;
     int rc, threaded = 0;
@@ -1278,7 +1275,6 @@ static int check_and_load(ldp_bundle *b) {
 #endif
     job.b = b;
     job.rc = LDP_OK;
-    job.checked = 0;
     job.vocab_rc = job.outputs_rc = LDP_OK;
 #if defined(LDP_THREADS)
     threaded = pthread_create(&tid, NULL, tokenizer_worker, &job) == 0;
