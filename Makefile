@@ -8,7 +8,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.ldptext-setup
 CACHE   ?= $(HOME)/.cache/ldptext
 DEMO_BUNDLE := $(CACHE)/demo-glove-santextplus-eps3.bundle
-# parallel jobs of the C builds and their tests (make test's C part takes a third less on two cores)
+# parallel jobs of the C builds and their tests (on two cores make test's C part takes a fifth less)
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup native lint test demo bench bench-dpbart evaluate clean libldptext libldptext-test test-arm64
