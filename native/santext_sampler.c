@@ -748,19 +748,39 @@ LDP_ALWAYS_INLINE int head_likely(const ldp_santext_table *t, int32_t x) {
     return t->tail_mass[x] < ((uint64_t)t->head_size + 1u) * ((uint64_t)15 << 28);
 }
 
-void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
-    const int32_t k = t->head_size, n_cells = t->n_clusters * cells_per_cluster(t);
+/* The parts of a cluster order's buffer (ldp_santext_cluster_order_size's layout). */
+typedef struct {
+    uint64_t *masks, *skip_p;
+    uint32_t *start, *cell_start;
+    int32_t *sorted;
+    uint16_t *sorted_cell, *cell_of;
+    uint8_t *cluster, *skip_row, *is_output;
+} order_parts;
+
+static order_parts order_layout(const ldp_santext_table *t, void *buf) {
+    const int32_t n_cells = t->n_clusters * cells_per_cluster(t);
+    order_parts o;
+    o.masks = (uint64_t *)buf;
+    o.skip_p = o.masks + t->n_rows;
+    o.start = (uint32_t *)(o.skip_p + t->n_rows);
+    o.cell_start = o.start + t->n_clusters + 1;
+    o.sorted = (int32_t *)(o.cell_start + n_cells + 1);
+    o.sorted_cell = (uint16_t *)(o.sorted + t->n_outputs);
+    o.cell_of = o.sorted_cell + t->n_outputs;
+    o.cluster = (uint8_t *)(o.cell_of + t->n_rows);
+    o.skip_row = o.cluster + t->n_outputs;
+    o.is_output = o.skip_row + t->n_rows;
+    return o;
+}
+
+void ldp_santext_cluster_sort(ldp_santext_table *t, void *buf) {
+    const int32_t n_cells = t->n_clusters * cells_per_cluster(t);
     int32_t s = cells_per_cluster(t);
-    uint64_t *masks = (uint64_t *)buf;
-    uint64_t *skip_p = masks + t->n_rows;
-    uint32_t *start = (uint32_t *)(skip_p + t->n_rows);
-    uint32_t *cell_start = start + t->n_clusters + 1;
-    int32_t *sorted = (int32_t *)(cell_start + n_cells + 1);
-    uint16_t *sorted_cell = (uint16_t *)(sorted + t->n_outputs);
-    uint16_t *cell_of = sorted_cell + t->n_outputs;
-    uint8_t *cluster = (uint8_t *)(cell_of + t->n_rows);
-    uint8_t *skip_row = cluster + t->n_outputs;
-    uint8_t *is_output = skip_row + t->n_rows;
+    const order_parts o = order_layout(t, buf);
+    uint32_t *start = o.start, *cell_start = o.cell_start;
+    int32_t *sorted = o.sorted;
+    uint16_t *sorted_cell = o.sorted_cell, *cell_of = o.cell_of;
+    uint8_t *cluster = o.cluster, *is_output = o.is_output;
     uint32_t fill[LDP_MAX_CLUSTERS];
     int32_t c, j, x;
     for (c = 0; c <= t->n_clusters; c++) start[c] = 0;
@@ -798,18 +818,8 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     for (j = 0; j < (t->n_rows + 7) / 8; j++) is_output[j] = 0;
     for (j = 0; j < t->n_outputs; j++)
         is_output[t->outputs[j] >> 3] |= (uint8_t)(1u << (t->outputs[j] & 7));
-    for (x = 0; x < t->n_rows; x++) { /* C > 64 shares bits (c % 64): a superset, still safe */
-        uint64_t m = 0;
-        for (j = 0; j < k; j++) {
-            const int32_t h = ldp_head_id(t, (size_t)x * (size_t)k + (size_t)j);
-            if ((is_output[h >> 3] >> (h & 7)) & 1) m |= (uint64_t)1 << (t->tail_cluster[h] & 63u);
-        }
-        masks[x] = m;
-        skip_row[x] = (uint8_t)skip_threshold(t, x, start, is_output, NULL, &skip_p[x]);
-    }
     t->sorted_outputs = sorted;
     t->sorted_cluster = cluster;
-    t->head_clusters = masks;
     t->cluster_start = start;
     /* cells only where the split was made (out of memory: none, the cluster bounds alone) */
     t->cells_per_cluster = s;
@@ -817,9 +827,30 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     t->cell_start = s > 0 ? cell_start : NULL;
     t->sorted_cell = s > 0 ? sorted_cell : NULL;
     t->cell_of = s > 0 ? cell_of : NULL;
+}
+
+void ldp_santext_cluster_rows(const ldp_santext_table *t, void *buf, int32_t first, int32_t end) {
+    const int32_t k = t->head_size;
+    const order_parts o = order_layout(t, buf);
+    int32_t j, x;
+    for (x = first; x < end; x++) { /* C > 64 shares bits (c % 64): a superset, still safe */
+        uint64_t m = 0;
+        for (j = 0; j < k; j++) {
+            const int32_t h = ldp_head_id(t, (size_t)x * (size_t)k + (size_t)j);
+            if ((o.is_output[h >> 3] >> (h & 7)) & 1) m |= (uint64_t)1 << (t->tail_cluster[h] & 63u);
+        }
+        o.masks[x] = m;
+        o.skip_row[x] = (uint8_t)skip_threshold(t, x, o.start, o.is_output, NULL, &o.skip_p[x]);
+    }
+}
+
+void ldp_santext_cluster_rows_done(ldp_santext_table *t, void *buf) {
+    const order_parts o = order_layout(t, buf);
+    int32_t j, x;
+    t->head_clusters = o.masks;
 #if defined(LDP_HAVE_U128)
-    t->skip_p = skip_p;
-    t->skip_row = skip_row;
+    t->skip_p = o.skip_p;
+    t->skip_row = o.skip_row;
 #else
     t->skip_p = NULL;
     t->skip_row = NULL;
@@ -828,8 +859,15 @@ void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
     for (x = 0, j = 0; x < t->n_rows; x++) j += head_likely(t, x);
     t->look_ahead = j >= t->n_rows / 16;
 #else
+    (void)j; (void)x;
     t->look_ahead = 0; /* no prefetch instruction: the lookahead would only load */
 #endif
+}
+
+void ldp_santext_cluster_order(ldp_santext_table *t, void *buf) {
+    ldp_santext_cluster_sort(t, buf);
+    ldp_santext_cluster_rows(t, buf, 0, t->n_rows);
+    ldp_santext_cluster_rows_done(t, buf);
 }
 
 /* ---- Refined bounds (santext_sampler.h) --------------------------------------------------- */

@@ -158,6 +158,14 @@ void ldp_santext_tail_masses(const ldp_santext_table *t, uint64_t *out);
  * table must have passed ldp_santext_table_check and have its tail_mass. */
 size_t ldp_santext_cluster_order_size(const ldp_santext_table *t);
 void ldp_santext_cluster_order(ldp_santext_table *t, void *buf);
+/* ldp_santext_cluster_order in three steps, for a loader that derives the rows' part on another
+ * thread while it checks other things: the order and its cells (t's sorted_outputs, sorted_cluster,
+ * cluster_start and cells; what a row check reads), then each row's head-cluster mask and skip
+ * threshold for rows [first, end) (disjoint ranges may run at once; nothing in t changes), then
+ * pointing t's head_clusters, skip_p and skip_row at them. No draw before the third step. */
+void ldp_santext_cluster_sort(ldp_santext_table *t, void *buf);
+void ldp_santext_cluster_rows(const ldp_santext_table *t, void *buf, int32_t first, int32_t end);
+void ldp_santext_cluster_rows_done(ldp_santext_table *t, void *buf);
 
 /* Cells per cluster of the cluster order (fewer where C * 8 would exceed 2048: cell ids are uint16). */
 #define LDP_CELLS_PER_CLUSTER 8
