@@ -16,11 +16,8 @@
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
-#ifdef _WIN32
-#include <process.h>
-#define getpid _getpid
-#else
-#include <unistd.h>
+#ifndef _WIN32
+#include <pthread.h>
 #endif
 
 #include "chacha20.h"
@@ -657,6 +654,14 @@ static PyTypeObject BundleType = {
     .tp_dealloc = (destructor)Bundle_dealloc,
 };
 
+/* The forks this process descends from, counted in each child (pthread_atfork; Windows has no
+ * fork). A TextSanitizer made its lock at one count; another count means a forked child, where a
+ * getpid() per call would cost a system call (about 0.3 us on a virtual machine) to learn the same. */
+static volatile unsigned long forks_seen;
+#ifndef _WIN32
+static void count_fork(void) { forks_seen++; }
+#endif
+
 /* A libldptext sanitizer: one random stream and scratch buffers. Its calls run without the GIL and
  * are serialised by the sanitizer's own lock (ldptext.santext keeps one per concurrent caller, so
  * threads do not wait on each other unless they share a seeded stream). */
@@ -665,13 +670,13 @@ typedef struct {
     BundleObject *bundle; /* kept alive: the sanitizer reads its tables */
     ldp_sanitizer *san;
     PyThread_type_lock lock;
-    long lock_pid;
+    unsigned long lock_forks; /* forks_seen when lock was made */
 } TextSanitizerObject;
 
 static void TextSanitizer_dealloc(TextSanitizerObject *self) {
     ldp_sanitizer_free(self->san);
     self->san = NULL;
-    if (self->lock != NULL && self->lock_pid == (long)getpid()) PyThread_free_lock(self->lock);
+    if (self->lock != NULL && self->lock_forks == forks_seen) PyThread_free_lock(self->lock);
     Py_XDECREF(self->bundle);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -712,7 +717,7 @@ static int TextSanitizer_init(TextSanitizerObject *self, PyObject *args, PyObjec
         PyErr_NoMemory();
         return -1;
     }
-    self->lock_pid = (long)getpid();
+    self->lock_forks = forks_seen;
     Py_INCREF(bobj);
     self->bundle = (BundleObject *)bobj;
     return 0;
@@ -726,14 +731,14 @@ static int acquire(TextSanitizerObject *self) {
         PyErr_SetString(PyExc_RuntimeError, "TextSanitizer is not initialised");
         return 0;
     }
-    if (self->lock_pid != (long)getpid()) {
+    if (self->lock_forks != forks_seen) {
         PyThread_type_lock fresh = PyThread_allocate_lock();
         if (fresh == NULL) {
             PyErr_NoMemory();
             return 0;
         }
         self->lock = fresh;
-        self->lock_pid = (long)getpid();
+        self->lock_forks = forks_seen;
     }
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS
@@ -1143,6 +1148,11 @@ static PyObject *table_keywords(void) {
 
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m, *kw;
+#ifndef _WIN32
+    static int counting;
+    if (!counting) counting = pthread_atfork(NULL, NULL, count_fork) == 0;
+    if (!counting) return PyErr_NoMemory(); /* pthread_atfork fails only for lack of memory */
+#endif
     if (PyType_Ready(&GeneratorType) < 0 || PyType_Ready(&SantextTableType) < 0 ||
         PyType_Ready(&BundleType) < 0 || PyType_Ready(&TextSanitizerType) < 0)
         return NULL;

@@ -311,6 +311,41 @@ def test_a_seeded_sanitizer_stays_one_stream_under_threads(bundles):
     assert sorted(got) == sorted(expected)
 
 
+def test_a_forked_child_does_not_wait_on_a_lock_the_parent_holds(bundles):
+    """A seeded stream's lock, held by a parent thread mid-call at fork(), belongs to no thread of
+    the child: the child's call takes a fresh lock (the extension counts forks with pthread_atfork)
+    and rekeys, where waiting on the copied lock would never return (SIGALRM ends the child then)."""
+    import os
+    import signal
+    import time
+    import warnings
+    san = load_seeded(bundles["wordpiece-santext+"], seed=3)
+    stream = san._sanitizers.stream
+    xs = np.concatenate([san.tokenize(d) for d in lee_documents(300)] * 6).astype(np.int32)
+    ys = np.empty_like(xs)
+    stream.sample(xs[:2000], ys[:2000])  # the rows' first use, before the timed call
+    started = threading.Event()
+
+    def hold():
+        started.set()
+        stream.sample(xs, ys)  # a few hundred milliseconds with the lock held, the GIL released
+    holder = threading.Thread(target=hold)
+    holder.start()
+    started.wait()
+    time.sleep(0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with a thread running
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        signal.alarm(30)
+        small = np.empty(100, dtype=np.int32)
+        stream.sample(xs[:100], small)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    holder.join()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
 def test_library_rechecks_the_arrays_it_adopts(bundles):
     from ldptext.bundle import canonical_json, read_bundle
     b = read_bundle(bundles["tiny-santext+"])
