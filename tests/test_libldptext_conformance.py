@@ -199,6 +199,36 @@ def test_pre_tokenizer_sequences(tmp_path, clib, tokenizer_jsons, dev_key):  # n
             clib.free_sanitizer(s)
             clib.close(b)
 
+def test_normalizer_sequences_on_ascii_text(tmp_path, clib, tokenizer_jsons, dev_key):  # noqa: F811
+    """ASCII text is encoded byte by byte (tokenizer.c ascii_piece, the composition of the
+    normalizers as one table): the MiniLM pipeline under other normalizers gives Hugging Face's ids
+    on the Lee corpus, every ASCII character alone and inside a word, random ASCII strings and the
+    odd input (whose non-ASCII documents take the code-point path)."""
+    import json
+    bert = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+            "strip_accents": None, "lowercase": True}
+    norms = {"bert_cased": {**bert, "lowercase": False}, "bert_unclean": {**bert, "clean_text": False},
+             "none": None, "lower": {"type": "Lowercase"},
+             "nfd_strip_lower": {"type": "Sequence", "normalizers": [
+                 {"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
+             "nfkc_bert_cased": {"type": "Sequence", "normalizers": [
+                 {"type": "NFKC"}, {**bert, "lowercase": False, "clean_text": False}]}}
+    spec = json.loads(tokenizer_jsons["minilm"])
+    jsons = {name: json.dumps({**spec, "normalizer": n}) for name, n in norms.items()}
+    rng = np.random.default_rng(7)
+    ascii_chars = [chr(c) for c in range(128)]
+    docs = (LEE.read_text(encoding="utf-8").split("\n") + ODD + ascii_chars
+            + [f"The{c}Cat x{c}{c}y" for c in ascii_chars]
+            + ["".join(rng.choice(ascii_chars, size=int(rng.integers(1, 60)))) for _ in range(2000)])
+    handles_by_name, handles = open_carriers(tmp_path, jsons, clib, dev_key)
+    try:
+        assert compare(clib, handles_by_name, docs, "normalizers") == {name: 0 for name in norms}
+    finally:
+        for b, s in handles:
+            clib.free_sanitizer(s)
+            clib.close(b)
+
+
 def chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 

@@ -75,6 +75,11 @@ struct ldp_tokenizer {
     size_t n_norms;
     int pres[MAX_STEPS];
     size_t n_pres;
+    /* ASCII text in bytes (ascii_piece): every normalizer maps ASCII to ASCII and no added token
+     * is matched after normalizing; then ascii_map is the normalizers' composition on each byte
+     * (ASCII_DROP: removed) and ascii_split the pre-tokenizers' classes */
+    int ascii_bytes, ascii_split;
+    unsigned char ascii_map[128];
     added_token *added;
     size_t n_added, n_added_normalized, n_added_raw; /* raw: neither special nor normalized */
     char *pool; /* every string above (entries, see entry_header); never moves */
@@ -466,6 +471,32 @@ static size_t pool_bound(const ldp_json *root, const ldp_json *vocab) {
     return total;
 }
 
+/* Whether ASCII text can be encoded in bytes (ascii_piece), and the byte map and split classes
+ * that path uses. Every normalizer here maps an ASCII code point to one ASCII code point or drops
+ * it (NFC, NFD, NFKC, NFKD and strip_accents leave ASCII as it is; lowercasing and BertNormalizer
+ * are tables), so their composition is a table. The pre-tokenizers split on their classes level by
+ * level; on ASCII the words that leaves are those of one split on the union of the classes (a
+ * space is removed at any level, a punctuation character isolated at a BERT level stays one). */
+static void ascii_plan(ldp_tokenizer *t) {
+    size_t s, c;
+    t->ascii_bytes = 0;
+    if (t->n_added_normalized > 0) return;
+    for (c = 0; c < 128; c++) {
+        unsigned v = (unsigned)c;
+        for (s = 0; s < t->n_norms && v != ASCII_DROP; s++) {
+            const norm_step *st = &t->norms[s];
+            if (st->kind == NORM_BERT) v = st->ascii[v];
+            else if (st->kind == NORM_LOWERCASE) v = ldp_uc_ascii_lower(v);
+            /* NFC, NFD, NFKC, NFKD, strip_accents: ASCII is stable under each */
+        }
+        t->ascii_map[c] = (unsigned char)v;
+    }
+    t->ascii_split = 0;
+    for (s = 0; s < t->n_pres; s++)
+        t->ascii_split |= t->pres[s] == PRE_BERT ? LDP_UC_SPACE | LDP_UC_PUNCT : LDP_UC_SPACE;
+    t->ascii_bytes = 1;
+}
+
 int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out) {
     /* the vocabulary is read from its text, not built as a tree (ldp_json_parse_lazy) */
     static const char *const vocab_path[2] = {"model", "vocab"};
@@ -507,6 +538,7 @@ int ldp_tokenizer_load(const char *json, size_t len, ldp_tokenizer **out) {
     if ((rc = load_added(t, ldp_json_get(root, "added_tokens"))) != LDP_OK) goto done;
     if ((rc = load_model(t, ldp_json_get(root, "model"))) != LDP_OK) goto done;
     rc = normalize_added(t);
+    if (rc == LDP_OK) ascii_plan(t);
 done:
     ldp_json_free(doc);
     if (rc != LDP_OK) {
@@ -644,8 +676,8 @@ static int normalize(const ldp_tokenizer *t, ldp_tok_work *w) {
     return w->text.failed || w->tmp.failed ? -1 : 0;
 }
 
-static int utf8_room(ldp_tok_work *w, size_t n_cps) {
-    size_t need = 4 * n_cps + 16 + 64;
+/* w->utf8 holds at least need bytes. */
+static int utf8_room(ldp_tok_work *w, size_t need) {
     if (need > w->utf8_cap) {
         char *p = (char *)realloc(w->utf8, need);
         if (p == NULL) return 0;
@@ -655,17 +687,25 @@ static int utf8_room(ldp_tok_work *w, size_t n_cps) {
     return 1;
 }
 
+static int model_utf8(const ldp_tokenizer *t, char *word, size_t len, size_t n, emitter *e);
+
 /* The model on one word (code points). */
 static int model_word(const ldp_tokenizer *t, ldp_tok_work *w, const uint32_t *cps, size_t n,
                       emitter *e) {
-    size_t len, start;
     char *word;
-    int32_t id;
     if (n == 0) return 0;
-    if (!utf8_room(w, n + t->prefix_len)) return -1;
+    if (n + t->prefix_len > (SIZE_MAX - 80) / 4 || !utf8_room(w, 4 * (n + t->prefix_len) + 80)) return -1;
     /* the word sits after room for the prefix, so "##" + piece is one contiguous string */
     word = w->utf8 + t->prefix_len + 1;
-    len = ldp_utf8_encode(cps, n, word);
+    return model_utf8(t, word, ldp_utf8_encode(cps, n, word), n, e);
+}
+
+/* The model on one word: its UTF-8 word[0..len), n code points, writable, with at least
+ * prefix_len writable bytes before it (each "##" + piece is written over the bytes before the
+ * piece, then they are restored). */
+static int model_utf8(const ldp_tokenizer *t, char *word, size_t len, size_t n, emitter *e) {
+    size_t start;
+    int32_t id;
     if (t->model == MODEL_WORDLEVEL) {
         emit(e, vocab_find(t, word, len, &id) ? id : t->unk_id);
         return 0;
@@ -781,8 +821,42 @@ int ldp_tokenizer_normalize(const ldp_tokenizer *t, ldp_tok_work *w, const uint3
     return normalize(t, w) == 0 ? LDP_OK : LDP_E_NOMEM;
 }
 
+/* raw_piece for an ASCII piece of a tokenizer with ascii_bytes: normalized byte by byte, split and
+ * looked up in place, with no code points in between (those passes were a third of encoding
+ * ASCII text). The same ids as raw_piece's path (ascii_plan says why; tests/test_tokenizer_ascii.py
+ * compares both paths and the Hugging Face tokenizer). */
+static int ascii_piece(const ldp_tokenizer *t, ldp_tok_work *w, const char *s, size_t len, emitter *e) {
+    const int split = t->ascii_split;
+    const size_t room = t->prefix_len + 1; /* model_word writes the prefix before a piece */
+    size_t i, m = 0, start = 0;
+    char *text;
+    if (len > SIZE_MAX - room - 16 || !utf8_room(w, room + len + 16)) return -1;
+    text = w->utf8 + room;
+    for (i = 0; i < len; i++) { /* written always, kept unless dropped: no branch on the text */
+        const unsigned char c = t->ascii_map[(unsigned char)s[i]];
+        text[m] = (char)c;
+        m += c != ASCII_DROP;
+    }
+    for (i = 0; i < m; i++) {
+        const int cls = ldp_uc_ascii[(unsigned char)text[i]] & split;
+        if (cls == 0) continue;
+        if (i > start && model_utf8(t, text + start, i - start, i - start, e) != 0) return -1;
+        if (cls == LDP_UC_PUNCT && model_utf8(t, text + i, 1, 1, e) != 0) return -1;
+        start = i + 1;
+    }
+    return m > start ? model_utf8(t, text + start, m - start, m - start, e) : 0;
+}
+
+static int is_ascii(const char *s, size_t len) {
+    unsigned char any = 0;
+    size_t i;
+    for (i = 0; i < len; i++) any |= (unsigned char)s[i];
+    return any < 0x80;
+}
+
 /* A piece of raw text between non-normalized added tokens. */
 static int raw_piece(const ldp_tokenizer *t, ldp_tok_work *w, const char *s, size_t len, emitter *e) {
+    if (t->ascii_bytes && is_ascii(s, len)) return ascii_piece(t, w, s, len, e);
     ldp_utf8_decode(s, len, &w->text);
     if (w->text.failed || normalize(t, w) != 0) return -1;
     return normalized_piece(t, w, e);
