@@ -1439,24 +1439,49 @@ static int resume(ldp_chacha *g, const ldp_santext_table *t, int32_t x, int32_t 
 }
 
 /* Positions [0, n) of xs in ascending order of their row, ties in position order: an LSD radix sort
- * by bytes of the row id (every xs[i] in [0, n_rows)). order and tmp hold n entries each. */
-static void order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *order, uint32_t *tmp) {
+ * by bytes of the row id (every xs[i] in [0, n_rows)). order and tmp hold n entries each. Where
+ * rows and positions fit 16 bits each (n <= 65,536 and n_rows <= 65,536: the bench bundles), the
+ * sort carries key = row << 16 | position and returns 1: the passes and the sampler then read
+ * every row from its key in order, where reading xs[order[i]] waited on a miss per token (13 % of
+ * a grouped call's time on MiniLM). Otherwise order holds positions and it returns 0. The same
+ * permutation either way, so the same draws. */
+static int order_by_row(const int32_t *xs, size_t n, int32_t n_rows, uint32_t *order, uint32_t *tmp) {
     uint32_t *out = order;
     size_t count[257], i;
     unsigned shift;
-    for (i = 0; i < n; i++) order[i] = (uint32_t)i;
-    for (shift = 0; shift < 32 && ((uint32_t)(n_rows - 1) >> shift) != 0; shift += 8) {
-        uint32_t *swap;
-        for (i = 0; i < 257; i++) count[i] = 0;
-        for (i = 0; i < n; i++) count[(((uint32_t)xs[order[i]] >> shift) & 255u) + 1]++;
-        for (i = 0; i < 256; i++) count[i + 1] += count[i];
-        for (i = 0; i < n; i++) tmp[count[((uint32_t)xs[order[i]] >> shift) & 255u]++] = order[i];
-        swap = order;
-        order = tmp;
-        tmp = swap;
+#if defined(LDP_ORDER_POSITIONS) /* the portable build's cross check of the two */
+    const int packed = 0;
+#else
+    const int packed = (uint32_t)(n_rows - 1) <= 0xFFFFu && n <= 0x10000u;
+#endif
+    if (packed) {
+        for (i = 0; i < n; i++) order[i] = ((uint32_t)xs[i] << 16) | (uint32_t)i;
+        for (shift = 16; shift < 32 && ((uint32_t)(n_rows - 1) >> (shift - 16)) != 0; shift += 8) {
+            uint32_t *swap;
+            for (i = 0; i < 257; i++) count[i] = 0;
+            for (i = 0; i < n; i++) count[((order[i] >> shift) & 255u) + 1]++;
+            for (i = 0; i < 256; i++) count[i + 1] += count[i];
+            for (i = 0; i < n; i++) tmp[count[(order[i] >> shift) & 255u]++] = order[i];
+            swap = order;
+            order = tmp;
+            tmp = swap;
+        }
+    } else {
+        for (i = 0; i < n; i++) order[i] = (uint32_t)i;
+        for (shift = 0; shift < 32 && ((uint32_t)(n_rows - 1) >> shift) != 0; shift += 8) {
+            uint32_t *swap;
+            for (i = 0; i < 257; i++) count[i] = 0;
+            for (i = 0; i < n; i++) count[(((uint32_t)xs[order[i]] >> shift) & 255u) + 1]++;
+            for (i = 0; i < 256; i++) count[i + 1] += count[i];
+            for (i = 0; i < n; i++) tmp[count[((uint32_t)xs[order[i]] >> shift) & 255u]++] = order[i];
+            swap = order;
+            order = tmp;
+            tmp = swap;
+        }
     }
     if (order != out)
         for (i = 0; i < n; i++) out[i] = order[i];
+    return packed;
 }
 
 /* A call of at least ORDER_MIN tokens takes them grouped by row, ORDER_WINDOW at a time (two
@@ -1540,34 +1565,40 @@ LDP_ALWAYS_INLINE void prefetch_ahead(const ldp_santext_table *t, const int32_t 
 /* The n tokens at positions order[0..n) (0..n without order), in the pipeline. Tokens in row order
  * find their rows in cache from the token before; the lookahead is for the others. */
 static int sample_in_order(ldp_chacha *g, const ldp_santext_table *t, const int32_t *xs,
-                           int32_t *ys, const uint32_t *order, size_t n, size_t *failed_at,
+                           int32_t *ys, const uint32_t *order, int packed, size_t n, size_t *failed_at,
                            skip_cache *cache) {
     const int ahead = t->look_ahead && order == NULL;
     size_t pending[PIPELINE], next = 0;
+    int32_t pending_x[PIPELINE];
     const refined_row *bounds[PIPELINE];
     int active = 0, i, r = 0;
     while (r >= 0 && (next < n || active > 0)) {
         while (active < PIPELINE && next < n) {
-            const size_t pos = order != NULL ? order[next] : next;
-            const refined_row *rq = refined_of(t, xs[pos]);
+            /* order: positions, or with packed, row << 16 | position (order_by_row) */
+            const uint32_t key = order != NULL ? order[next] : 0u;
+            const size_t pos = order == NULL ? next : packed ? (size_t)(key & 0xFFFFu) : (size_t)key;
+            const int32_t x = packed ? (int32_t)(key >> 16) : xs[pos];
+            const refined_row *rq = refined_of(t, x);
             if (ahead) prefetch_ahead(t, xs, next, n);
-            r = start(g, t, xs[pos], &ys[pos], cache, rq);
+            r = start(g, t, x, &ys[pos], cache, rq);
             if (r < 0) {
                 *failed_at = pos;
                 break;
             }
             if (r == 0) {
                 bounds[active] = rq;
+                pending_x[active] = x;
                 pending[active++] = pos;
             }
             next++;
         }
         for (i = 0; r >= 0 && i < active;) {
             size_t pos = pending[i];
-            r = resume(g, t, xs[pos], &ys[pos], cache, bounds[i]);
+            r = resume(g, t, pending_x[i], &ys[pos], cache, bounds[i]);
             if (r < 0) *failed_at = pos;
             else if (r == 1) { /* done: swap-remove */
                 pending[i] = pending[--active];
+                pending_x[i] = pending_x[active];
                 bounds[i] = bounds[active];
             } else {
                 i++;
@@ -1603,8 +1634,8 @@ int ldp_santext_sample_many(ldp_chacha *g, const ldp_santext_table *t, const int
     if (r == 0 && n >= ORDER_MIN) order = (uint32_t *)malloc(2u * ORDER_WINDOW * sizeof(uint32_t));
     for (w = 0; r >= 0 && w < n; w += ORDER_WINDOW) {
         const size_t m = n - w < ORDER_WINDOW ? n - w : ORDER_WINDOW;
-        if (order != NULL) order_by_row(xs + w, m, t->n_rows, order, order + m);
-        r = sample_in_order(g, t, xs + w, ys + w, order, m, failed_at, cache);
+        const int packed = order != NULL ? order_by_row(xs + w, m, t->n_rows, order, order + m) : 0;
+        r = sample_in_order(g, t, xs + w, ys + w, order, packed, m, failed_at, cache);
         if (r < 0) *failed_at += w;
     }
     free(order);
