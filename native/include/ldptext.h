@@ -39,8 +39,7 @@
  * Randomness: ChaCha20 keyed from the operating system (getrandom / getentropy / /dev/urandom);
  * uniform integers by Lemire's rejection; acceptance by exact Bernoulli(exp(-gamma)) (Canonne,
  * Kamath, Steinke 2020). A forked child never continues its parent's stream: each sanitizer
- * notices a fork (on Linux its random state's page is MADV_WIPEONFORK, which a fork zeroes;
- * elsewhere, or where the kernel refuses that advice, a pid change) and rekeys before its next draw.
+ * notices a fork (a pid change, and on Linux a MADV_WIPEONFORK page) and rekeys before its next draw.
  *
  * Threads: an ldp_bundle is immutable after ldp_bundle_open and may be shared by any number of
  * threads (and sanitizers). An ldp_sanitizer holds a random stream and scratch buffers: use one

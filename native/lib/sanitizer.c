@@ -104,10 +104,11 @@ int ldp_os_random(uint8_t *out, size_t n) {
 #define ARMED 0x4C445054u /* "LDPT" */
 
 /* The generator state lives on its own page, which on Linux is marked MADV_WIPEONFORK: a forked
- * child sees it zeroed (armed == 0) even if its pid equals the parent's old one, so where the
- * kernel took that advice nothing else is needed. Elsewhere (another system, a kernel before 4.14,
- * or the page from calloc) the pid recorded at keying is compared with getpid() before every draw
- * (rng.py does the same): a system call per sanitize call that the wiped page makes redundant. */
+ * child sees it zeroed (armed == 0) even if its pid equals the parent's old one. Everywhere, the
+ * pid recorded at keying is compared with getpid() before every draw (rng.py does the same), even
+ * where madvise accepted the advice: qemu-user accepts it and does not wipe the page (the aarch64
+ * fork test under qemu fails without the pid check), and a system call per call is the price of
+ * not trusting the advice. */
 typedef struct {
     ldp_chacha state;
     uint32_t armed;
@@ -119,7 +120,6 @@ struct ldp_sanitizer {
     rng_page *rng;
     size_t rng_len;
     int mapped; /* rng came from mmap */
-    int wiped;  /* rng's page is MADV_WIPEONFORK: a fork zeroes it, no pid check needed */
     int seeded;
     uint8_t seed_key[32]; /* seeded mode: SHA-256("ldptext seeded mode v1:" + seed) */
     uint64_t forks;
@@ -136,7 +136,7 @@ static long current_pid(void) {
 #endif
 }
 
-static rng_page *alloc_rng(size_t *len, int *mapped, int *wiped) {
+static rng_page *alloc_rng(size_t *len, int *mapped) {
 #if defined(LDP_POSIX) && defined(MAP_ANONYMOUS)
     long page = sysconf(_SC_PAGESIZE);
     size_t n = page > 0 && (size_t)page >= sizeof(rng_page) ? (size_t)page : 4096;
@@ -144,9 +144,8 @@ static rng_page *alloc_rng(size_t *len, int *mapped, int *wiped) {
     while (n < sizeof(rng_page)) n *= 2;
     p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
-        *wiped = 0;
-#if defined(MADV_WIPEONFORK) && !defined(LDP_NO_WIPEONFORK) /* the test of the pid check */
-        *wiped = madvise(p, n, MADV_WIPEONFORK) == 0; /* Linux >= 4.14; the pid check covers older */
+#if defined(MADV_WIPEONFORK) && !defined(LDP_NO_WIPEONFORK) /* the test of the pid check alone */
+        (void)madvise(p, n, MADV_WIPEONFORK); /* Linux >= 4.14; the pid check covers older */
 #endif
 #ifdef MADV_DONTDUMP
         (void)madvise(p, n, MADV_DONTDUMP); /* keep the key out of core dumps */
@@ -158,7 +157,6 @@ static rng_page *alloc_rng(size_t *len, int *mapped, int *wiped) {
 #endif
     *len = sizeof(rng_page);
     *mapped = 0;
-    *wiped = 0;
     return (rng_page *)calloc(1, sizeof(rng_page));
 }
 
@@ -208,7 +206,7 @@ static int rekey_child(ldp_sanitizer *s) {
 }
 
 static int stream(ldp_sanitizer *s, ldp_chacha **g) {
-    if (s->rng->armed != ARMED || (!s->wiped && s->rng->pid != current_pid())) {
+    if (s->rng->armed != ARMED || s->rng->pid != current_pid()) {
         int rc = rekey_child(s);
         if (rc != LDP_OK) return rc;
     }
@@ -223,7 +221,7 @@ static int new_sanitizer(const ldp_bundle *bundle, ldp_sanitizer **out, ldp_sani
     *s = (ldp_sanitizer *)calloc(1, sizeof **s);
     if (*s == NULL) return LDP_E_NOMEM;
     (*s)->bundle = bundle;
-    (*s)->rng = alloc_rng(&(*s)->rng_len, &(*s)->mapped, &(*s)->wiped);
+    (*s)->rng = alloc_rng(&(*s)->rng_len, &(*s)->mapped);
     if ((*s)->rng == NULL) {
         free(*s);
         return LDP_E_NOMEM;
