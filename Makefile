@@ -46,9 +46,14 @@ lint: setup
 test: setup native lint libldptext-test-quick libldptext-wasm
 	$(MAKE) --no-print-directory -j2 test-python libldptext-test-long
 
+# pytest on PYTEST_WORKERS processes (pytest-xdist; PYTEST_WORKERS=0 runs it in one): one after the
+# other its tests take about 20 minutes on two cores. --dist loadfile keeps a file's tests, so its
+# module fixtures, on one worker; tests/conftest.py builds the real bundles once for all workers and
+# has every make a test runs take one lock
 .PHONY: test-python libldptext-test-quick libldptext-test-long
+PYTEST_WORKERS ?= 2
 test-python:
-	$(VPY) -m pytest -q tests
+	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # libldptext, the C library (native/Makefile: native/build/libldptext.a and .so, the example
 # native/build/sanitize). Needs libsodium-dev and libutf8proc-dev (scripts/system-deps.sh core).

@@ -124,7 +124,7 @@ setup(
         # ldptext.spark and ldptext sanitize --engine spark (Java 17); pyspark's Arrow paths need pandas,
         # and it does not yet fully support pandas 3
         "spark": ["pyspark>=4.0", "pandas>=2.2,<3", "pyarrow>=14"],
-        "test": ["pytest>=7", "mpmath>=1.3", "scipy>=1.10", "ruff==0.17.6"],
+        "test": ["pytest>=7", "pytest-xdist>=3.0", "mpmath>=1.3", "scipy>=1.10", "ruff==0.17.6"],
     },
     entry_points={
         "console_scripts": ["ldptext=ldptext.cli:main"],

@@ -1,19 +1,67 @@
 """Shared fixtures. Every test session gets its own LDPTEXT_HOME (developer key, trust store), so
 tests never touch the user's configuration, and sets LDPTEXT_DEV=1: the explicit opt-in under which
 bundles signed by that session's developer key are trusted (tests/test_keys.py checks the refusal
-without it)."""
+without it).
+
+``make test`` runs pytest on two workers (pytest-xdist, ``--dist loadfile``: a file's tests, so its
+module fixtures, stay on one worker). Each worker is a session of its own, with its own
+LDPTEXT_HOME; what is expensive or written outside pytest's temporary folders is shared between
+them here: the real bundles are built once, by whichever worker asks first (:func:`shared_tmp`, a
+file lock), and signed with one developer key that every worker's home holds a copy of; every
+``make`` a test runs in the checkout holds :func:`build_lock`."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
+from filelock import FileLock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: one lock for every ``make`` the tests run in the checkout (native/build/, native/build/wasm/,
+#: build/jvm/, build/maven/, build/npm/, build/extension/): two workers, or two test runs, never
+#: build into the same folder at once. Created once, so that a holder may take it again (a fixture
+#: holding it calls ``build_library``): a second FileLock on the same file would wait for the first.
+_BUILD_LOCK = FileLock(str(ROOT / "build" / ".tests-make.lock"))
+
+
+def build_lock() -> FileLock:
+    """The lock every ``make`` a test runs in the checkout holds (``with build_lock(): ...``)."""
+    (ROOT / "build").mkdir(exist_ok=True)
+    return _BUILD_LOCK
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """A folder every pytest-xdist worker of this run sees (the run's base temporary folder, which
+    holds each worker's own); the session's base temporary folder without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _share_developer_key(shared: Path, home: Path) -> None:
+    """Give ``home`` the developer key of this run, created once for every worker: a bundle one
+    worker builds and signs (``real_bundles``) then loads in every worker, as in a serial run."""
+    src = shared / "developer-key"
+    with FileLock(str(shared / "developer-key.lock")):
+        if not (src / "developer.key").exists():
+            from ldptext import keys
+            keys.generate_keypair(src, name="developer")
+    (home / "keys").mkdir(parents=True)
+    for name in ("developer.key", "developer.pub"):
+        shutil.copy2(src / name, home / "keys" / name)  # the key keeps its mode 0600
 
 
 @pytest.fixture(scope="session", autouse=True)
 def ldptext_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("ldptext_home")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _share_developer_key(shared_tmp(tmp_path_factory), home)
     mp = pytest.MonkeyPatch()
     mp.setenv("LDPTEXT_HOME", str(home))
     mp.setenv("LDPTEXT_DEV", "1")
@@ -23,10 +71,12 @@ def ldptext_home(tmp_path_factory):
 
 class RealBundles:
     """SanText(+) bundles over the packaged embeddings (GloVe 6B-50d, MiniLM WordPiece), each built
-    once per test run and shared by every test that asks for the same build arguments. They share
-    one neighbour cache too: the ε-independent neighbour search (most of a build) runs once per
-    embedding, vocabulary, output set and head size. Tests only read these files; a test that edits a
-    bundle writes its own copy (``edited_bundle``, ``rewrite_bundle``)."""
+    once per test run and shared by every test that asks for the same build arguments, on every
+    xdist worker: the file is named by those arguments, and built under a file lock by the first
+    worker that asks while any other waits (the MiniLM build takes minutes). They share one
+    neighbour cache too: the ε-independent neighbour search (most of a build) runs once per
+    embedding, vocabulary, output set and head size. Tests only read these files; a test that edits
+    a bundle writes its own copy (``edited_bundle``, ``rewrite_bundle``)."""
 
     def __init__(self, root):
         self.root = root
@@ -39,15 +89,21 @@ class RealBundles:
 
         key = (embeddings, tuple(sorted(kwargs.items())))
         if key not in self.built:
-            path = self.root / f"{embeddings}-{len(self.built)}.ldpb"
-            self.built[key] = build_santext_bundle(path, embeddings=embeddings, cache_dir=self.cache,
-                                                   progress=False, **kwargs)
+            path = self.root / f"{embeddings}-{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.ldpb"
+            # one build of an embedding at a time (its builds share the cache entries): one lock each
+            with FileLock(str(self.root / f"{embeddings}.lock")):
+                if not path.exists():  # written atomically: present means complete
+                    build_santext_bundle(path, embeddings=embeddings, cache_dir=self.cache,
+                                         progress=False, **kwargs)
+            self.built[key] = path
         return self.built[key]
 
 
 @pytest.fixture(scope="session")
 def real_bundles(tmp_path_factory) -> RealBundles:
-    return RealBundles(tmp_path_factory.mktemp("real-bundles"))
+    root = shared_tmp(tmp_path_factory) / "real-bundles"
+    root.mkdir(exist_ok=True)
+    return RealBundles(root)
 
 
 @pytest.fixture(scope="session")
@@ -162,9 +218,6 @@ class CallCounter:
 def require_tool(names: list[str], why: str, flag: str) -> str:
     """The first of ``names`` on PATH. Missing: the test is skipped, or fails where the environment
     sets ``flag`` (an ``LDPTEXT_REQUIRE_*`` variable: CI must run these tests, never skip them)."""
-    import os
-    import shutil
-
     for name in names:
         path = shutil.which(name)
         if path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_bundle
+from conftest import build_lock, build_tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "native"
@@ -52,7 +52,8 @@ def app_and_link_lines() -> tuple[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def library():
-    subprocess.run(["make", "-s", "-C", str(NATIVE), "lib"], check=True, capture_output=True)
+    with build_lock():
+        subprocess.run(["make", "-s", "-C", str(NATIVE), "lib"], check=True, capture_output=True)
     return NATIVE / "build" / "libldptext.a"
 
 
@@ -109,8 +110,9 @@ def test_the_documented_link_lines_work_as_written(library, bundle_and_pub, tmp_
     for line in lines:  # the install table of docs/install.md gives the same commands
         assert f"`{line.split('#')[0].strip()}`" in install, line
     prefix = tmp_path / "prefix"
-    subprocess.run(["make", "-s", "-C", str(NATIVE), "install", f"PREFIX={prefix}"], check=True,
-                   capture_output=True)
+    with build_lock():
+        subprocess.run(["make", "-s", "-C", str(NATIVE), "install", f"PREFIX={prefix}"], check=True,
+                       capture_output=True)
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
     for line in lines:
         work = tmp_path / f"w{lines.index(line)}"
@@ -132,8 +134,9 @@ def test_pkg_config_static_alone_still_needs_the_shared_library(library, tmp_pat
     """Why ldptext-static.pc exists: --static without -static picks libldptext.so (docs/c-library.md)."""
     app, _ = app_and_link_lines()
     prefix = tmp_path / "prefix"
-    subprocess.run(["make", "-s", "-C", str(NATIVE), "install", f"PREFIX={prefix}"], check=True,
-                   capture_output=True)
+    with build_lock():
+        subprocess.run(["make", "-s", "-C", str(NATIVE), "install", f"PREFIX={prefix}"], check=True,
+                       capture_output=True)
     (tmp_path / "app.c").write_text(app)
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
     subprocess.run("cc app.c $(pkg-config --cflags --static --libs ldptext)", shell=True, cwd=tmp_path,

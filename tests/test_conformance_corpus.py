@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import build_tiny_bundle, edited_bundle, random_word_embeddings
+from conftest import build_lock, build_tiny_bundle, edited_bundle, random_word_embeddings
 from test_libldptext import OK, clib, dev_key  # noqa: F401 (fixtures)
 from wasm_node import run_node_script
 
@@ -245,7 +245,9 @@ def test_the_jvm_binding_gives_the_same_codes(corpus, c_codes, dev_key, tmp_path
     from test_jvm import ROOT as JROOT
     from test_jvm import _tool, compile_and_run
     jdk = {"javac": _tool("javac"), "java": _tool("java")}
-    done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True, timeout=600)
+    with build_lock():
+        done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True,
+                              timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     names = list(corpus)
     listing = tmp_path / "corpus.txt"  # name TAB path TAB document, one bundle per line

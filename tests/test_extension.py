@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_bundle, require_tool
+from conftest import build_lock, build_tiny_bundle, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 # unknown to the tiny bundle (its words are w0..w59): never in any output
@@ -281,10 +281,11 @@ def extension(chromium, tmp_path_factory, ldptext_home) -> dict:
     d = tmp_path_factory.mktemp("extension")
     bundle = build_tiny_bundle(d / "tiny.ldpb", mechanism="santext+", p=0.3, w=0.7)
     out = d / "good"
-    done = subprocess.run(["make", "-s", "extension", f"EXT_BUNDLE={bundle}", "EXT_TRUST=--developer"],
-                          cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    shutil.copytree(ROOT / "build" / "extension", out)
+    with build_lock():  # build/extension/ is rewritten by every make extension: copied before another
+        done = subprocess.run(["make", "-s", "extension", f"EXT_BUNDLE={bundle}", "EXT_TRUST=--developer"],
+                              cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        shutil.copytree(ROOT / "build" / "extension", out)
     bad = d / "tampered"
     shutil.copytree(out, bad)
     data = bytearray((bad / "bundle.ldpb").read_bytes())

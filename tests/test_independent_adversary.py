@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from adversary_craft import DPBART_CASES, SECRET, Attacker, Case, build_corpus, build_dpbart_corpus
-from conftest import require_tool
+from conftest import build_lock, require_tool
 
 from ldptext import errors
 
@@ -422,9 +422,10 @@ class CLib:
 
 @pytest.fixture(scope="module")
 def clib() -> CLib:
-    if not LIB.is_file():
-        done = subprocess.run(["make", "-s", "libldptext"], cwd=ROOT, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
+    with build_lock():
+        if not LIB.is_file():
+            done = subprocess.run(["make", "-s", "libldptext"], cwd=ROOT, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
     return CLib(LIB)
 
 
@@ -576,8 +577,9 @@ def jvm_results(corpus, attacker, tmp_path_factory) -> dict:
     why = "the JVM binding needs OpenJDK (scripts/system-deps.sh jvm)"
     javac, java = (require_tool([t], why, "LDPTEXT_REQUIRE_JVM") for t in ("javac", "java"))
     require_tool(["jar"], why, "LDPTEXT_REQUIRE_JVM")
-    done = subprocess.run(["make", "-s", "jvm"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "LDPTEXT_SKIP_SYSTEM_DEPS": "1"})
+    with build_lock():
+        done = subprocess.run(["make", "-s", "jvm"], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "LDPTEXT_SKIP_SYSTEM_DEPS": "1"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     work = tmp_path_factory.mktemp("jvm")
     (work / "Adversary.java").write_text(JAVA, encoding="utf-8")

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded, require_tool
+from conftest import build_lock, build_tiny_bundle, load_seeded, require_tool
 from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
 
 from ldptext import ldp_codes
@@ -63,8 +63,9 @@ def jdk() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def jvm_build(jdk) -> Path:
     """make jvm: the jar and the JNI library in build/jvm/."""
-    done = subprocess.run(["make", "-s", "jvm"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "LDPTEXT_SKIP_SYSTEM_DEPS": "1"})
+    with build_lock():
+        done = subprocess.run(["make", "-s", "jvm"], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "LDPTEXT_SKIP_SYSTEM_DEPS": "1"})
     if done.returncode != 0:
         pytest.fail("make jvm failed:\n" + (done.stdout + done.stderr)[-3000:])
     for name in ("ldptext.jar", "libldptext_jni.so"):

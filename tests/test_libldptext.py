@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded
+from conftest import build_lock, build_tiny_bundle, load_seeded
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "native"
@@ -219,7 +219,8 @@ class LibLdptext:
 
 def build_library() -> None:
     """make -C native (incremental; `make test` has built it already)."""
-    subprocess.run(["make", "-s", "-C", str(NATIVE), "all"], check=True, capture_output=True)
+    with build_lock():
+        subprocess.run(["make", "-s", "-C", str(NATIVE), "all"], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded, require_tool
+from conftest import build_lock, build_tiny_bundle, load_seeded, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 20240611
@@ -56,12 +56,13 @@ def installed(node, tmp_path_factory) -> Path:
     """make npm, then the tarball installed offline into an empty folder; returns that folder."""
     _tool(["emcc"], "make npm builds the wasm module (Debian: emscripten)")
     npm = _tool(["npm"], "make npm runs npm pack (Debian: npm)")
-    done = subprocess.run(["make", "-s", "npm"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    tgz = ROOT / "build" / "npm" / f"ldptext-{_version()}.tgz"
-    assert tgz.is_file(), f"make npm did not produce {tgz.name}"
     app = tmp_path_factory.mktemp("npm_app")
-    shutil.copyfile(tgz, app / tgz.name)
+    tgz = ROOT / "build" / "npm" / f"ldptext-{_version()}.tgz"
+    with build_lock():  # build/npm/ is removed and packed again by every make npm: copied before another
+        done = subprocess.run(["make", "-s", "npm"], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        assert tgz.is_file(), f"make npm did not produce {tgz.name}"
+        shutil.copyfile(tgz, app / tgz.name)
     done = subprocess.run([npm, "install", "--offline", "--no-audit", "--no-fund", f"./{tgz.name}"],
                           cwd=app, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

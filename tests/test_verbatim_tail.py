@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import build_tiny_bundle, edited_bundle
+from conftest import build_lock, build_tiny_bundle, edited_bundle
 from test_libldptext import OK, clib, dev_key  # noqa: F401 (fixtures)
 from test_verbatim_cap import metric, reference_rates
 from wasm_node import run_node_script
@@ -130,7 +130,9 @@ def test_the_jvm_binding_reports_the_tail(capped, dev_key, tmp_path):  # noqa: F
     from test_jvm import ROOT as JROOT
     from test_jvm import _tool, compile_and_run
     jdk = {"javac": _tool("javac"), "java": _tool("java")}
-    done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True, timeout=600)
+    with build_lock():
+        done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True,
+                              timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     path, stated, report = capped
     key = ",".join(str(b if b < 128 else b - 256) for b in dev_key)

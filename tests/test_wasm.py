@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import build_tiny_bundle, load_seeded, require_tool
+from conftest import build_lock, build_tiny_bundle, load_seeded, require_tool
 from test_libldptext import CODES_OF, LibLdptext, build_library, python_error
 from test_santext_check import KEY as PIN_SIGNER, relabelled, set_epsilon
 
@@ -91,8 +91,9 @@ def node() -> str:
 def wasm_build(node) -> Path:
     """make -C native/wasm (incremental; `make test` has built it already)."""
     _tool(["emcc"], "the browser build needs emscripten (Debian: emscripten; .ci/run installs it)")
-    done = subprocess.run(["make", "-s", "-C", str(ROOT / "native" / "wasm")], capture_output=True,
-                          text=True)
+    with build_lock():
+        done = subprocess.run(["make", "-s", "-C", str(ROOT / "native" / "wasm")], capture_output=True,
+                              text=True)
     if done.returncode != 0:
         pytest.fail("make -C native/wasm failed:\n" + (done.stdout + done.stderr)[-3000:])
     return WASM_BUILD

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from conftest import build_tiny_bundle, edited_bundle
+from conftest import build_lock, build_tiny_bundle, edited_bundle
 from ldptext import keys
 from ldptext.errors import ParameterMismatchError, WeakPrivacyError
 from ldptext.rng import SeededModeWarning
@@ -154,7 +154,9 @@ def test_the_jvm_binding_refuses_it_without_opt_in(weak, dev_key, tmp_path):  # 
     jdk = {"javac": _tool("javac"), "java": _tool("java")}
     import subprocess
     from test_jvm import ROOT as JROOT
-    done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True, timeout=600)
+    with build_lock():
+        done = subprocess.run(["make", "-s", "-C", str(JROOT), "jvm"], capture_output=True, text=True,
+                              timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     build = JROOT / "build" / "jvm"
     path, _, stated = weak

@@ -14,11 +14,13 @@ def run_node_script(body: str, script: Path, key: bytes, *, timeout: int = 120) 
     """Build the wasm wrapper where stale (``make -C native/wasm``), then run ``body`` in node after a
     prelude that imports ``readFile``, the wrapper as ``api`` and ``key`` (the base64 of ``key``, a
     trusted public key); ``body`` writes one JSON value to stdout, which is returned parsed."""
+    from conftest import build_lock
     from test_wasm import WASM_BUILD, _tool
     node = _tool(["node", "nodejs"], "the wasm tests run in node")
     _tool(["emcc"], "the browser build needs emscripten")
-    done = subprocess.run(["make", "-s", "-C", str(WASM_BUILD.parents[2] / "native" / "wasm")],
-                          capture_output=True, text=True)
+    with build_lock():
+        done = subprocess.run(["make", "-s", "-C", str(WASM_BUILD.parents[2] / "native" / "wasm")],
+                              capture_output=True, text=True)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     script.write_text(f"""
 import {{ readFile }} from 'node:fs/promises';
